@@ -1,0 +1,80 @@
+"""What a connector is: a name, a kind, a content sniffer and a streaming reader."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa
+
+from models.schemas import QUARANTINE, SCHEMAS
+
+KINDS = tuple(SCHEMAS)  # billing, telemetry, workload, storage
+
+# How much of a file detection may look at: enough for any header, small enough to be cheap.
+SNIFF_BYTES = 64 * 1024
+
+
+class ConnectorError(Exception):
+    """A file a connector claimed but cannot read. Names the file and, where known, the line."""
+
+    def __init__(self, source_file: str, message: str, line: int | None = None):
+        self.source_file = source_file
+        self.line = line
+        where = f"{source_file}, line {line}" if line is not None else source_file
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class ReadContext:
+    """Everything a read needs besides the file: lineage values, settings, and the quarantine."""
+
+    source_file: str
+    ingested_at: datetime
+    source_sha256: str = ""
+    timezone: str = "UTC"  # for sources that write local wall-clock times
+    quarantined: list[dict] = field(default_factory=list)
+
+    def quarantine(self, connector: str, source_row: int, reason: str, record: object) -> None:
+        self.quarantined.append(
+            {
+                "x_Connector": connector,
+                "x_SourceFile": self.source_file,
+                "x_SourceSha256": self.source_sha256,
+                "x_SourceRow": source_row,
+                "x_IngestedAt": self.ingested_at,
+                "reason": reason,
+                "raw_record": record if isinstance(record, str) else json.dumps(record, default=str),
+            }
+        )
+
+    def quarantine_batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pylist(self.quarantined, schema=QUARANTINE)
+
+
+class Connector(ABC):
+    """A source format. Subclasses set the class attributes and implement detect and read."""
+
+    name: str
+    kind: str  # one of KINDS
+    recognises: str  # what files it claims, in words, for `finops connectors`
+
+    @abstractmethod
+    def detect(self, path: Path, head: bytes) -> bool:
+        """True when the file's content (its first bytes, `head`) is this connector's format."""
+
+    @abstractmethod
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        """Stream the file as record batches in the canonical schema of `kind`.
+
+        Rows that cannot be accepted go to `ctx.quarantine` with a reason; a file that cannot be
+        read at all raises ConnectorError.
+        """
+
+    @property
+    def schema(self) -> pa.Schema:
+        return SCHEMAS[self.kind]

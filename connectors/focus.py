@@ -1,0 +1,136 @@
+"""FOCUS exports (1.0 to 1.3), as CSV or Parquet, into `core.cost_lines`' canonical schema.
+
+FOCUS columns are parsed by their kind; every other column of the file, provider `x_` columns
+included, is kept in `x_ExtraColumns` as JSON. The FinOps Foundation's sample data writes NULL as
+the bare string `NULL`, so that reads as a null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from connectors._tabular import (
+    ROW_NUMBER,
+    failed,
+    first_reason,
+    header_fields,
+    parse_decimal,
+    parse_utc,
+    split_rejected,
+    stream_csv_as_strings,
+    to_canonical,
+)
+from connectors.base import Connector, ConnectorError, ReadContext
+from models.focus import (
+    FOCUS_COLUMN_NAMES,
+    FOCUS_COLUMNS,
+    MONEY,
+    PRICE,
+    QUANTITY,
+    RENAMED_COLUMNS,
+    TIMESTAMP,
+)
+from models.schemas import MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE
+
+# A file is FOCUS when its header carries these (under their current or 1.0-preview names).
+SIGNATURE = ({"BilledCost"}, {"ChargePeriodStart"}, {"BillingCurrency"}, {"ChargeCategory", "ChargeType"})
+NULL_STRINGS = ("", "NULL", "null")
+# Extension columns this project defines itself: read into typed columns, not into x_ExtraColumns.
+OWN_EXTENSIONS = ("x_GpuModel", "x_GpuCount")
+_DECIMAL_TYPES = {MONEY: MONEY_TYPE, PRICE: PRICE_TYPE, QUANTITY: QUANTITY_TYPE}
+PARQUET_BATCH_ROWS = 64 * 1024
+
+
+def _is_focus_header(names: set[str]) -> bool:
+    return all(names & group for group in SIGNATURE)
+
+
+class FocusConnector(Connector):
+    name = "focus"
+    kind = "billing"
+    recognises = "FOCUS 1.0–1.3 cost and usage exports, CSV or Parquet (header has BilledCost, ChargePeriodStart, BillingCurrency, ChargeCategory)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        if head.startswith(b"PAR1"):
+            return _is_focus_header(set(pq.read_schema(path).names))
+        return _is_focus_header(set(header_fields(head)))
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        frames = self._parquet_frames(path) if _is_parquet(path) else stream_csv_as_strings(
+            path, ctx.source_file, null_values=NULL_STRINGS
+        )
+        for frame in frames:
+            accepted = self._normalise(frame, ctx)
+            if accepted.height:
+                yield to_canonical(accepted, self.schema, self.name, ctx)
+
+    def _parquet_frames(self, path: Path) -> Iterator[pl.DataFrame]:
+        """Parquet columns arrive typed; turn them to text so one parser serves both formats."""
+        rows_before = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            frame = pl.from_arrow(batch)
+            frame = frame.with_columns(
+                (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct) else pl.col(c).cast(pl.String))
+                for c, dt in frame.schema.items()
+            ).with_columns(pl.col(pl.String).replace({s: None for s in NULL_STRINGS}))
+            yield frame.with_columns(
+                pl.int_range(rows_before + 1, rows_before + 1 + frame.height, dtype=pl.Int64).alias(ROW_NUMBER)
+            )
+            rows_before += frame.height
+
+    def _normalise(self, frame: pl.DataFrame, ctx: ReadContext) -> pl.DataFrame:
+        frame = frame.rename({old: new for old, new in RENAMED_COLUMNS.items() if old in frame.columns and new not in frame.columns})
+        source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+        extras = [c for c in source_columns if c not in FOCUS_COLUMN_NAMES and c not in OWN_EXTENSIONS]
+
+        parsed: dict[str, pl.Expr] = {}
+        checks: list[tuple[pl.Expr, pl.Expr | str]] = []
+        for col in FOCUS_COLUMNS:
+            if col.name not in frame.columns:
+                if col.required:
+                    raise ConnectorError(ctx.source_file, f"required FOCUS column {col.name} is missing", line=1)
+                continue
+            if col.kind == TIMESTAMP:
+                expr = parse_utc(col.name, ctx.timezone)
+            elif col.kind in _DECIMAL_TYPES:
+                t = _DECIMAL_TYPES[col.kind]
+                expr = parse_decimal(col.name, t.precision, t.scale)
+            else:
+                expr = pl.col(col.name).str.strip_chars()
+            parsed[col.name] = expr
+            if col.kind != "text" and col.kind != "json":
+                checks.append((failed(col.name, expr), pl.format(f"{col.name} is not a valid {col.kind}: '{{}}'", pl.col(col.name))))
+            if col.required:
+                checks.append((expr.is_null(), f"required {col.name} is empty"))
+        if "x_GpuCount" in frame.columns:
+            gpu_count = pl.col("x_GpuCount").str.strip_chars().cast(pl.Int32, strict=False)
+            checks.append((failed("x_GpuCount", gpu_count), "x_GpuCount is not a whole number"))
+            parsed["x_GpuCount"] = gpu_count
+        if "x_GpuModel" in frame.columns:
+            parsed["x_GpuModel"] = pl.col("x_GpuModel").str.strip_chars()
+        checks.append((
+            ~parsed["BillingCurrency"].str.contains(r"^[A-Z]{3}$"),
+            pl.format("BillingCurrency '{}' is not an ISO 4217 code", pl.col("BillingCurrency")),
+        ))
+        checks.append((
+            pl.col("ChargePeriodEnd").is_not_null() & (parsed["ChargePeriodEnd"] < parsed["ChargePeriodStart"]),
+            "ChargePeriodEnd is before ChargePeriodStart",
+        ))
+
+        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, source_columns)
+        extra_json = pl.struct(extras).struct.json_encode() if extras else pl.lit(None, dtype=pl.String)
+        return accepted.select(
+            *(expr.alias(name) for name, expr in parsed.items()),
+            extra_json.alias("x_ExtraColumns"),
+            pl.col(ROW_NUMBER),
+        )
+
+
+def _is_parquet(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PAR1"

@@ -1,0 +1,81 @@
+"""Finding connectors: the built-in ones, plus any that installed packages register.
+
+A package registers a connector with an entry point in the `gpu_finops.connectors` group whose
+value is a Connector instance, a Connector subclass, or a zero-argument factory returning one.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from connectors.base import KINDS, SNIFF_BYTES, Connector
+from connectors.focus import FocusConnector
+from connectors.nvidia_smi import NvidiaSmiConnector
+from connectors.workloads_csv import WorkloadsCsvConnector
+
+ENTRY_POINT_GROUP = "gpu_finops.connectors"
+log = logging.getLogger(__name__)
+
+
+def builtin_connectors() -> list[Connector]:
+    return [FocusConnector(), NvidiaSmiConnector(), WorkloadsCsvConnector()]
+
+
+def _instantiate(obj: object) -> Connector:
+    if isinstance(obj, Connector):
+        return obj
+    if callable(obj):
+        made = obj()
+        if isinstance(made, Connector):
+            return made
+    raise TypeError(f"{obj!r} is not a Connector, a Connector class or a factory of one")
+
+
+@cache
+def all_connectors() -> tuple[Connector, ...]:
+    """Built-ins first, then entry points in name order; a duplicate name is refused loudly."""
+    found = builtin_connectors()
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            connector = _instantiate(ep.load())
+        except Exception as exc:  # a broken plug-in must not take the pipeline down
+            log.error("connector entry point %s could not be loaded: %s", ep.name, exc)
+            continue
+        if connector.kind not in KINDS:
+            log.error("connector %s has unknown kind %r", connector.name, connector.kind)
+            continue
+        if any(c.name == connector.name for c in found):
+            log.error("connector name %s is already taken; entry point %s ignored", connector.name, ep.name)
+            continue
+        found.append(connector)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Detection:
+    connector: Connector | None
+    reason: str  # why no connector claimed the file, or which one did
+
+
+def read_head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(SNIFF_BYTES)
+
+
+def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detection:
+    """The first connector that recognises the file's content, or the reason none did."""
+    connectors = connectors if connectors is not None else all_connectors()
+    head = read_head(path)
+    if not head.strip():
+        return Detection(None, "empty file")
+    for connector in connectors:
+        try:
+            if connector.detect(path, head):
+                return Detection(connector, f"recognised by {connector.name}")
+        except Exception as exc:  # a sniffer bug must not hide the file from the others
+            log.warning("connector %s failed while sniffing %s: %s", connector.name, path, exc)
+    return Detection(None, "no connector recognises its content (header)")

@@ -1,0 +1,73 @@
+"""The plain workloads CSV: `workload_id, phase, host, gpu_count, started_at, ended_at`.
+
+Optional columns: `name`, `resource_id`. Timestamps carry an offset or are read in the configured
+time zone. `phase` is one of the work phases; an empty `ended_at` means still running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from connectors._tabular import (
+    ROW_NUMBER,
+    failed,
+    first_reason,
+    header_fields,
+    parse_utc,
+    split_rejected,
+    stream_csv_as_strings,
+    to_canonical,
+)
+from connectors.base import Connector, ReadContext
+from models.phases import PHASE_ALIASES, WORK_PHASES
+
+REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")
+
+
+class WorkloadsCsvConnector(Connector):
+    name = "workloads_csv"
+    kind = "workload"
+    recognises = "workloads CSV with columns workload_id, phase, host, gpu_count, started_at, ended_at"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return set(REQUIRED) <= set(header_fields(head))
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        for frame in stream_csv_as_strings(path, ctx.source_file):
+            source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+            frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
+            key = pl.col("phase").str.to_lowercase().str.replace_all(r"[\s_\-]", "").replace(PHASE_ALIASES)
+            phase = pl.when(key.is_in(WORK_PHASES)).then(key)
+            gpu_count = pl.col("gpu_count").cast(pl.Int32, strict=False)
+            started = parse_utc("started_at", ctx.timezone)
+            ended = parse_utc("ended_at", ctx.timezone)
+            reason = first_reason([
+                (pl.col("workload_id").is_null(), "workload_id is empty"),
+                (phase.is_null(), pl.format("phase '{}' is not one of " + ", ".join(WORK_PHASES), pl.col("phase"))),
+                (pl.col("host").is_null() & (pl.col("resource_id").is_null() if "resource_id" in frame.columns else pl.lit(True)),
+                 "neither host nor resource_id is given"),
+                (gpu_count.is_null() | (gpu_count < 0), pl.format("gpu_count '{}' is not a whole number ≥ 0", pl.col("gpu_count"))),
+                (started.is_null(), pl.format("started_at '{}' is not a timestamp", pl.col("started_at"))),
+                (failed("ended_at", ended), pl.format("ended_at '{}' is not a timestamp", pl.col("ended_at"))),
+                (ended < started, "ended_at is before started_at"),
+            ])
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
+            if not accepted.height:
+                continue
+            out = accepted.select(
+                pl.col("workload_id"),
+                pl.col("name") if "name" in accepted.columns else pl.lit(None, dtype=pl.String).alias("name"),
+                phase.alias("phase"),
+                pl.col("host"),
+                pl.col("resource_id") if "resource_id" in accepted.columns else pl.lit(None, dtype=pl.String).alias("resource_id"),
+                gpu_count.alias("gpu_count"),
+                started.alias("started_at"),
+                ended.alias("ended_at"),
+                pl.lit("explicit phase column").alias("phase_rule"),
+                pl.col(ROW_NUMBER),
+            )
+            yield to_canonical(out, self.schema, self.name, ctx)

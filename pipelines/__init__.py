@@ -1,0 +1,1 @@
+"""The Dagster code location of gpu-finops and its `finops` command line."""

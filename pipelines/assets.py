@@ -1,0 +1,118 @@
+"""The asset graph: landing → raw.* → core.* → marts.*. Assets are thin: the work is in
+`pipelines.ingest` (Python) and in `sql/` (one file per table)."""
+
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
+from dagster_duckdb import DuckDBResource
+
+from models.schemas import RAW_TABLES
+from pipelines.ingest import ingest_landing
+from pipelines.settings import BUNDLED_FX_RATES, FinopsSettings
+from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
+
+# Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
+POOL = "duckdb_warehouse"
+RAW_ASSETS = ["raw.files", *RAW_TABLES.values(), "raw.quarantine"]
+
+
+def key_of(table: str) -> AssetKey:
+    return AssetKey(table.split("."))
+
+
+def prepare(conn) -> None:
+    # Sessions speak UTC so day and minute boundaries never depend on the machine's zone.
+    conn.execute("SET TimeZone = 'UTC'")
+    ensure_warehouse(conn)
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+
+
+@multi_asset(
+    specs=[AssetSpec(key_of(t), group_name="raw", description=f"{t}: rows as read from landing files") for t in RAW_ASSETS],
+    pool=POOL,
+    name="ingest_landing",
+)
+def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResource, settings: FinopsSettings):
+    """Load every new landing file through its connector; one transaction per file."""
+    with warehouse.get_connection() as conn:
+        prepare(conn)
+        summary = ingest_landing(conn, Path(settings.landing_dir), timezone=settings.timezone)
+        counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}
+    for o in summary.outcomes:
+        if o.status == "failed":
+            context.log.error(o.detail)
+        elif o.status == "unrecognized":
+            context.log.warning(f"{o.path}: skipped, {o.detail}")
+    files_meta = {
+        "new_files": len(summary.outcomes),
+        "already_loaded": summary.already_loaded,
+        "loaded": len(summary.by_status("loaded")),
+        "failed": MetadataValue.json([{"path": o.path, "error": o.detail} for o in summary.by_status("failed")]),
+        "unrecognized": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("unrecognized")]),
+        "rows_loaded": summary.rows_loaded,
+        "rows_quarantined": summary.rows_quarantined,
+    }
+    for table in RAW_ASSETS:
+        extra = files_meta if table == "raw.files" else {}
+        yield MaterializeResult(asset_key=key_of(table), metadata={"table": table, "rows": counts[table], **extra})
+
+
+def sql_asset(table: str, deps: list[str], description: str, group: str):
+    """An asset that (re)builds `table` by running `sql/<schema>/<table>.sql`."""
+
+    @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
+    def _build(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+        with warehouse.get_connection() as conn:
+            prepare(conn)
+            run_sql_file(conn, table, settings.sql_params())
+            rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
+        schema, name = table.split(".")
+        return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql"})
+
+    return _build
+
+
+@asset(key=key_of("core.fx_rates"), group_name="core", pool=POOL,
+       description="core.fx_rates: FX rates by day and pair, bundled reference plus your own file")
+def fx_rates_asset(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+    sources = [(BUNDLED_FX_RATES, 1)] + ([(Path(settings.fx_rates_file), 0)] if settings.fx_rates_file else [])
+    tables = []
+    for path, priority in sources:
+        t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={
+            "rate_date": pa.date32(), "from_currency": pa.string(), "to_currency": pa.string(),
+            "rate": pa.decimal128(24, 10), "source": pa.string()}))
+        tables.append(t.append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
+    fx_rates_input = pa.concat_tables(tables)
+    with warehouse.get_connection() as conn:
+        prepare(conn)
+        conn.register("fx_rates_input", fx_rates_input)
+        run_sql_file(conn, "core.fx_rates")
+        conn.unregister("fx_rates_input")
+        rows = fetch_value(conn, "SELECT count(*) FROM core.fx_rates")
+    return MaterializeResult(metadata={"table": "core.fx_rates", "rows": rows, "sources": [str(p) for p, _ in sources]})
+
+
+core_cost_lines = sql_asset("core.cost_lines", ["raw.cost_lines", "raw.files", "core.fx_rates"],
+                            "core.cost_lines: FOCUS charge rows, reporting currency beside billing currency", "core")
+core_gpu_samples = sql_asset("core.gpu_samples", ["raw.gpu_samples", "raw.files"],
+                             "core.gpu_samples: one GPU at one instant, UTC", "core")
+core_gpu_minutes = sql_asset("core.gpu_minutes", ["core.gpu_samples"],
+                             "core.gpu_minutes: one GPU-minute with samples; missing minutes have no row", "core")
+core_workloads = sql_asset("core.workloads", ["raw.workloads", "raw.files"],
+                           "core.workloads: one job or service with its phase and GPUs", "core")
+core_storage_events = sql_asset("core.storage_events", ["raw.storage_events", "raw.files"],
+                                "core.storage_events: checkpoint writes and transfers", "core")
+marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads"],
+                                   "marts.cost_attribution: each charge split into phases, with method and evidence", "marts")
+marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],
+                             "marts.daily_cost: day × provider × service × phase", "marts")
+marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.gpu_minutes", "core.workloads"],
+                                 "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts")
+
+ALL_ASSETS = [
+    ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
+    core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase,
+]

@@ -1,0 +1,145 @@
+"""Asset checks: data quality of the core tables (Great Expectations where its expectations fit,
+plain SQL elsewhere) and the money invariants of the marts."""
+
+
+from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
+from dagster_duckdb import DuckDBResource
+
+from models.focus import CHARGE_CATEGORIES, CHARGE_FREQUENCIES, PRICING_CATEGORIES, REQUIRED_COLUMNS, SERVICE_CATEGORIES
+from pipelines.assets import (
+    core_cost_lines,
+    core_gpu_minutes,
+    core_gpu_samples,
+    key_of,
+    marts_cost_attribution,
+    marts_spend_by_phase,
+)
+from pipelines.expectations import validate
+from pipelines.warehouse import fetch_all, fetch_dicts
+
+REQUIRED_EXPECTATIONS = [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in REQUIRED_COLUMNS]
+ALLOWED_VALUE_EXPECTATIONS = [
+    ("ExpectColumnValuesToBeInSet", {"column": "ChargeCategory", "value_set": list(CHARGE_CATEGORIES)}),
+    ("ExpectColumnValuesToBeInSet", {"column": "PricingCategory", "value_set": list(PRICING_CATEGORIES)}),
+    ("ExpectColumnValuesToBeInSet", {"column": "ChargeFrequency", "value_set": list(CHARGE_FREQUENCIES)}),
+    ("ExpectColumnValuesToBeInSet", {"column": "ServiceCategory", "value_set": list(SERVICE_CATEGORIES)}),
+]
+
+
+def _frame(conn, sql: str):
+    return conn.sql(sql).df()
+
+
+def _ge_result(outcome, **metadata) -> AssetCheckResult:
+    return AssetCheckResult(
+        passed=outcome.success,
+        metadata={"expectations": outcome.evaluated, "failures": MetadataValue.json(outcome.failures), **metadata},
+    )
+
+
+@asset_check(asset=core_cost_lines, description="FOCUS columns a charge cannot do without are never null")
+def focus_required_not_null(warehouse: DuckDBResource) -> AssetCheckResult:
+    columns = ", ".join(f'"{c}"' for c in REQUIRED_COLUMNS)
+    with warehouse.get_connection() as conn:
+        frame = _frame(conn, f"SELECT {columns} FROM core.cost_lines")
+    return _ge_result(validate(frame, REQUIRED_EXPECTATIONS, "cost_lines_required"), rows=len(frame))
+
+
+@asset_check(asset=core_cost_lines, description="categorical columns hold FOCUS's allowed values (providers do deviate: a warning)")
+def focus_allowed_values(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        frame = _frame(conn, "SELECT ChargeCategory, PricingCategory, ChargeFrequency, ServiceCategory FROM core.cost_lines")
+    outcome = validate(frame, ALLOWED_VALUE_EXPECTATIONS, "cost_lines_allowed")
+    result = _ge_result(outcome, rows=len(frame))
+    return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.WARN, metadata=result.metadata)
+
+
+@asset_check(asset=core_cost_lines, description="every line has a reporting-currency amount (an FX rate was found)")
+def fx_rates_found(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        missing = fetch_dicts(conn, """
+            SELECT BillingCurrency AS currency, x_ReportingCurrency AS reporting_currency,
+                   count(*) AS lines, min(utc_day(ChargePeriodStart)) AS first_day
+            FROM core.cost_lines WHERE x_FxStatus = 'missing_rate' GROUP BY ALL""")
+    return AssetCheckResult(
+        passed=not missing, severity=AssetCheckSeverity.WARN,
+        metadata={"missing": MetadataValue.json([{k: str(v) for k, v in m.items()} for m in missing])},
+    )
+
+
+@asset_check(asset=core_gpu_samples, description="utilization is within 0–100 % wherever it is known")
+def utilization_in_range(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        frame = _frame(conn, "SELECT util_pct FROM core.gpu_samples WHERE util_pct IS NOT NULL")
+    outcome = validate(frame, [("ExpectColumnValuesToBeBetween", {"column": "util_pct", "min_value": 0, "max_value": 100})], "gpu_samples")
+    return _ge_result(outcome, rows=len(frame))
+
+
+@asset_check(asset=core_gpu_minutes, description="busy fraction within 0–1 and sample counts consistent")
+def gpu_minutes_consistent(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        bad = fetch_all(conn, """
+            SELECT count(*) FROM core.gpu_minutes
+            WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1""")[0][0]
+    return AssetCheckResult(passed=bad == 0, metadata={"inconsistent_minutes": bad})
+
+
+@asset_check(asset=marts_cost_attribution, blocking=True,
+             description="money is conserved: each charge's phase parts add up to its EffectiveCost exactly")
+def attribution_conserves_money(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        broken = fetch_dicts(conn, """
+            SELECT c.x_ChargeId, c.EffectiveCost, sum(a.amount_billing) AS attributed,
+                   c.x_EffectiveCostReporting, sum(a.amount_reporting) AS attributed_reporting
+            FROM core.cost_lines AS c
+            LEFT JOIN marts.cost_attribution AS a USING (x_ChargeId)
+            GROUP BY ALL
+            HAVING attributed IS DISTINCT FROM c.EffectiveCost
+                OR attributed_reporting IS DISTINCT FROM c.x_EffectiveCostReporting
+            LIMIT 20""")
+    return AssetCheckResult(passed=not broken, metadata={"unbalanced_charges": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+
+
+@asset_check(asset=marts_spend_by_phase, description="phases add up to the reporting-currency total of all cost lines")
+def phases_add_up(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        phases, lines = fetch_all(conn, """
+            SELECT (SELECT sum(cost_reporting) FROM marts.spend_by_phase),
+                   (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines)""")[0]
+    return AssetCheckResult(passed=phases == lines, metadata={"phases_total": str(phases), "cost_lines_total": str(lines)})
+
+
+@asset_check(asset=key_of("raw.files"), description="per file, rows read = rows loaded + rows quarantined, and the raw tables hold exactly the loaded rows")
+def raw_rows_reconcile(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        broken = fetch_dicts(conn, """
+            WITH landed AS (
+                SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.cost_lines GROUP BY ALL
+                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.gpu_samples GROUP BY ALL
+                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.workloads GROUP BY ALL
+                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.storage_events GROUP BY ALL
+            ),
+            held AS (SELECT x_SourceFile, x_SourceSha256, sum(n) AS n FROM landed GROUP BY ALL),
+            quarantined AS (SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.quarantine GROUP BY ALL)
+            SELECT f.path, f.rows_read, f.rows_loaded, f.rows_quarantined,
+                   coalesce(h.n, 0) AS rows_in_raw, coalesce(q.n, 0) AS rows_in_quarantine
+            FROM raw.files AS f
+            LEFT JOIN held AS h ON h.x_SourceFile = f.path AND h.x_SourceSha256 = f.sha256
+            LEFT JOIN quarantined AS q ON q.x_SourceFile = f.path AND q.x_SourceSha256 = f.sha256
+            WHERE f.rows_read <> f.rows_loaded + f.rows_quarantined
+               OR coalesce(h.n, 0) <> f.rows_loaded
+               OR coalesce(q.n, 0) <> f.rows_quarantined""")
+    return AssetCheckResult(passed=not broken, metadata={"unreconciled_files": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+
+
+@asset_check(asset=key_of("raw.files"), description="no landing file failed to load")
+def no_failed_files(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        failed = fetch_dicts(conn, "SELECT path, detail FROM raw.files WHERE status = 'failed' ORDER BY path")
+    return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.WARN, metadata={"failed": MetadataValue.json(failed)})
+
+
+ALL_CHECKS = [
+    focus_required_not_null, focus_allowed_values, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
+    attribution_conserves_money, phases_add_up, raw_rows_reconcile, no_failed_files,
+]

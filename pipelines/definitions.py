@@ -1,0 +1,31 @@
+"""The Dagster code location: `dagster dev -m pipelines.definitions` (or `make ui`)."""
+
+from __future__ import annotations
+
+from dagster import Definitions, define_asset_job, in_process_executor
+from dagster_duckdb import DuckDBResource
+
+from pipelines.assets import ALL_ASSETS
+from pipelines.checks import ALL_CHECKS
+from pipelines.settings import FinopsSettings, settings_from_env
+
+# The whole graph, ingest to marts, as one job (the daily schedule of a later issue runs it).
+finops_job = define_asset_job("finops_all", selection="*")
+
+
+def warehouse_resource(path: str) -> DuckDBResource:
+    return DuckDBResource(database=path)
+
+
+def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definitions:
+    return Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[finops_job],
+        resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings},
+        # One process writes the DuckDB file: DuckDB allows a single writer process per file.
+        executor=in_process_executor,
+    )
+
+
+defs = build_definitions(*settings_from_env())

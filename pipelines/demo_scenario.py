@@ -1,0 +1,387 @@
+"""The bundled scenario: a deterministic landing folder that tells the design's story.
+
+A GPU-rental cloud billed in CNY (8×A100 80G and 2×A100 80G on monthly plans at 1.85 CNY per
+card-hour, an RTX 6000 Ada on demand at 0.58 CNY/h serving inference) and a hyperscaler billed
+in USD (a dataset bucket, a 300 GB dataset pulled ten times over the internet, a slow checkpoint
+volume). nvidia-smi telemetry per host matches the workloads: busy pre-training with GPUs near
+zero during each checkpoint write, fine-tuning jobs, inference with idle valleys, two monthly
+cards idle for the last week. One day has a spend spike (five dataset pulls).
+
+The truths the files were built from are written beside them (`truths.json`) for tests.
+"""
+
+import csv
+import json
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import polars as pl
+
+START = datetime(2026, 9, 1, tzinfo=UTC)
+DAYS = 40
+TELEMETRY_TZ = "Asia/Shanghai"  # nvidia-smi writes the host's local time
+A100_CARD_HOUR_CNY = Decimal("1.85")
+RTX6000_HOUR_CNY = Decimal("0.58")
+EGRESS_USD_PER_GB = Decimal("0.09")
+DATASET_GB = 300
+PULL_DAYS = (2, 5, 9, 12, 25, 25, 25, 25, 25, 31)  # day 25: the spike
+SPIKE_DAY = 25
+PRETRAIN_DAYS = 20
+CHECKPOINT_EVERY_H = 6
+CHECKPOINT_MINUTES = 8
+CHECKPOINT_GB = 200
+INFERENCE_BUSY_HOURS = 137
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str  # telemetry file stem and workload host
+    resource_id: str  # the invoice's ResourceId
+    gpus: int
+    model: str
+    smi_name: str
+    mem_total_mib: int
+    plan: str  # monthly | on-demand
+    hourly_cny: Decimal  # per card-hour
+
+
+HOSTS = (
+    Host("gpu-a100-01", "ins-a100-01", 8, "A100 80G", "NVIDIA A100-SXM4-80GB", 81920, "monthly", A100_CARD_HOUR_CNY),
+    Host("gpu-a100-02", "ins-a100-02", 2, "A100 80G", "NVIDIA A100-SXM4-80GB", 81920, "monthly", A100_CARD_HOUR_CNY),
+    Host("gpu-rtx6000-01", "ins-rtx6000-01", 1, "RTX 6000 Ada", "NVIDIA RTX 6000 Ada Generation", 49140, "on-demand", RTX6000_HOUR_CNY),
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    workload_id: str
+    name: str
+    phase: str
+    host: str
+    gpu_count: int
+    started_at: datetime
+    ended_at: datetime
+
+
+def day(n: int, hour: float = 0) -> datetime:
+    return START + timedelta(days=n, hours=hour)
+
+
+def build_workloads(rng: np.random.Generator) -> list[Workload]:
+    jobs = [Workload("pt-llm-7b", "pretrain-llm-7b", "pretraining", "gpu-a100-01", 8, day(0), day(PRETRAIN_DAYS))]
+    # Fine-tuning on the big host after pre-training: short jobs with gaps between them.
+    t = day(PRETRAIN_DAYS, 6)
+    n = 1
+    while t < day(DAYS - 2):
+        hours = int(rng.integers(6, 40))
+        gpus = int(rng.choice([4, 8]))
+        end = min(t + timedelta(hours=hours), day(DAYS))
+        jobs.append(Workload(f"ft-a100-01-{n:02d}", f"finetune-sft-{n:02d}", "finetuning", "gpu-a100-01", gpus, t, end))
+        t = end + timedelta(hours=int(rng.integers(4, 30)))
+        n += 1
+    # Fine-tuning on the two-card host until day 33; its last week is idle.
+    t = day(0, 2)
+    while t < day(31):
+        hours = int(rng.integers(20, 70))
+        end = min(t + timedelta(hours=hours), day(33))
+        jobs.append(Workload(f"ft-a100-02-{n:02d}", f"finetune-lora-{n:02d}", "finetuning", "gpu-a100-02", 2, t, end))
+        t = end + timedelta(hours=int(rng.integers(2, 12)))
+        n += 1
+    jobs.append(Workload("svc-sd-inference", "stable-diffusion-serving", "inference", "gpu-rtx6000-01", 1, day(0), day(DAYS)))
+    return jobs
+
+
+def minutes_index() -> np.ndarray:
+    return np.arange(DAYS * 24 * 60)
+
+
+def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator) -> np.ndarray:
+    """Integer utilization % per GPU (rows) and minute (columns), as nvidia-smi would report."""
+    n = DAYS * 24 * 60
+    util = rng.integers(0, 3, size=(host.gpus, n)).astype(float)  # idle floor: 0–2 %
+    minute = minutes_index()
+    for job in (j for j in jobs if j.host == host.name):
+        a = int((job.started_at - START).total_seconds() // 60)
+        b = int((job.ended_at - START).total_seconds() // 60)
+        if job.phase == "pretraining":
+            util[:, a:b] = rng.integers(75, 91, size=(host.gpus, b - a))
+            for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
+                c = a + h * 60 + CHECKPOINT_EVERY_H * 60 - CHECKPOINT_MINUTES  # write ends each 6-hour block
+                util[:, c:c + CHECKPOINT_MINUTES] = rng.integers(0, 4, size=(host.gpus, CHECKPOINT_MINUTES))
+        elif job.phase == "finetuning":
+            util[: job.gpu_count, a:b] = rng.integers(55, 76, size=(job.gpu_count, b - a))
+        elif job.phase == "inference":
+            # Diurnal demand with a 10x peak/valley swing, scaled to the busy hours of the story.
+            hour = (minute / 60.0) % 24
+            shape = 1.0 + 9.0 * np.clip(np.sin((hour - 8) / 24 * 2 * np.pi), 0, None) ** 2
+            shape *= rng.uniform(0.8, 1.2, size=n)
+            scaled = shape / shape.sum() * INFERENCE_BUSY_HOURS * 60 * 100
+            util[0, a:b] = np.clip(np.round(scaled[a:b]), 0, 100)
+    return util.astype(int)
+
+
+def write_telemetry(landing: Path, host: Host, util: np.ndarray, rng: np.random.Generator) -> int:
+    n = util.shape[1]
+    local = (pl.datetime_range(START, START + timedelta(minutes=n - 1), "1m", time_zone="UTC", eager=True)
+             .dt.convert_time_zone(TELEMETRY_TZ).dt.strftime("%Y/%m/%d %H:%M:%S.000"))
+    frames = []
+    for g in range(host.gpus):
+        u = util[g]
+        mem = np.where(u > 5, host.mem_total_mib * rng.uniform(0.55, 0.9, size=n), rng.uniform(0, 600, size=n)).astype(int)
+        power_centiwatts = (6000 + u * (340 if host.gpus > 1 else 240) + rng.integers(0, 800, size=n)).astype(int)
+        frames.append(pl.DataFrame({
+            "ts": local, "i": np.full(n, g), "u": u, "m": mem, "p": power_centiwatts, "k": np.arange(n),
+        }))
+    df = pl.concat(frames).sort(["k", "i"])
+    uuid_prefix = f"GPU-{zlib.crc32(host.name.encode()):08x}"
+    lines = df.select(pl.format(
+        "{}, {}, {}-{}, {}, 00000000:{}:00.0, P0, {} %, {} MiB, {} MiB, {}.{} W",
+        "ts", "i", pl.lit(uuid_prefix), pl.col("i").cast(pl.String).str.zfill(4), pl.lit(host.smi_name),
+        (pl.col("i") + 7).cast(pl.String).str.zfill(2), "u", pl.lit(host.mem_total_mib), "m",
+        pl.col("p") // 100, (pl.col("p") % 100).cast(pl.String).str.zfill(2),
+    ).alias("line"))
+    header = "timestamp, index, uuid, name, pci.bus_id, pstate, utilization.gpu [%], memory.total [MiB], memory.used [MiB], power.draw [W]"
+    path = landing / "telemetry" / f"{host.name}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(header + "\n")
+        lines.write_csv(fh, include_header=False, quote_style="never")
+    return df.height
+
+
+FOCUS_HEADER = (
+    "BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "BillingAccountId", "BillingAccountName",
+    "BillingCurrency", "BillingPeriodStart", "BillingPeriodEnd", "ChargeCategory", "ChargeClass",
+    "ChargeDescription", "ChargeFrequency", "ChargePeriodStart", "ChargePeriodEnd", "ConsumedQuantity",
+    "ConsumedUnit", "InvoiceIssuerName", "ListUnitPrice", "ContractedUnitPrice", "PricingCategory",
+    "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId",
+    "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId", "SubAccountId",
+    "SubAccountName", "Tags", "x_GpuModel", "x_GpuCount",
+)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def billing_period(ts: datetime) -> tuple[datetime, datetime]:
+    start = ts.replace(day=1, hour=0, minute=0, second=0)
+    end = (start + timedelta(days=32)).replace(day=1)
+    return start, end
+
+
+def charge(provider: str, account: tuple[str, str], currency: str, d: int, cost: Decimal, **fields) -> dict:
+    start, end = day(d), day(d + 1)
+    bp_start, bp_end = billing_period(start)
+    row = {
+        "BilledCost": cost, "EffectiveCost": cost, "ListCost": cost, "ContractedCost": cost,
+        "BillingAccountId": account[0], "BillingAccountName": account[1], "BillingCurrency": currency,
+        "BillingPeriodStart": iso(bp_start), "BillingPeriodEnd": iso(bp_end), "ChargeCategory": "Usage",
+        "ChargeClass": None, "ChargeFrequency": "Usage-Based", "ChargePeriodStart": iso(start),
+        "ChargePeriodEnd": iso(end), "InvoiceIssuerName": provider, "PricingCategory": "Standard",
+        "ProviderName": provider, "PublisherName": provider, "SubAccountId": account[0], "SubAccountName": account[1],
+    }
+    row.update(fields)
+    return row
+
+
+def gpu_cloud_charges() -> list[dict]:
+    rows = []
+    for host in HOSTS:
+        for d in range(DAYS):
+            hours = Decimal(24 * host.gpus)
+            cost = hours * host.hourly_cny
+            monthly = host.plan == "monthly"
+            rows.append(charge(
+                "Lumen GPU Cloud", ("lgc-778812", "ml-research"), "CNY", d, cost,
+                ChargeDescription=f"{host.gpus}x {host.model} {'monthly plan' if monthly else 'on-demand'}, {host.hourly_cny} CNY per card-hour",
+                ChargeFrequency="Recurring" if monthly else "Usage-Based",
+                ConsumedQuantity=hours, ConsumedUnit="GPU-Hours", PricingQuantity=hours, PricingUnit="GPU-Hours",
+                ListUnitPrice=host.hourly_cny, ContractedUnitPrice=host.hourly_cny,
+                RegionId="cn-east-1", RegionName="China East 1", ResourceId=host.resource_id, ResourceName=host.name,
+                ResourceType="GPU instance", ServiceCategory="Compute", ServiceName="GPU Instances",
+                SkuId=f"{host.model.lower().replace(' ', '-')}-{host.plan}", SkuPriceId=f"{host.model}-{host.plan}-{host.hourly_cny}",
+                Tags=json.dumps({"team": "ml-research"}), x_GpuModel=host.model, x_GpuCount=host.gpus,
+            ))
+    return rows
+
+
+def hyperscaler_charges() -> list[dict]:
+    account = ("210987654321", "ml-data")
+    rows = []
+    storage = dict(ServiceCategory="Storage", RegionId="us-east-1", RegionName="US East (N. Virginia)",
+                   PricingUnit="GB-Month", ConsumedUnit="GB-Month")
+    for d in range(DAYS):
+        gb_month = Decimal(DATASET_GB) / Decimal(30)
+        rows.append(charge("AWS", account, "USD", d, (gb_month * Decimal("0.023")).quantize(Decimal("0.000001")),
+                           ChargeDescription="$0.023 per GB-Month of storage used in S3 Standard",
+                           ServiceName="Amazon Simple Storage Service", ResourceId="arn:aws:s3:::llm-datasets",
+                           ResourceName="llm-datasets", ResourceType="Bucket", SkuId="S3-Standard-Storage",
+                           SkuPriceId="S3-Standard-Storage-0.023", ListUnitPrice=Decimal("0.023"),
+                           ConsumedQuantity=gb_month.quantize(Decimal("0.0001")), PricingQuantity=gb_month.quantize(Decimal("0.0001")),
+                           Tags=json.dumps({"team": "ml-platform", "dataset": "corpus-v3"}), **storage))
+        if d < PRETRAIN_DAYS:
+            rows.append(charge("AWS", account, "USD", d, (Decimal(2000) * Decimal("0.08") / Decimal(30)).quantize(Decimal("0.000001")),
+                               ChargeDescription="$0.08 per GB-month of General Purpose SSD provisioned storage",
+                               ServiceName="Amazon Elastic Block Store", ResourceId="vol-0ckpt0001", ResourceName="checkpoints-pt",
+                               ResourceType="Volume", SkuId="EBS-gp-Storage", SkuPriceId="EBS-gp-0.08", ListUnitPrice=Decimal("0.08"),
+                               ConsumedQuantity=Decimal("66.6667"), PricingQuantity=Decimal("66.6667"),
+                               Tags=json.dumps({"phase": "pretraining", "team": "ml-research"}), **storage))
+        else:
+            rows.append(charge("AWS", account, "USD", d, Decimal("0.050000"),
+                               ChargeDescription="$0.023 per GB-Month of storage used in S3 Standard",
+                               ServiceName="Amazon Simple Storage Service", ResourceId="arn:aws:s3:::ft-adapters",
+                               ResourceName="ft-adapters", ResourceType="Bucket", SkuId="S3-Standard-Storage",
+                               SkuPriceId="S3-Standard-Storage-0.023", ListUnitPrice=Decimal("0.023"),
+                               ConsumedQuantity=Decimal("2.1739"), PricingQuantity=Decimal("2.1739"),
+                               Tags=json.dumps({"ml_phase": "fine-tuning", "team": "ml-research"}), **storage))
+        pulls = PULL_DAYS.count(d)
+        if pulls:
+            gb = Decimal(DATASET_GB * pulls)
+            rows.append(charge("AWS", account, "USD", d, gb * EGRESS_USD_PER_GB,
+                               ChargeDescription="$0.09 per GB - first 10 TB / month data transfer out to the internet",
+                               ServiceCategory="Networking", ServiceName="AWS Data Transfer", RegionId="us-east-1",
+                               RegionName="US East (N. Virginia)", ResourceId="arn:aws:s3:::llm-datasets",
+                               ResourceName="llm-datasets", ResourceType="Bucket", SkuId="DataTransfer-Out-Bytes",
+                               SkuPriceId="DataTransfer-Out-Bytes-0.09", ListUnitPrice=EGRESS_USD_PER_GB,
+                               ConsumedQuantity=gb, ConsumedUnit="GB", PricingQuantity=gb, PricingUnit="GB",
+                               Tags=json.dumps({"team": "ml-platform", "dataset": "corpus-v3"})))
+    return rows
+
+
+def write_invoices(landing: Path, folder: str, rows: list[dict]) -> list[str]:
+    """One FOCUS CSV per billing month, as providers export them."""
+    written = []
+    months = sorted({r["BillingPeriodStart"][:7] for r in rows})
+    for month in months:
+        path = landing / folder / f"focus-{month}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=FOCUS_HEADER)
+            writer.writeheader()
+            for r in rows:
+                if r["BillingPeriodStart"][:7] == month:
+                    writer.writerow({k: ("NULL" if r.get(k) is None else r[k]) for k in FOCUS_HEADER})
+        written.append(path.relative_to(landing).as_posix())
+    return written
+
+
+def write_workloads(landing: Path, jobs: list[Workload]) -> None:
+    path = landing / "workloads" / "jobs.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["workload_id", "name", "phase", "host", "gpu_count", "started_at", "ended_at"])
+        for j in jobs:
+            writer.writerow([j.workload_id, j.name, j.phase, j.host, j.gpu_count, iso(j.started_at), iso(j.ended_at)])
+
+
+def expected_attribution(rows: list[dict], jobs: list[Workload]) -> dict:
+    """Phase totals per billing currency, computed independently of the SQL with exact fractions."""
+    totals: dict[tuple[str, str], Fraction] = {}
+    tag_phase = {"pretraining": "pretraining", "fine-tuning": "finetuning"}
+    idle_gpu_seconds = 0
+    for r in rows:
+        cost = Fraction(r["EffectiveCost"])
+        tags = json.loads(r["Tags"])
+        phase = tag_phase.get(tags.get("phase") or tags.get("ml_phase") or "")
+        parts: dict[str, Fraction] = {}
+        if phase:
+            parts[phase] = cost
+        elif r.get("x_GpuCount"):
+            start, end = datetime.fromisoformat(r["ChargePeriodStart"]), datetime.fromisoformat(r["ChargePeriodEnd"])
+            paid = r["x_GpuCount"] * (end - start).total_seconds()
+            held: dict[str, float] = {}
+            for j in jobs:
+                if j.host == r["ResourceName"]:
+                    overlap = (min(j.ended_at, end) - max(j.started_at, start)).total_seconds()
+                    if overlap > 0:
+                        held[j.phase] = held.get(j.phase, 0) + j.gpu_count * overlap
+            total = max(paid, sum(held.values()))
+            for p, s in held.items():
+                parts[p] = cost * Fraction(int(s)) / Fraction(int(total))
+            idle = paid - sum(held.values())
+            if idle > 0:
+                parts["idle"] = cost * Fraction(int(idle)) / Fraction(int(total))
+                idle_gpu_seconds += idle
+        else:
+            parts["unattributed"] = cost
+        for p, amount in parts.items():
+            key = (p, r["BillingCurrency"])
+            totals[key] = totals.get(key, Fraction(0)) + amount
+    return {
+        "phase_cost": {f"{p}|{c}": str(Decimal(v.numerator) / Decimal(v.denominator)) for (p, c), v in sorted(totals.items())},
+        "idle_gpu_hours_paid": idle_gpu_seconds / 3600,
+    }
+
+
+def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict[str, float]:
+    """Busy GPU-hours per phase by the mart's rule: a host-minute's busy time goes to the workloads
+    running on the host then (by GPUs held), or to idle when none ran."""
+    out: dict[str, float] = {}
+    for host, util in utils.items():
+        n = util.shape[1]
+        busy = util.sum(axis=0) / 100.0
+        weights: dict[str, np.ndarray] = {}
+        total = np.zeros(n)
+        for j in (j for j in jobs if j.host == host):
+            a = int((j.started_at - START).total_seconds() // 60)
+            b = int((j.ended_at - START).total_seconds() // 60)
+            w = np.zeros(n)
+            w[a:b] = j.gpu_count
+            weights[j.phase] = weights.get(j.phase, np.zeros(n)) + w
+            total += w
+        for phase, w in weights.items():
+            share = np.divide(w, total, out=np.zeros(n), where=total > 0)
+            out[phase] = out.get(phase, 0.0) + float((busy * share).sum() / 60)
+        out["idle"] = out.get("idle", 0.0) + float(busy[total == 0].sum() / 60)
+    return out
+
+
+def write_scenario(out: Path, seed: int = 7) -> dict:
+    """Write the landing folder under `out/landing` and `out/truths.json`; return the truths."""
+    rng = np.random.default_rng(seed)
+    landing = out / "landing"
+    landing.mkdir(parents=True, exist_ok=True)
+    jobs = build_workloads(rng)
+    write_workloads(landing, jobs)
+    utils = {}
+    samples = 0
+    for host in HOSTS:
+        utils[host.name] = utilization(host, jobs, rng)
+        samples += write_telemetry(landing, host, utils[host.name], rng)
+    gpu_rows = gpu_cloud_charges()
+    aws_rows = hyperscaler_charges()
+    files = write_invoices(landing, "lumen-gpu-cloud", gpu_rows) + write_invoices(landing, "aws", aws_rows)
+    egress = [r for r in aws_rows if r["ServiceName"] == "AWS Data Transfer"]
+    inference_busy = float(utils["gpu-rtx6000-01"].sum() / 100 / 60)
+    checkpoints = PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H
+    truths = {
+        "seed": seed,
+        "period": {"start": iso(day(0)), "end": iso(day(DAYS)), "days": DAYS},
+        "telemetry_time_zone": TELEMETRY_TZ,
+        "files": {"invoices": files, "telemetry": [f"telemetry/{h.name}.csv" for h in HOSTS], "workloads": ["workloads/jobs.csv"]},
+        "rows": {"cost_lines": len(gpu_rows) + len(aws_rows), "gpu_samples": samples, "workloads": len(jobs),
+                 "gpu_minutes": samples},
+        "totals": {
+            "CNY": str(sum((r["EffectiveCost"] for r in gpu_rows), Decimal(0))),
+            "USD": str(sum((r["EffectiveCost"] for r in aws_rows), Decimal(0))),
+        },
+        **expected_attribution(gpu_rows + aws_rows, jobs),
+        "busy_gpu_hours": busy_hours_by_phase(utils, jobs),
+        "inference_busy_gpu_hours": inference_busy,
+        "egress": {"gb": float(sum(r["ConsumedQuantity"] for r in egress)), "usd": str(sum((r["EffectiveCost"] for r in egress), Decimal(0))),
+                   "pulls": len(PULL_DAYS), "dataset_gb": DATASET_GB},
+        "spike_day": iso(day(SPIKE_DAY))[:10],
+        "checkpoints": {"count": checkpoints, "gb_each": CHECKPOINT_GB, "minutes_each": CHECKPOINT_MINUTES,
+                        "gpu_minutes_idle": checkpoints * CHECKPOINT_MINUTES * 8},
+        "idle_cards": {"host": "gpu-a100-02", "cards": 2, "from": iso(day(33)), "to": iso(day(DAYS))},
+    }
+    (out / "truths.json").write_text(json.dumps(truths, indent=2, default=str))
+    return truths

@@ -1,0 +1,152 @@
+"""Landing folder → raw tables, one file per transaction, each file loaded once.
+
+A file is identified by its content hash: the same bytes under any name load once. A file no
+connector recognises is listed with the reason and skipped; a file a connector claims but cannot
+read is marked failed with the connector's message; neither stops the other files. Because each
+file loads inside one transaction, a crash or kill mid-file leaves the warehouse as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+
+from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.registry import all_connectors, detect
+from models.schemas import RAW_TABLES
+from pipelines.warehouse import ensure_warehouse, fetch_all
+
+log = logging.getLogger(__name__)
+HASH_CHUNK = 1 << 20
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str
+    connector: str | None = None
+    rows_loaded: int = 0
+    rows_quarantined: int = 0
+    detail: str = ""
+
+
+@dataclass
+class IngestSummary:
+    outcomes: list[FileOutcome] = field(default_factory=list)
+    already_loaded: int = 0
+
+    def by_status(self, status: str) -> list[FileOutcome]:
+        return [o for o in self.outcomes if o.status == status]
+
+    @property
+    def rows_loaded(self) -> int:
+        return sum(o.rows_loaded for o in self.outcomes)
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(o.rows_quarantined for o in self.outcomes)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def landing_files(landing: Path) -> list[Path]:
+    """Every regular file below the landing folder, hidden ones excepted, in a stable order."""
+    return sorted(
+        p for p in landing.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(landing).parts)
+    )
+
+
+def ingest_landing(
+    conn: duckdb.DuckDBPyConnection,
+    landing: Path,
+    timezone: str = "UTC",
+    connectors: tuple[Connector, ...] | None = None,
+) -> IngestSummary:
+    ensure_warehouse(conn)
+    connectors = connectors if connectors is not None else all_connectors()
+    summary = IngestSummary()
+    for path in landing_files(landing):
+        rel = path.relative_to(landing).as_posix()
+        sha = sha256_of(path)
+        done = fetch_all(
+            conn,
+            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ('loaded', 'duplicate')",
+            [rel, sha],
+        )
+        if done:
+            summary.already_loaded += 1
+            continue
+        outcome = _ingest_file(conn, path, rel, sha, timezone, connectors)
+        summary.outcomes.append(outcome)
+        log.info("%s: %s %s", rel, outcome.status, outcome.detail)
+    return summary
+
+
+def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors) -> FileOutcome:
+    now = datetime.now(UTC)
+    size = path.stat().st_size
+    detection = detect(path, connectors)
+    connector = detection.connector
+    if connector is None:
+        _record(conn, rel, sha, size, None, None, "unrecognized", 0, 0, detection.reason, now)
+        return FileOutcome(rel, "unrecognized", detail=detection.reason)
+
+    twin = fetch_all(conn, "SELECT path FROM raw.files WHERE sha256 = ? AND status = 'loaded' LIMIT 1", [sha])
+    if twin:
+        detail = f"same content as {twin[0][0]}, already loaded"
+        _record(conn, rel, sha, size, connector.name, connector.kind, "duplicate", 0, 0, detail, now)
+        return FileOutcome(rel, "duplicate", connector.name, detail=detail)
+
+    ctx = ReadContext(source_file=rel, ingested_at=now, timezone=timezone, source_sha256=sha)
+    table = RAW_TABLES[connector.kind]
+    loaded = 0
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for batch in connector.read(path, ctx):
+            conn.register("incoming_batch", batch)
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_batch")
+            conn.unregister("incoming_batch")
+            loaded += batch.num_rows
+        quarantined = len(ctx.quarantined)
+        if quarantined:
+            conn.register("incoming_quarantine", ctx.quarantine_batch())
+            conn.execute("INSERT INTO raw.quarantine BY NAME SELECT * FROM incoming_quarantine")
+            conn.unregister("incoming_quarantine")
+        detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
+        _record(conn, rel, sha, size, connector.name, connector.kind, "loaded", loaded, quarantined, detail, now)
+        # New content at a path already loaded is a re-export of that file: it replaces the old one.
+        conn.execute(
+            """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
+               WHERE path = ? AND sha256 <> ? AND status = 'loaded'""",
+            [sha[:12], rel, sha],
+        )
+        conn.execute("COMMIT")
+        return FileOutcome(rel, "loaded", connector.name, loaded, quarantined, detail)
+    except Exception as exc:
+        conn.execute("ROLLBACK")
+        message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {type(exc).__name__}: {exc}"
+        _record(conn, rel, sha, size, connector.name, connector.kind, "failed", 0, 0, message, now)
+        return FileOutcome(rel, "failed", connector.name, detail=message)
+
+
+def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now) -> None:
+    # A file retried after a failure or a new connector replaces its earlier verdict.
+    conn.execute("DELETE FROM raw.files WHERE path = ? AND sha256 = ?", [rel, sha])
+    conn.execute(
+        """INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status,
+                                  rows_read, rows_loaded, rows_quarantined, detail, ingested_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, detail, now],
+    )

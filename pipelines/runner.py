@@ -1,0 +1,55 @@
+"""Run the whole asset graph in this process, as `finops run` and `finops demo` do."""
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagster import DagsterInstance, materialize
+
+from pipelines.assets import ALL_ASSETS
+from pipelines.checks import ALL_CHECKS
+from pipelines.definitions import warehouse_resource
+from pipelines.settings import REPO_ROOT, FinopsSettings
+
+DAGSTER_HOME = REPO_ROOT / ".dagster_home"
+
+
+def ensure_dagster_home() -> Path:
+    """Point DAGSTER_HOME at the git-ignored folder in the working tree holding dagster.yaml."""
+    home = Path(os.environ.get("DAGSTER_HOME") or DAGSTER_HOME)
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        shutil.copy(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+@dataclass
+class GraphRun:
+    success: bool
+    failed_checks: list[str]
+    warned_checks: list[str]
+
+
+def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,
+              log_level: str = "WARNING") -> GraphRun:
+    """Materialize every asset and run every check; the warehouse file is created if missing."""
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    if instance is None:
+        ensure_dagster_home()
+        instance = DagsterInstance.get()
+    result = materialize(
+        [*ALL_ASSETS, *ALL_CHECKS],
+        resources={"warehouse": warehouse_resource(str(warehouse)), "settings": settings},
+        instance=instance,
+        raise_on_error=False,
+        # Step-by-step events stay in the instance (and the UI); the terminal gets warnings and errors.
+        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+    )
+    failed, warned = [], []
+    for evaluation in result.get_asset_check_evaluations():
+        if not evaluation.passed:
+            name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+            (warned if evaluation.severity.value == "WARN" else failed).append(name)
+    return GraphRun(result.success and not failed, failed, warned)

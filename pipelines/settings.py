@@ -1,0 +1,51 @@
+"""Run settings: where the landing folder and warehouse are, and how to read and report.
+
+Defaults suit the bundled demo; `finops run` and environment variables override them.
+"""
+
+
+import os
+from pathlib import Path
+
+from dagster import ConfigurableResource
+from pydantic import Field
+
+from models.phases import TYPICAL_RANGES
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEMO_DIR = REPO_ROOT / ".finops" / "demo"
+BUNDLED_FX_RATES = REPO_ROOT / "models" / "data" / "fx_rates.csv"
+
+
+class FinopsSettings(ConfigurableResource):
+    landing_dir: str = Field(description="Folder of exports and telemetry to ingest (read recursively).")
+    timezone: str = Field(default="UTC", description="Time zone of sources that write local times (nvidia-smi).")
+    reporting_currency: str = Field(default="USD", description="Currency every amount is also reported in.")
+    phase_tag_keys: list[str] = Field(default=["phase", "ml_phase", "ml-phase"], description="Tag keys naming a charge's phase.")
+    fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates; wins over the bundled ones.")
+    max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
+
+    def sql_params(self) -> dict[str, object]:
+        return {
+            "reporting_currency": self.reporting_currency.upper(),
+            "phase_tag_keys": list(self.phase_tag_keys),
+            "max_rate_age_days": self.max_rate_age_days,
+            "typical_ranges": [
+                {"phase": phase, "util_low": r["util_pct"][0], "util_high": r["util_pct"][1],
+                 "share_low": r["share_pct"][0], "share_high": r["share_pct"][1]}
+                for phase, r in TYPICAL_RANGES.items()
+            ],
+        }
+
+
+def settings_from_env() -> tuple[FinopsSettings, str]:
+    """Settings and warehouse path from FINOPS_* variables, defaulting to the demo's folders."""
+    landing = os.environ.get("FINOPS_LANDING", str(DEMO_DIR / "landing"))
+    warehouse = os.environ.get("FINOPS_WAREHOUSE", str(DEMO_DIR / "warehouse.duckdb"))
+    settings = FinopsSettings(
+        landing_dir=str(Path(landing).resolve()),
+        timezone=os.environ.get("FINOPS_TIMEZONE", "UTC"),
+        reporting_currency=os.environ.get("FINOPS_REPORTING_CURRENCY", "USD"),
+        fx_rates_file=os.environ.get("FINOPS_FX_RATES") or None,
+    )
+    return settings, str(Path(warehouse).resolve())

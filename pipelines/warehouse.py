@@ -1,0 +1,79 @@
+"""Small helpers around a DuckDB connection: schemas, raw tables, SQL files, fetching results.
+
+DuckDB 2 streams results: a statement's result must be drained before the next statement on the
+same connection, so every read here fetches everything it asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import duckdb
+
+from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SCHEMAS_IN_WAREHOUSE = ("raw", "core", "marts", "findings")
+
+Params = Mapping[str, object] | Sequence[object] | None
+
+
+def fetch_all(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = None) -> list[tuple]:
+    return conn.execute(sql, params).fetchall() if params is not None else conn.execute(sql).fetchall()
+
+
+def fetch_value(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = None):
+    rows = fetch_all(conn, sql, params)
+    return rows[0][0] if rows else None
+
+
+def fetch_dicts(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = None) -> list[dict]:
+    cursor = conn.execute(sql, params) if params is not None else conn.execute(sql)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def sql_text(name: str) -> str:
+    """The text of `sql/<schema>/<table>.sql` for a table named `schema.table`."""
+    schema, table = name.split(".")
+    return (SQL_DIR / schema / f"{table}.sql").read_text()
+
+
+def run_sql_file(conn: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, object] | None = None) -> None:
+    """Run the SQL file that builds `name`, binding only the named parameters it uses."""
+    text = sql_text(name)
+    used = {k: v for k, v in (params or {}).items() if f"${k}" in text}
+    conn.execute(text, used) if used else conn.execute(text)
+
+
+RAW_REGISTRY_DDL = """
+CREATE TABLE IF NOT EXISTS raw.files (
+    path VARCHAR NOT NULL,            -- relative to the landing folder
+    sha256 VARCHAR NOT NULL,
+    size_bytes BIGINT NOT NULL,
+    connector VARCHAR,
+    kind VARCHAR,
+    status VARCHAR NOT NULL,          -- loaded | duplicate | replaced | unrecognized | failed
+    rows_read BIGINT NOT NULL DEFAULT 0,
+    rows_loaded BIGINT NOT NULL DEFAULT 0,
+    rows_quarantined BIGINT NOT NULL DEFAULT 0,
+    detail VARCHAR,
+    ingested_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (path, sha256)
+)
+"""
+
+
+def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the schemas and the raw tables (from the canonical Arrow schemas) if missing."""
+    for schema in SCHEMAS_IN_WAREHOUSE:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    conn.execute(RAW_REGISTRY_DDL)
+    for kind, table in RAW_TABLES.items():
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(SCHEMAS[kind])}\n)")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS raw.quarantine (\n    {duckdb_columns(QUARANTINE)}\n)")
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(path), read_only=read_only)

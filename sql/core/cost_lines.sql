@@ -1,0 +1,34 @@
+-- core.cost_lines: one FOCUS charge row per line of every billing file currently loaded
+-- (replaced re-exports excluded), with the effective cost in the reporting currency.
+-- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
+CREATE OR REPLACE TABLE core.cost_lines AS
+WITH current_lines AS (
+    SELECT c.*
+    FROM raw.cost_lines AS c
+    JOIN raw.files AS f
+      ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
+),
+rated AS (
+    SELECT c.*, fx.rate AS fx_rate, fx.rate_date AS fx_rate_date, fx.source AS fx_source
+    FROM current_lines AS c
+    ASOF LEFT JOIN core.fx_rates AS fx
+      ON fx.from_currency = c.BillingCurrency
+     AND fx.to_currency = $reporting_currency
+     AND fx.rate_date <= utc_day(c.ChargePeriodStart)
+)
+SELECT
+    md5(x_SourceSha256 || ':' || x_SourceRow) AS x_ChargeId,
+    * EXCLUDE (fx_rate, fx_rate_date, fx_source),
+    $reporting_currency AS x_ReportingCurrency,
+    CASE
+        WHEN BillingCurrency = $reporting_currency THEN CAST(1 AS DECIMAL(24, 10))
+        WHEN utc_day(ChargePeriodStart) - fx_rate_date <= $max_rate_age_days THEN fx_rate
+    END AS x_FxRate,
+    CAST(round(EffectiveCost * x_FxRate, 6) AS DECIMAL(18, 6)) AS x_EffectiveCostReporting,
+    CASE
+        WHEN BillingCurrency = $reporting_currency THEN 'same_currency'
+        WHEN x_FxRate IS NOT NULL THEN 'converted: ' || fx_source || ' of ' || fx_rate_date
+        ELSE 'missing_rate'
+    END AS x_FxStatus
+FROM rated
+ORDER BY ChargePeriodStart, x_SourceFile, x_SourceRow;

@@ -1,0 +1,7 @@
+-- Exact money arithmetic helpers. DuckDB divides DECIMALs as DOUBLE, so splits and rates work in
+-- whole micro-units (HUGEINT) and convert back: no float ever touches an amount.
+CREATE OR REPLACE MACRO to_micros(amount) AS CAST(round(amount * 1000000) AS HUGEINT);
+CREATE OR REPLACE MACRO from_micros(micros) AS CAST(CAST(micros AS DECIMAL(38, 0)) * 0.000001 AS DECIMAL(18, 6));
+-- The UTC calendar day and minute of a TIMESTAMPTZ, whatever the session's TimeZone setting.
+CREATE OR REPLACE MACRO utc_day(ts) AS CAST(timezone('UTC', ts) AS DATE);
+CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', timezone('UTC', ts)));

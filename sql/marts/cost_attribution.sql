@@ -1,0 +1,111 @@
+-- marts.cost_attribution: every charge split into ML phases, one row per charge and phase.
+--
+-- Order of evidence:
+--   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
+--   2. GPU charges: workloads on the charged host during the charge period, split
+--      by GPU-seconds held; paid GPU-seconds nobody held go to 'idle'            → 'workload_overlap' / 'no_workload'
+--   3. anything else                                                             → 'unattributed'
+--
+-- Money is conserved exactly: each part is floor(cost × weight / total) in micro-units, and the
+-- rounding residue goes to the charge's largest part (ties by phase name), so the parts of a
+-- charge always add up to its EffectiveCost, and to its x_EffectiveCostReporting.
+CREATE OR REPLACE TABLE marts.cost_attribution AS
+WITH charges AS (
+    SELECT
+        x_ChargeId,
+        ChargePeriodStart,
+        coalesce(ChargePeriodEnd, ChargePeriodStart) AS ChargePeriodEnd,
+        EffectiveCost,
+        x_EffectiveCostReporting,
+        coalesce(x_GpuCount, 0) AS gpu_count,
+        ResourceId,
+        ResourceName,
+        (
+            SELECT lower(replace(replace(json_extract_string(Tags, '$."' || k || '"'), '-', ''), '_', ''))
+            FROM unnest($phase_tag_keys::VARCHAR[]) AS keys(k)
+            WHERE json_valid(Tags) AND json_extract_string(Tags, '$."' || k || '"') IS NOT NULL
+            LIMIT 1
+        ) AS tag_value
+    FROM core.cost_lines
+),
+classified AS (
+    SELECT *,
+        CASE WHEN tag_value IN ('pretraining', 'finetuning', 'inference') THEN tag_value END AS tag_phase,
+        gpu_count * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS paid_gpu_seconds
+    FROM charges
+),
+held AS (
+    -- GPU-seconds each workload held on the charged resource inside the charge period.
+    SELECT
+        c.x_ChargeId,
+        w.phase,
+        sum(w.gpu_count * datediff('second',
+            greatest(w.started_at, c.ChargePeriodStart),
+            least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd))) AS gpu_seconds,
+        string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
+    FROM classified AS c
+    JOIN core.workloads AS w
+      ON (w.host IN (c.ResourceId, c.ResourceName) OR w.resource_id = c.ResourceId)
+     AND w.started_at < c.ChargePeriodEnd
+     AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
+    GROUP BY c.x_ChargeId, w.phase
+),
+held_total AS (
+    SELECT x_ChargeId, sum(gpu_seconds) AS gpu_seconds FROM held GROUP BY x_ChargeId
+),
+parts AS (
+    SELECT x_ChargeId, tag_phase AS phase, 'tag' AS method,
+           1 AS weight, 1 AS total_weight, NULL::BIGINT AS gpu_seconds,
+           json_object('tag_phase', tag_phase) AS evidence
+    FROM classified WHERE tag_phase IS NOT NULL
+    UNION ALL
+    SELECT h.x_ChargeId, h.phase, 'workload_overlap',
+           h.gpu_seconds, greatest(c.paid_gpu_seconds, t.gpu_seconds), h.gpu_seconds,
+           json_object('workloads', h.workloads, 'gpu_hours_held', round(h.gpu_seconds / 3600, 3),
+                       'gpu_hours_paid', round(c.paid_gpu_seconds / 3600, 3))
+    FROM held AS h
+    JOIN classified AS c USING (x_ChargeId)
+    JOIN held_total AS t USING (x_ChargeId)
+    UNION ALL
+    SELECT c.x_ChargeId, 'idle', 'no_workload',
+           c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0), c.paid_gpu_seconds,
+           c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0),
+           json_object('gpu_hours_idle', round((c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0)) / 3600, 3),
+                       'gpu_hours_paid', round(c.paid_gpu_seconds / 3600, 3))
+    FROM classified AS c
+    LEFT JOIN held_total AS t USING (x_ChargeId)
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
+      AND c.paid_gpu_seconds > coalesce(t.gpu_seconds, 0)
+    UNION ALL
+    SELECT x_ChargeId, 'unattributed', 'no_evidence', 1, 1, NULL,
+           json_object('reason', 'no phase tag and no GPU resource to match workloads against')
+    FROM classified WHERE tag_phase IS NULL AND paid_gpu_seconds <= 0
+),
+split AS (
+    SELECT
+        p.*,
+        c.ChargePeriodStart,
+        to_micros(c.EffectiveCost) AS cost_micros,
+        to_micros(c.x_EffectiveCostReporting) AS reporting_micros,
+        to_micros(c.EffectiveCost) * p.weight // p.total_weight AS part_micros,
+        to_micros(c.x_EffectiveCostReporting) * p.weight // p.total_weight AS part_reporting_micros,
+        row_number() OVER (PARTITION BY p.x_ChargeId ORDER BY p.weight DESC, p.phase) AS rank_in_charge
+    FROM parts AS p
+    JOIN classified AS c USING (x_ChargeId)
+)
+SELECT
+    x_ChargeId,
+    utc_day(ChargePeriodStart) AS charge_day,
+    phase,
+    method,
+    from_micros(part_micros + CASE WHEN rank_in_charge = 1
+        THEN cost_micros - sum(part_micros) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_billing,
+    from_micros(part_reporting_micros + CASE WHEN rank_in_charge = 1
+        THEN reporting_micros - sum(part_reporting_micros) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_reporting,
+    gpu_seconds,
+    weight,
+    total_weight,
+    evidence
+FROM split
+ORDER BY charge_day, x_ChargeId, phase;

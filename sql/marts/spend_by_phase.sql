@@ -1,0 +1,77 @@
+-- marts.spend_by_phase: one row per phase (all five, even when zero) over everything loaded:
+-- cost in the reporting currency and per billing currency, share, GPU-hours paid and busy,
+-- utilization and cost per busy GPU-hour, beside the industry ranges the design quotes.
+--
+-- GPU-hours busy come from core.gpu_minutes: a busy minute on a host counts for the phases of the
+-- workloads running there (split by GPUs held); busy minutes with no workload count as 'idle'.
+-- Parameter: $typical_ranges, a list of {phase, util_low, util_high, share_low, share_high}.
+CREATE OR REPLACE TABLE marts.spend_by_phase AS
+WITH phases AS (
+    SELECT unnest(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed']) AS phase
+),
+cost AS (
+    SELECT phase,
+           sum(amount_reporting) AS cost_reporting,
+           sum(gpu_seconds) FILTER (WHERE method IN ('workload_overlap', 'no_workload')) / 3600.0 AS gpu_hours_paid,
+           count(*) - count(amount_reporting) AS parts_without_fx_rate
+    FROM marts.cost_attribution
+    GROUP BY phase
+),
+by_currency AS (
+    SELECT phase, map_from_entries(list({'k': currency, 'v': amount} ORDER BY currency)) AS cost_by_billing_currency
+    FROM (
+        SELECT a.phase, c.BillingCurrency AS currency, sum(a.amount_billing) AS amount
+        FROM marts.cost_attribution AS a
+        JOIN core.cost_lines AS c USING (x_ChargeId)
+        GROUP BY ALL
+    )
+    GROUP BY phase
+),
+minute_phases AS (
+    -- Which phases ran on each GPU-minute's host, weighted by GPUs held.
+    SELECT m.host, m.gpu_index, m.minute, m.busy_fraction,
+           w.phase, w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.host, m.gpu_index, m.gpu_uuid, m.minute, m.util_kind) AS phase_weight
+    FROM core.gpu_minutes AS m
+    JOIN core.workloads AS w
+      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+    WHERE w.gpu_count > 0
+),
+busy AS (
+    SELECT phase, sum(busy_fraction * phase_weight) / 60.0 AS gpu_hours_busy FROM minute_phases GROUP BY phase
+    UNION ALL
+    SELECT 'idle', sum(m.busy_fraction) / 60.0
+    FROM core.gpu_minutes AS m
+    WHERE NOT EXISTS (
+        SELECT 1 FROM core.workloads AS w
+        WHERE w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+    )
+),
+ranges AS (
+    SELECT r.phase, r.util_low, r.util_high, r.share_low, r.share_high FROM (SELECT unnest($typical_ranges) AS r)
+),
+total AS (SELECT sum(cost_reporting) AS cost_reporting FROM cost)
+SELECT
+    p.phase,
+    $reporting_currency AS reporting_currency,
+    coalesce(c.cost_reporting, 0)::DECIMAL(18, 6) AS cost_reporting,
+    b.cost_by_billing_currency,
+    round(100.0 * coalesce(c.cost_reporting, 0) / nullif(t.cost_reporting, 0), 2) AS share_pct,
+    round(coalesce(c.gpu_hours_paid, 0), 3) AS gpu_hours_paid,
+    round(coalesce(u.gpu_hours_busy, 0), 3) AS gpu_hours_busy,
+    round(100.0 * u.gpu_hours_busy / nullif(c.gpu_hours_paid, 0), 2) AS utilization_pct,
+    -- A money rate: whole micro-units divided by whole busy GPU-seconds, never through a float.
+    CASE WHEN round(u.gpu_hours_busy * 3600) > 0 THEN
+        from_micros(to_micros(c.cost_reporting) * 3600 // CAST(round(u.gpu_hours_busy * 3600) AS HUGEINT))
+    END AS cost_per_busy_gpu_hour,
+    r.util_low AS typical_util_pct_low,
+    r.util_high AS typical_util_pct_high,
+    r.share_low AS typical_share_pct_low,
+    r.share_high AS typical_share_pct_high,
+    coalesce(c.parts_without_fx_rate, 0) AS parts_without_fx_rate
+FROM phases AS p
+LEFT JOIN cost AS c USING (phase)
+LEFT JOIN by_currency AS b USING (phase)
+LEFT JOIN (SELECT phase, sum(gpu_hours_busy) AS gpu_hours_busy FROM busy GROUP BY phase) AS u USING (phase)
+LEFT JOIN ranges AS r USING (phase)
+CROSS JOIN total AS t
+ORDER BY array_position(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed'], p.phase);
