@@ -18,7 +18,7 @@ app = typer.Typer(help="gpu-finops: AI (GPU) spend from invoices and telemetry, 
 # A terminal gets its own width; a pipe or log file gets one wide enough for the phase table.
 console = Console(width=None if sys.stdout.isatty() else 140)
 # Dagster flags some of its own APIs it calls internally as beta; that is not the user's concern.
-warnings.filterwarnings("ignore", category=UserWarning, module="dagster")
+warnings.filterwarnings("ignore", message=".*include_sources.*")
 
 
 def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings) -> int:
@@ -91,3 +91,7 @@ def connectors() -> None:
 
 def main() -> None:
     sys.exit(app())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+# gpu-finops — the two commands a new user needs are `make demo` and `make test`.
+# Each creates .venv if missing and installs the project with the pinned constraints.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+
+.PHONY: demo test ui bench lock clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	@touch $(STAMP)
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	@mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+# Write the bundled scenario to .finops/demo and run the whole graph on it.
+demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/finops demo
+
+test: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/python -m pytest -q
+
+# Dagster UI on 127.0.0.1:3000 over the demo warehouse (run `make demo` first for data).
+ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -m pipelines.definitions -h 127.0.0.1 -p 3000
+
+bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/python -m tests.bench
+
+# Re-resolve every dependency from pyproject.toml into constraints.txt (run after changing deps).
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade "pip>=24"
+	.lock-venv/bin/python -m pip install --quiet -e ".[dev]"
+	.lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^gpu-finops' > constraints.txt
+	rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) .dagster_home .finops

@@ -1,0 +1,63 @@
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance
+
+from connectors.base import ReadContext
+from pipelines.runner import run_graph
+from pipelines.settings import FinopsSettings
+from pipelines.warehouse import connect
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = Path(os.environ.get("FINOPS_SAMPLES", REPO.parent / "shared" / "samples"))
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def sample(relative: str) -> Path:
+    path = SAMPLES / relative
+    if not path.exists():
+        pytest.fail(f"shared sample {path} is missing: tests read ../shared/samples (or $FINOPS_SAMPLES)")
+    return path
+
+
+def read_context(source_file: str = "test.csv", timezone: str = "UTC") -> ReadContext:
+    return ReadContext(source_file=source_file, ingested_at=datetime(2026, 11, 29, tzinfo=UTC), timezone=timezone,
+                       source_sha256="0" * 64)
+
+
+def run_pipeline(landing: Path, warehouse: Path, **settings):
+    """Materialize the whole asset graph on an ephemeral Dagster instance."""
+    with DagsterInstance.ephemeral() as instance:
+        return run_graph(FinopsSettings(landing_dir=str(landing), **settings), warehouse, instance=instance)
+
+
+@dataclass
+class DemoRun:
+    out: Path
+    truths: dict
+    returncode: int
+    output: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory) -> DemoRun:
+    """`finops demo --out DIR`, run once for the whole session as a user would run it."""
+    out = tmp_path_factory.mktemp("demo")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path_factory.mktemp("dagster_home"))}
+    finops = Path(sys.executable).parent / "finops"
+    done = subprocess.run([str(finops), "demo", "--out", str(out)], capture_output=True, text=True, env=env, timeout=900)
+    truths = json.loads((out / "truths.json").read_text())
+    return DemoRun(out, truths, done.returncode, done.stdout + done.stderr)
+
+
+@pytest.fixture
+def demo_db(demo_run):
+    conn = connect(demo_run.out / "warehouse.duckdb", read_only=True)
+    yield conn
+    conn.close()

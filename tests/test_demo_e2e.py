@@ -1,0 +1,103 @@
+"""`finops demo` end to end: the bundled scenario's truths come back out of the warehouse."""
+
+from decimal import Decimal
+
+import pytest
+
+from pipelines.demo_scenario import TELEMETRY_TZ
+from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from tests.conftest import run_pipeline
+
+CONTRACT_TABLES = {
+    "raw": {"files", "cost_lines", "gpu_samples", "workloads", "storage_events", "quarantine"},
+    "core": {"cost_lines", "gpu_samples", "gpu_minutes", "workloads", "storage_events", "fx_rates"},
+    "marts": {"cost_attribution", "daily_cost", "spend_by_phase"},
+}
+
+
+def cents(value) -> Decimal:
+    return Decimal(str(value)).quantize(Decimal("0.01"))
+
+
+def test_demo_command_succeeds_and_prints_the_summary(demo_run):
+    assert demo_run.returncode == 0, demo_run.output[-3000:]
+    for text in ("spend by phase", "pretraining", "money conservation", "CNY", "USD", "warehouse:"):
+        assert text in demo_run.output
+    assert "NO" not in demo_run.output.split("money conservation")[1].split("tables:")[0]
+    assert (demo_run.out / "reports" / "run_summary.json").exists()
+
+
+def test_the_analysts_tables_exist_with_the_scenarios_row_counts(demo_run, demo_db):
+    tables = {}
+    for schema, name in fetch_all(demo_db, "SELECT table_schema, table_name FROM information_schema.tables"):
+        tables.setdefault(schema, set()).add(name)
+    for schema, names in CONTRACT_TABLES.items():
+        assert names <= tables.get(schema, set()), f"{schema}: missing {names - tables.get(schema, set())}"
+    rows = demo_run.truths["rows"]
+    count = lambda t: fetch_all(demo_db, f"SELECT count(*) FROM {t}")[0][0]
+    assert count("core.cost_lines") == rows["cost_lines"] == 206
+    assert count("core.gpu_samples") == rows["gpu_samples"] == 633_600
+    assert count("core.gpu_minutes") == rows["gpu_minutes"]
+    assert count("core.workloads") == rows["workloads"]
+    assert count("raw.quarantine") == 0
+    assert fetch_all(demo_db, "SELECT status, count(*) FROM raw.files GROUP BY status") == [("loaded", 8)]
+    assert sorted(r[0] for r in fetch_all(demo_db, "SELECT DISTINCT BillingCurrency FROM core.cost_lines")) == ["CNY", "USD"]
+
+
+def test_money_is_conserved_every_day_and_phase_totals_match_the_truths(demo_run, demo_db):
+    truths = demo_run.truths
+    unbalanced = fetch_all(demo_db, """
+        SELECT d.day, d.billing_currency, sum(d.cost_billing) AS phases,
+               (SELECT sum(EffectiveCost) FROM core.cost_lines c
+                WHERE utc_day(c.ChargePeriodStart) = d.day AND c.BillingCurrency = d.billing_currency) AS lines
+        FROM marts.daily_cost d GROUP BY ALL HAVING phases <> lines""")
+    assert unbalanced == []
+    totals = dict(fetch_all(demo_db, "SELECT BillingCurrency, sum(EffectiveCost) FROM core.cost_lines GROUP BY 1"))
+    assert {k: cents(v) for k, v in totals.items()} == {"CNY": Decimal("18316.80"), "USD": Decimal("386.87")}
+    assert {k: cents(v) for k, v in totals.items()} == {k: cents(v) for k, v in truths["totals"].items()}
+    by_phase = fetch_all(demo_db, """
+        SELECT a.phase || '|' || c.BillingCurrency, sum(a.amount_billing)
+        FROM marts.cost_attribution a JOIN core.cost_lines c USING (x_ChargeId) GROUP BY 1""")
+    assert {k: cents(v) for k, v in by_phase} == {k: cents(v) for k, v in truths["phase_cost"].items()}
+    # The design's story, in numbers: 20 days of 8 cards at 1.85 CNY per card-hour.
+    assert cents(truths["phase_cost"]["pretraining|CNY"]) == Decimal("7104.00")
+
+
+def test_spend_by_phase_gpu_hours_and_utilization(demo_run, demo_db):
+    truths = demo_run.truths
+    rows = {r["phase"]: r for r in fetch_dicts(demo_db, "SELECT * FROM marts.spend_by_phase")}
+    assert list(rows) == ["pretraining", "finetuning", "inference", "idle", "unattributed"]
+    for phase, busy in truths["busy_gpu_hours"].items():
+        assert rows[phase]["gpu_hours_busy"] == pytest.approx(busy, abs=0.01), phase
+    assert rows["inference"]["gpu_hours_busy"] == pytest.approx(137, abs=0.5)  # 137 busy hours in all
+    assert rows["idle"]["gpu_hours_paid"] == pytest.approx(truths["idle_gpu_hours_paid"])
+    assert rows["pretraining"]["gpu_hours_paid"] == 3840.0  # 8 GPUs × 20 days
+    assert 75 <= rows["pretraining"]["utilization_pct"] <= 85  # busy pre-training minus checkpoint stalls
+    assert sum(r["share_pct"] for r in rows.values()) == pytest.approx(100, abs=0.05)
+    total = sum(r["cost_reporting"] for r in rows.values())
+    assert total == fetch_all(demo_db, "SELECT sum(x_EffectiveCostReporting) FROM core.cost_lines")[0][0]
+    assert rows["pretraining"]["cost_by_billing_currency"]["CNY"] == Decimal("7104.000000")
+
+
+def test_telemetry_local_times_were_converted_to_utc(demo_run, demo_db):
+    first, last = fetch_all(demo_db, "SELECT min(ts), max(ts) FROM core.gpu_samples")[0]
+    assert first.isoformat() == demo_run.truths["period"]["start"].replace("Z", "+00:00")
+    assert TELEMETRY_TZ == "Asia/Shanghai"
+
+
+def test_loading_the_same_folder_again_changes_nothing(demo_run, demo_db):
+    snapshot_sql = {
+        "files": "SELECT path, sha256, status, rows_loaded FROM raw.files ORDER BY path",
+        "raw": "SELECT (SELECT count(*) FROM raw.cost_lines), (SELECT count(*) FROM raw.gpu_samples), (SELECT count(*) FROM raw.workloads)",
+        "phases": "SELECT phase, cost_reporting, gpu_hours_paid, gpu_hours_busy FROM marts.spend_by_phase",
+        "daily": "SELECT * FROM marts.daily_cost ORDER BY ALL",
+    }
+    before = {k: fetch_all(demo_db, q) for k, q in snapshot_sql.items()}
+    demo_db.close()
+    outcome = run_pipeline(demo_run.out / "landing", demo_run.out / "warehouse.duckdb", timezone=TELEMETRY_TZ)
+    assert outcome.success and not outcome.failed_checks
+    conn = connect(demo_run.out / "warehouse.duckdb", read_only=True)
+    try:
+        assert {k: fetch_all(conn, q) for k, q in snapshot_sql.items()} == before
+    finally:
+        conn.close()

@@ -1,0 +1,116 @@
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pipelines.ingest import ingest_landing
+from pipelines.warehouse import connect, fetch_all
+from tests.conftest import REPO, sample
+
+FOCUS_SAMPLE = "billing/focus10_sample_multicloud_1000.csv"
+SMI_SAMPLE = "telemetry/nvidia_smi_query_gpu_h100_h200_l40s_idle_load.csv"
+
+
+@pytest.fixture
+def landing(tmp_path):
+    folder = tmp_path / "landing"
+    (folder / "billing").mkdir(parents=True)
+    (folder / "host=h100-01").mkdir()
+    shutil.copy(sample(FOCUS_SAMPLE), folder / "billing" / "focus.csv")
+    shutil.copy(sample(SMI_SAMPLE), folder / "host=h100-01" / "smi.csv")
+    shutil.copy(sample("telemetry/acme_cluster_summary.csv"), folder / "cluster_summary.csv")
+    return folder
+
+
+def counts(conn):
+    return {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0]
+            for t in ("raw.files", "raw.cost_lines", "raw.gpu_samples", "raw.quarantine")}
+
+
+def test_each_file_loads_once_unrecognised_ones_are_listed(tmp_path, landing):
+    conn = connect(tmp_path / "wh.duckdb")
+    first = ingest_landing(conn, landing)
+    assert sorted((o.path, o.status) for o in first.outcomes) == [
+        ("billing/focus.csv", "loaded"), ("cluster_summary.csv", "unrecognized"), ("host=h100-01/smi.csv", "loaded")]
+    before = counts(conn)
+    assert before == {"raw.files": 3, "raw.cost_lines": 1000, "raw.gpu_samples": 8, "raw.quarantine": 0}
+    assert fetch_all(conn, "SELECT DISTINCT host FROM raw.gpu_samples") == [("h100-01",)]
+
+    second = ingest_landing(conn, landing)
+    assert second.already_loaded == 2
+    assert [o.status for o in second.outcomes] == ["unrecognized"]  # re-examined: a connector may have arrived
+    assert counts(conn) == before
+
+    shutil.copy(landing / "billing" / "focus.csv", landing / "billing" / "focus-copy.csv")
+    third = ingest_landing(conn, landing)
+    assert [(o.path, o.status) for o in third.outcomes if o.status != "unrecognized"] == [("billing/focus-copy.csv", "duplicate")]
+    assert counts(conn)["raw.cost_lines"] == 1000
+
+
+def test_a_re_export_at_the_same_path_replaces_the_earlier_file(tmp_path, landing):
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    path = landing / "billing" / "focus.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:501]))  # the provider re-exported the file with 500 rows
+    ingest_landing(conn, landing)
+    statuses = fetch_all(conn, "SELECT status, rows_loaded FROM raw.files WHERE path = 'billing/focus.csv' ORDER BY ingested_at")
+    assert statuses == [("replaced", 1000), ("loaded", 500)]
+    current = fetch_all(conn, """SELECT count(*) FROM raw.cost_lines c JOIN raw.files f
+                                 ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
+                                 WHERE f.kind = 'billing'""")
+    assert current == [(500,)]
+
+
+def test_a_claimed_file_that_cannot_be_parsed_fails_alone_naming_file_and_line(tmp_path, landing):
+    broken = landing / "billing" / "broken.csv"
+    broken.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n"
+                      "1.0,1.0,USD,Usage,2026-09-01,2026-09-02\n"
+                      "2.0,2.0,USD,Usage,2026-09-01,2026-09-02,surplus,fields\n")
+    conn = connect(tmp_path / "wh.duckdb")
+    summary = ingest_landing(conn, landing)
+    failed = summary.by_status("failed")
+    assert [o.path for o in failed] == ["billing/broken.csv"]
+    assert "billing/broken.csv" in failed[0].detail and "line" in failed[0].detail
+    assert "Expected 6 columns, got 8" in failed[0].detail
+    assert counts(conn)["raw.cost_lines"] == 1000  # the good file loaded; nothing of the broken one did
+    assert fetch_all(conn, "SELECT count(*) FROM raw.cost_lines WHERE x_SourceFile = 'billing/broken.csv'") == [(0,)]
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    sys.path.insert(0, {repo!r})
+    from connectors.focus import FocusConnector
+    from pipelines.ingest import ingest_landing
+    from pipelines.warehouse import connect
+
+    class DiesMidFile(FocusConnector):
+        def read(self, path, ctx):
+            for batch in super().read(path, ctx):
+                yield batch
+                os.kill(os.getpid(), signal.SIGKILL)  # the machine dies after the first batch
+
+    ingest_landing(connect({warehouse!r}), Path({landing!r}), connectors=(DiesMidFile(),))
+""")
+
+
+def test_a_run_killed_mid_file_leaves_the_warehouse_as_before(tmp_path, landing):
+    warehouse = tmp_path / "wh.duckdb"
+    conn = connect(warehouse)
+    ingest_landing(conn, landing)  # a first, complete run
+    before = counts(conn)
+    conn.close()
+    extra = landing / "billing" / "september.csv"
+    lines = sample(FOCUS_SAMPLE).read_text().splitlines(keepends=True)
+    extra.write_text(lines[0] + "".join(lines[1:400]))  # new content, not yet loaded
+    script = KILLER.format(repo=str(REPO), warehouse=str(warehouse), landing=str(landing))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert result.returncode == -9, result.stderr.decode()[-2000:]
+    conn = connect(warehouse)
+    assert counts(conn) == before  # the half-loaded file left no trace
+    assert fetch_all(conn, "SELECT count(*) FROM raw.files WHERE path = 'billing/september.csv'") == [(0,)]
+    summary = ingest_landing(conn, landing)  # and the next run loads it normally
+    assert [(o.path, o.status, o.rows_loaded) for o in summary.outcomes if o.status == "loaded"] == [("billing/september.csv", "loaded", 399)]

@@ -1,0 +1,132 @@
+"""The asset graph materialized on small hand-made fixtures whose right answers are known exactly."""
+
+import os
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pipelines.definitions import defs
+from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from tests.conftest import run_pipeline
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.txt"
+
+FOCUS_HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n"
+DAY = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+CHARGES = {
+    "gpu_split": f"100.00,100.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-x,gpu-x,,8",
+    "three_ways": f"0.10,0.10,USD,Usage,{DAY},AWS,EC2,Compute,i-y,gpu-y,,3",
+    "tagged": f'5.00,5.00,USD,Usage,{DAY},AWS,S3,Storage,bucket-1,,"{{""ml_phase"": ""Inference""}}",',
+    "credit": f"-2.00,-2.00,USD,Credit,{DAY},AWS,S3,Storage,bucket-2,,,",
+    "no_rate": f"10.00,10.00,XYZ,Usage,{DAY},Elsewhere,GPU,Compute,ins-q,gpu-q,,",
+    "oversubscribed": f"24.00,24.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-z,gpu-z,,1",
+}
+WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
+pt-x,pretraining,gpu-x,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
+ft-x,finetuning,gpu-x,4,2026-09-01T12:00:00Z,2026-09-01T18:00:00Z
+pt-y,pretraining,gpu-y,1,2026-08-31T00:00:00Z,2026-09-03T00:00:00Z
+ft-y,finetuning,gpu-y,1,2026-09-01T00:00:00Z,
+inf-y,inference,gpu-y,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+pt-z,pretraining,gpu-z,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+inf-z,inference,gpu-z,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+"""
+SMI = ("timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
+       + "".join(f"2026/09/01 00:{m:02d}:{s:02d}.000, 0, GPU-x0, NVIDIA A100, {u} %, 100 MiB, 200.00 W\n"
+                 for m, u in ((0, 80), (1, 60), (3, 200)) for s in (0, 30))
+       + "2026/09/01 00:02:00.000, 0, GPU-x0, NVIDIA A100, [N/A], 100 MiB, 200.00 W\n")
+
+
+@pytest.fixture(scope="module")
+def fixture_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pipeline")
+    landing = root / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(FOCUS_HEADER + "\n".join(CHARGES.values()) + "\n")
+    (landing / "jobs.csv").write_text(WORKLOADS)
+    (landing / "gpu-x.csv").write_text(SMI)
+    outcome = run_pipeline(landing, root / "wh.duckdb")
+    conn = connect(root / "wh.duckdb", read_only=True)
+    yield outcome, conn
+    conn.close()
+
+
+def parts(conn, resource):
+    return dict(fetch_all(conn, """
+        SELECT a.phase, a.amount_billing FROM marts.cost_attribution a JOIN core.cost_lines c USING (x_ChargeId)
+        WHERE c.ResourceId = ? ORDER BY a.phase""", [resource]))
+
+
+def test_gpu_charge_split_by_gpu_seconds_held_rest_is_idle(fixture_run):
+    _, conn = fixture_run
+    # 192 GPU-h paid: pre-training held 96, fine-tuning 24, nobody held 72.
+    assert parts(conn, "ins-x") == {"pretraining": Decimal("50.000000"), "finetuning": Decimal("12.500000"), "idle": Decimal("37.500000")}
+
+
+def test_rounding_residue_goes_to_one_part_and_money_is_conserved(fixture_run):
+    _, conn = fixture_run
+    assert parts(conn, "i-y") == {"finetuning": Decimal("0.033334"), "inference": Decimal("0.033333"), "pretraining": Decimal("0.033333")}
+
+
+def test_tags_credits_and_oversubscription(fixture_run):
+    _, conn = fixture_run
+    assert parts(conn, "bucket-1") == {"inference": Decimal("5.000000")}
+    assert parts(conn, "bucket-2") == {"unattributed": Decimal("-2.000000")}
+    assert parts(conn, "ins-z") == {"inference": Decimal("12.000000"), "pretraining": Decimal("12.000000")}  # no idle
+    methods = dict(fetch_all(conn, "SELECT c.ResourceId, any_value(a.method) FROM marts.cost_attribution a JOIN core.cost_lines c USING (x_ChargeId) GROUP BY 1"))
+    assert methods["bucket-1"] == "tag" and methods["bucket-2"] == "no_evidence" and methods["ins-z"] == "workload_overlap"
+
+
+def test_missing_fx_rate_is_flagged_never_converted_at_one(fixture_run):
+    outcome, conn = fixture_run
+    row = fetch_dicts(conn, "SELECT x_EffectiveCostReporting, x_FxStatus, x_FxRate FROM core.cost_lines WHERE BillingCurrency = 'XYZ'")[0]
+    assert row == {"x_EffectiveCostReporting": None, "x_FxStatus": "missing_rate", "x_FxRate": None}
+    assert "core/cost_lines:fx_rates_found" in outcome.warned_checks
+    cny = fetch_dicts(conn, "SELECT x_FxRate, x_EffectiveCostReporting FROM core.cost_lines WHERE ResourceId = 'ins-x'")[0]
+    assert cny["x_FxRate"] == Decimal("0.1408450704")  # 1 / 7.1, the bundled 2026 USD/CNY reference
+    assert cny["x_EffectiveCostReporting"] == Decimal("14.084507")
+
+
+def test_every_check_passes_but_the_fx_warning(fixture_run):
+    outcome, _ = fixture_run
+    assert outcome.failed_checks == []
+    assert outcome.warned_checks == ["core/cost_lines:fx_rates_found"]
+    assert outcome.success
+
+
+def test_every_day_phases_add_up_to_the_cost_lines_per_currency(fixture_run):
+    _, conn = fixture_run
+    unbalanced = fetch_all(conn, """
+        SELECT d.day, d.billing_currency, sum(d.cost_billing) AS phases,
+               (SELECT sum(EffectiveCost) FROM core.cost_lines c
+                WHERE utc_day(c.ChargePeriodStart) = d.day AND c.BillingCurrency = d.billing_currency) AS lines
+        FROM marts.daily_cost d GROUP BY ALL HAVING phases <> lines""")
+    assert unbalanced == []
+
+
+def test_gpu_minutes_keep_missing_apart_from_zero(fixture_run):
+    _, conn = fixture_run
+    minutes = fetch_all(conn, "SELECT strftime(minute, '%H:%M'), samples, busy_samples, busy_fraction FROM core.gpu_minutes ORDER BY minute")
+    # 00:02 had a sample without utilization: NULL busy, not zero. 00:03 (200 %) was quarantined, so
+    # that minute has no row at all.
+    assert minutes == [("00:00", 2, 2, 0.8), ("00:01", 2, 2, 0.6), ("00:02", 1, 0, None)]
+    assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization.gpu out of 0–100%'") == [(2,)]
+
+
+def asset_graph_lines() -> list[str]:
+    graph = defs.resolve_asset_graph()
+    lines = []
+    for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
+        deps = sorted(p.to_user_string() for p in graph.get(key).parent_keys)
+        lines.append(f"{key.to_user_string()} <- {', '.join(deps) or '(no upstream asset)'}")
+    for check in sorted(c.to_user_string() for c in graph.asset_check_keys):
+        lines.append(f"check {check}")
+    return lines
+
+
+def test_asset_graph_matches_snapshot():
+    """The whole graph, keys and edges and checks: a change to it is a deliberate, reviewed change."""
+    lines = asset_graph_lines()
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text("\n".join(lines) + "\n")
+    assert SNAPSHOT.read_text().splitlines() == lines
