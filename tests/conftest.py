@@ -61,3 +61,12 @@ def demo_db(demo_run):
     conn = connect(demo_run.out / "warehouse.duckdb", read_only=True)
     yield conn
     conn.close()
+
+
+def unbalanced_days(conn) -> list[tuple]:
+    """Days and currencies whose phase amounts in marts.daily_cost differ from their cost lines."""
+    return conn.execute("""
+        SELECT d.day, d.billing_currency, sum(d.cost_billing) AS phases,
+               (SELECT sum(EffectiveCost) FROM core.cost_lines c
+                WHERE utc_day(c.ChargePeriodStart) = d.day AND c.BillingCurrency = d.billing_currency) AS lines
+        FROM marts.daily_cost d GROUP BY ALL HAVING phases <> lines""").fetchall()

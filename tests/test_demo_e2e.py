@@ -6,7 +6,7 @@ import pytest
 
 from pipelines.demo_scenario import TELEMETRY_TZ
 from pipelines.warehouse import connect, fetch_all, fetch_dicts
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, unbalanced_days
 
 CONTRACT_TABLES = {
     "raw": {"files", "cost_lines", "gpu_samples", "workloads", "storage_events", "quarantine"},
@@ -46,11 +46,7 @@ def test_the_analysts_tables_exist_with_the_scenarios_row_counts(demo_run, demo_
 
 def test_money_is_conserved_every_day_and_phase_totals_match_the_truths(demo_run, demo_db):
     truths = demo_run.truths
-    unbalanced = fetch_all(demo_db, """
-        SELECT d.day, d.billing_currency, sum(d.cost_billing) AS phases,
-               (SELECT sum(EffectiveCost) FROM core.cost_lines c
-                WHERE utc_day(c.ChargePeriodStart) = d.day AND c.BillingCurrency = d.billing_currency) AS lines
-        FROM marts.daily_cost d GROUP BY ALL HAVING phases <> lines""")
+    unbalanced = unbalanced_days(demo_db)
     assert unbalanced == []
     totals = dict(fetch_all(demo_db, "SELECT BillingCurrency, sum(EffectiveCost) FROM core.cost_lines GROUP BY 1"))
     assert {k: cents(v) for k, v in totals.items()} == {"CNY": Decimal("18316.80"), "USD": Decimal("386.87")}

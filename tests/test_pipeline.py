@@ -8,7 +8,7 @@ import pytest
 
 from pipelines.definitions import defs
 from pipelines.warehouse import connect, fetch_all, fetch_dicts
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, unbalanced_days
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.txt"
 
@@ -96,11 +96,7 @@ def test_every_check_passes_but_the_fx_warning(fixture_run):
 
 def test_every_day_phases_add_up_to_the_cost_lines_per_currency(fixture_run):
     _, conn = fixture_run
-    unbalanced = fetch_all(conn, """
-        SELECT d.day, d.billing_currency, sum(d.cost_billing) AS phases,
-               (SELECT sum(EffectiveCost) FROM core.cost_lines c
-                WHERE utc_day(c.ChargePeriodStart) = d.day AND c.BillingCurrency = d.billing_currency) AS lines
-        FROM marts.daily_cost d GROUP BY ALL HAVING phases <> lines""")
+    unbalanced = unbalanced_days(conn)
     assert unbalanced == []
 
 
