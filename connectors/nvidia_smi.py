@@ -22,6 +22,7 @@ from connectors._tabular import (
     stream_csv_as_strings,
     to_canonical,
 )
+from connectors._telemetry import normalise_host_value, sample_checks
 from connectors.base import Connector, ConnectorError, ReadContext
 
 # nvidia-smi query field → canonical GPU-sample column.
@@ -50,10 +51,11 @@ def field_name(header: str) -> str:
 
 
 def host_from_path(path: Path) -> str:
+    """A `host=NAME` folder in the path, else the file's stem, normalised like every host."""
     for part in reversed(path.parent.parts):
         if part.startswith("host="):
-            return part.removeprefix("host=")
-    return path.stem
+            return normalise_host_value(part.removeprefix("host="))
+    return normalise_host_value(path.stem)
 
 
 class NvidiaSmiConnector(Connector):
@@ -96,7 +98,7 @@ class NvidiaSmiConnector(Connector):
             reason = first_reason([
                 (pl.col("timestamp") == "timestamp", "repeated header line"),
                 (parsed["ts"].is_null(), pl.format("timestamp is not nvidia-smi's format: '{}'", pl.col("timestamp"))),
-                ((util < 0) | (util > 100), pl.format("utilization.gpu out of 0–100: {}", util)),
+                *sample_checks(parsed["ts"], util, ctx.ingested_at),
                 *(
                     (pl.col(src).is_not_null() & parsed[dst].is_null(), f"{src} is not a number")
                     for src, dst in present.items() if dst in NUMERIC

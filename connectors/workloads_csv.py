@@ -1,7 +1,8 @@
 """The plain workloads CSV: `workload_id, phase, host, gpu_count, started_at, ended_at`.
 
-Optional columns: `name`, `resource_id`. Timestamps carry an offset or are read in the configured
-time zone. `phase` is one of the work phases; an empty `ended_at` means still running.
+Optional columns: `name`, `resource_id`, `account`, `partition`, `namespace`. Timestamps carry an
+offset or are read in the configured time zone. `phase` is one of the work phases, or empty to
+let the phase rules decide; an empty `ended_at` means still running.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from connectors._tabular import (
     stream_csv_as_strings,
     to_canonical,
 )
+from connectors._telemetry import normalise_host
 from connectors.base import Connector, ReadContext
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")
+OPTIONAL = ("name", "resource_id", "account", "partition", "namespace")
 
 
 class WorkloadsCsvConnector(Connector):
@@ -47,7 +50,8 @@ class WorkloadsCsvConnector(Connector):
             ended = parse_utc("ended_at", ctx.timezone)
             reason = first_reason([
                 (pl.col("workload_id").is_null(), "workload_id is empty"),
-                (phase.is_null(), pl.format("phase '{}' is not one of " + ", ".join(WORK_PHASES), pl.col("phase"))),
+                (phase.is_null() & pl.col("phase").is_not_null(),
+                 pl.format("phase '{}' is not one of " + ", ".join(WORK_PHASES), pl.col("phase"))),
                 (pl.col("host").is_null() & (pl.col("resource_id").is_null() if "resource_id" in frame.columns else pl.lit(True)),
                  "neither host nor resource_id is given"),
                 (gpu_count.is_null() | (gpu_count < 0), pl.format("gpu_count '{}' is not a whole number ≥ 0", pl.col("gpu_count"))),
@@ -58,16 +62,16 @@ class WorkloadsCsvConnector(Connector):
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
             if not accepted.height:
                 continue
+            optional = [pl.col(c) for c in OPTIONAL if c in accepted.columns]
             out = accepted.select(
                 pl.col("workload_id"),
-                pl.col("name") if "name" in accepted.columns else pl.lit(None, dtype=pl.String).alias("name"),
+                *optional,
                 phase.alias("phase"),
-                pl.col("host"),
-                pl.col("resource_id") if "resource_id" in accepted.columns else pl.lit(None, dtype=pl.String).alias("resource_id"),
+                normalise_host(pl.col("host")).alias("host"),
                 gpu_count.alias("gpu_count"),
                 started.alias("started_at"),
                 ended.alias("ended_at"),
-                pl.lit("explicit phase column").alias("phase_rule"),
+                pl.lit("workloads_csv").alias("source"),
                 pl.col(ROW_NUMBER),
             )
             yield to_canonical(out, self.schema, self.name, ctx)

@@ -52,13 +52,21 @@ GPU_SAMPLE = pa.schema(
         pa.field("gpu_uuid", pa.string()),
         pa.field("gpu_index", pa.int32()),
         pa.field("gpu_model", pa.string()),
+        # MIG: a GPU instance is its own accounting unit.
+        pa.field("mig_instance", pa.string()),
+        pa.field("mig_profile", pa.string()),
+        # Who used it, where the source knows (Kubernetes labels from dcgm-exporter, trace pods).
+        pa.field("pod", pa.string()),
+        pa.field("namespace", pa.string()),
+        pa.field("container", pa.string()),
         # Busy signal in percent, and which metric it came from (never average different kinds).
         pa.field("util_pct", pa.float64()),
         pa.field("util_kind", pa.string()),
-        pa.field("sm_active", pa.float64()),
+        pa.field("sm_active", pa.float64()),  # ratio 0–1, as DCGM reports it
         pa.field("mem_used_mib", pa.float64()),
         pa.field("mem_total_mib", pa.float64()),
         pa.field("power_w", pa.float64()),
+        pa.field("energy_mj", pa.float64()),  # cumulative counter since boot
         pa.field("temperature_c", pa.float64()),
         pa.field("source", pa.string(), nullable=False),
         *LINEAGE_FIELDS,
@@ -69,13 +77,19 @@ WORKLOAD = pa.schema(
     [
         pa.field("workload_id", pa.string(), nullable=False),
         pa.field("name", pa.string()),
-        pa.field("phase", pa.string(), nullable=False),
+        # The phase the source states explicitly (a phase column or label); rules fill the rest.
+        pa.field("phase", pa.string()),
         pa.field("host", pa.string()),
         pa.field("resource_id", pa.string()),
         pa.field("gpu_count", pa.int32(), nullable=False),
         pa.field("started_at", UTC_TIMESTAMP, nullable=False),
         pa.field("ended_at", UTC_TIMESTAMP),
-        pa.field("phase_rule", pa.string()),
+        pa.field("account", pa.string()),
+        pa.field("partition", pa.string()),
+        pa.field("namespace", pa.string()),
+        pa.field("labels", pa.string()),  # JSON object
+        pa.field("state", pa.string()),
+        pa.field("source", pa.string()),
         *LINEAGE_FIELDS,
     ]
 )
@@ -83,15 +97,20 @@ WORKLOAD = pa.schema(
 STORAGE_EVENT = pa.schema(
     [
         pa.field("event_id", pa.string(), nullable=False),
-        pa.field("kind", pa.string(), nullable=False),  # checkpoint, dataset_pull, transfer
+        # checkpoint | disk_write | object_get | object_put | object_other
+        pa.field("kind", pa.string(), nullable=False),
         pa.field("host", pa.string()),
-        pa.field("resource_id", pa.string()),
+        pa.field("resource_id", pa.string()),  # bucket, volume or device
         pa.field("workload_id", pa.string()),
         pa.field("bytes", pa.int64()),
         pa.field("started_at", UTC_TIMESTAMP, nullable=False),
         pa.field("ended_at", UTC_TIMESTAMP),
         pa.field("storage_class", pa.string()),
-        pa.field("path", pa.string()),
+        pa.field("path", pa.string()),  # file path, object key or disk device
+        pa.field("io_seconds", pa.float64()),  # disk busy time within the interval
+        pa.field("remote_ip", pa.string()),
+        pa.field("requester", pa.string()),
+        pa.field("details", pa.string()),  # JSON: source-specific fields
         *LINEAGE_FIELDS,
     ]
 )

@@ -9,6 +9,7 @@ import pyarrow.csv as pacsv
 from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_duckdb import DuckDBResource
 
+from models.phase_rules import load_rules
 from models.schemas import RAW_TABLES
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, FinopsSettings
@@ -26,6 +27,8 @@ def key_of(table: str) -> AssetKey:
 def prepare(conn) -> None:
     # Sessions speak UTC so day and minute boundaries never depend on the machine's zone.
     conn.execute("SET TimeZone = 'UTC'")
+    # Large CREATE TABLE AS need not keep row order: DuckDB then streams and spills in bounded memory.
+    conn.execute("SET preserve_insertion_order = false")
     ensure_warehouse(conn)
     conn.execute((SQL_DIR / "macros.sql").read_text())
 
@@ -60,14 +63,22 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         yield MaterializeResult(asset_key=key_of(table), metadata={"table": table, "rows": counts[table], **extra})
 
 
-def sql_asset(table: str, deps: list[str], description: str, group: str):
-    """An asset that (re)builds `table` by running `sql/<schema>/<table>.sql`."""
+def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=None):
+    """An asset that (re)builds `table` by running `sql/<schema>/<table>.sql`.
+
+    `inputs(settings)` may return Arrow tables the SQL reads by name (reference data, rules).
+    """
 
     @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
     def _build(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+        registered = inputs(settings) if inputs else {}
         with warehouse.get_connection() as conn:
             prepare(conn)
+            for name, arrow_table in registered.items():
+                conn.register(name, arrow_table)
             run_sql_file(conn, table, settings.sql_params())
+            for name in registered:
+                conn.unregister(name)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
         schema, name = table.split(".")
         return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql"})
@@ -75,26 +86,25 @@ def sql_asset(table: str, deps: list[str], description: str, group: str):
     return _build
 
 
-@asset(key=key_of("core.fx_rates"), group_name="core", pool=POOL,
-       description="core.fx_rates: FX rates by day and pair, bundled reference plus your own file")
-def fx_rates_asset(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    """The bundled reference rates and the user's file (priority 0: the user's rate wins)."""
     sources = [(BUNDLED_FX_RATES, 1)] + ([(Path(settings.fx_rates_file), 0)] if settings.fx_rates_file else [])
     tables = []
     for path, priority in sources:
         t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={
             "rate_date": pa.date32(), "from_currency": pa.string(), "to_currency": pa.string(),
             "rate": pa.decimal128(24, 10), "source": pa.string()}))
-        tables.append(t.append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
-    fx_rates_input = pa.concat_tables(tables)
-    with warehouse.get_connection() as conn:
-        prepare(conn)
-        conn.register("fx_rates_input", fx_rates_input)
-        run_sql_file(conn, "core.fx_rates")
-        conn.unregister("fx_rates_input")
-        rows = fetch_value(conn, "SELECT count(*) FROM core.fx_rates")
-    return MaterializeResult(metadata={"table": "core.fx_rates", "rows": rows, "sources": [str(p) for p, _ in sources]})
+        tables.append(t.select(["rate_date", "from_currency", "to_currency", "rate", "source"])
+                      .append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
+    return {"fx_rates_input": pa.concat_tables(tables)}
 
 
+def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    return {"phase_rules": load_rules(Path(settings.phase_rules_file) if settings.phase_rules_file else None)}
+
+
+fx_rates_asset = sql_asset("core.fx_rates", [], "core.fx_rates: FX rates by day and pair, bundled reference plus your own file",
+                           "core", inputs=fx_rates_input)
 core_cost_lines = sql_asset("core.cost_lines", ["raw.cost_lines", "raw.files", "core.fx_rates"],
                             "core.cost_lines: FOCUS charge rows, reporting currency beside billing currency", "core")
 core_gpu_samples = sql_asset("core.gpu_samples", ["raw.gpu_samples", "raw.files"],
@@ -102,7 +112,8 @@ core_gpu_samples = sql_asset("core.gpu_samples", ["raw.gpu_samples", "raw.files"
 core_gpu_minutes = sql_asset("core.gpu_minutes", ["core.gpu_samples"],
                              "core.gpu_minutes: one GPU-minute with samples; missing minutes have no row", "core")
 core_workloads = sql_asset("core.workloads", ["raw.workloads", "raw.files"],
-                           "core.workloads: one job or service with its phase and GPUs", "core")
+                           "core.workloads: one job or service with its phase (explicit or by rule) and GPUs", "core",
+                           inputs=phase_rules_input)
 core_storage_events = sql_asset("core.storage_events", ["raw.storage_events", "raw.files"],
                                 "core.storage_events: checkpoint writes and transfers", "core")
 marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads"],

@@ -11,6 +11,7 @@ from dagster import ConfigurableResource
 from pydantic import Field
 
 from models.phases import TYPICAL_RANGES
+from models.telemetry import UTIL_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO_ROOT / ".finops" / "demo"
@@ -24,12 +25,14 @@ class FinopsSettings(ConfigurableResource):
     phase_tag_keys: list[str] = Field(default=["phase", "ml_phase", "ml-phase"], description="Tag keys naming a charge's phase.")
     fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates; wins over the bundled ones.")
     max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
+    phase_rules_file: str | None = Field(default=None, description="YAML phase rules replacing the bundled ones.")
 
     def sql_params(self) -> dict[str, object]:
         return {
             "reporting_currency": self.reporting_currency.upper(),
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
+            "util_kinds": list(UTIL_KINDS),
             "typical_ranges": [
                 {"phase": phase, "util_low": r["util_pct"][0], "util_high": r["util_pct"][1],
                  "share_low": r["share_pct"][0], "share_high": r["share_pct"][1]}
@@ -47,5 +50,6 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         timezone=os.environ.get("FINOPS_TIMEZONE", "UTC"),
         reporting_currency=os.environ.get("FINOPS_REPORTING_CURRENCY", "USD"),
         fx_rates_file=os.environ.get("FINOPS_FX_RATES") or None,
+        phase_rules_file=os.environ.get("FINOPS_PHASE_RULES") or None,
     )
     return settings, str(Path(warehouse).resolve())

@@ -62,7 +62,7 @@ def test_impossible_values_and_repeated_headers_are_quarantined(tmp_path):
     rows, ctx = read_all(path)
     assert [r["host"] for r in rows] == ["gpu-node-07"]
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [
-        (2, "utilization.gpu out of 0–100: 150.0"),
+        (2, "utilization out of 0–100: 150.0"),
         (3, "repeated header line"),
         (4, "timestamp is not nvidia-smi's format: 'not a time'"),
         (5, "memory.used is not a number"),

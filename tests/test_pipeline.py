@@ -106,7 +106,7 @@ def test_gpu_minutes_keep_missing_apart_from_zero(fixture_run):
     # 00:02 had a sample without utilization: NULL busy, not zero. 00:03 (200 %) was quarantined, so
     # that minute has no row at all.
     assert minutes == [("00:00", 2, 2, 0.8), ("00:01", 2, 2, 0.6), ("00:02", 1, 0, None)]
-    assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization.gpu out of 0–100%'") == [(2,)]
+    assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization out of 0–100%'") == [(2,)]
 
 
 def asset_graph_lines() -> list[str]:

@@ -1,11 +1,40 @@
--- core.gpu_samples: one GPU at one instant, from every telemetry file currently loaded.
--- The same sample exported twice (overlapping scrapes) is kept once.
+-- core.gpu_samples: one GPU (or MIG instance) at one instant, from every telemetry file loaded.
+-- Sources that export one metric per series (Prometheus) arrive as partial rows: rows of the same
+-- GPU and instant merge into one, and the same sample exported twice counts once. Where several
+-- busy signals exist at one instant, the best kind ($util_kinds, best first) is kept.
+-- gpu_key identifies a GPU across sources: host / uuid (or index) / MIG instance.
 CREATE OR REPLACE TABLE core.gpu_samples AS
-SELECT s.*
-FROM raw.gpu_samples AS s
-JOIN raw.files AS f
-  ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
-QUALIFY row_number() OVER (
-    PARTITION BY s.host, coalesce(s.gpu_uuid, ''), coalesce(s.gpu_index, -1), s.ts, coalesce(s.util_kind, '')
-    ORDER BY s.x_IngestedAt, s.x_SourceFile, s.x_SourceRow
-) = 1;
+WITH current AS (
+    SELECT s.*,
+           s.host || '/' || coalesce(s.gpu_uuid, 'gpu' || s.gpu_index::VARCHAR, 'gpu?')
+               || coalesce('/mig' || s.mig_instance, '') AS gpu_key,
+           coalesce(list_position($util_kinds, s.util_kind), 99) AS kind_rank
+    FROM raw.gpu_samples AS s
+    JOIN raw.files AS f
+      ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
+)
+SELECT
+    ts,
+    host,
+    gpu_key,
+    any_value(gpu_uuid) AS gpu_uuid,
+    any_value(gpu_index) AS gpu_index,
+    any_value(gpu_model) AS gpu_model,
+    any_value(mig_instance) AS mig_instance,
+    any_value(mig_profile) AS mig_profile,
+    any_value(pod) AS pod,
+    any_value(namespace) AS namespace,
+    any_value(container) AS container,
+    arg_min(util_pct, kind_rank) FILTER (WHERE util_pct IS NOT NULL) AS util_pct,
+    arg_min(util_kind, kind_rank) FILTER (WHERE util_pct IS NOT NULL) AS util_kind,
+    any_value(sm_active) AS sm_active,
+    any_value(mem_used_mib) AS mem_used_mib,
+    any_value(mem_total_mib) AS mem_total_mib,
+    any_value(power_w) AS power_w,
+    any_value(energy_mj) AS energy_mj,
+    any_value(temperature_c) AS temperature_c,
+    string_agg(DISTINCT source, ',' ORDER BY source) AS source,
+    min(x_SourceFile) AS x_SourceFile,
+    min(x_IngestedAt) AS x_IngestedAt
+FROM current
+GROUP BY host, gpu_key, ts;

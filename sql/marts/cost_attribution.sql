@@ -45,7 +45,7 @@ held AS (
         string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
     FROM classified AS c
     JOIN core.workloads AS w
-      ON (w.host IN (c.ResourceId, c.ResourceName) OR w.resource_id = c.ResourceId)
+      ON (w.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName)) OR w.resource_id = c.ResourceId)
      AND w.started_at < c.ChargePeriodEnd
      AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
     WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0

@@ -29,8 +29,8 @@ by_currency AS (
 ),
 minute_phases AS (
     -- Which phases ran on each GPU-minute's host, weighted by GPUs held.
-    SELECT m.host, m.gpu_index, m.minute, m.busy_fraction,
-           w.phase, w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.host, m.gpu_index, m.gpu_uuid, m.minute, m.util_kind) AS phase_weight
+    SELECT m.gpu_key, m.minute, m.busy_fraction,
+           w.phase, w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.gpu_key, m.minute) AS phase_weight
     FROM core.gpu_minutes AS m
     JOIN core.workloads AS w
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute

@@ -1,0 +1,41 @@
+"""Rules every telemetry, workload and storage connector applies the same way, so joins work."""
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+# A sample stamped more than this far ahead of the load is a clock or parsing error, not data.
+FUTURE_TOLERANCE = timedelta(days=1)
+# DCGM writes these instead of a value for fields a GPU does not support (DCGM_INT32_BLANK,
+# DCGM_INT64_BLANK ≈ 9.2e18 and DCGM_FP64_BLANK = 2^47): they are missing values, never numbers.
+DCGM_INT32_BLANK = 2147483632
+DCGM_FP64_BLANK = 140737488355328.0
+
+
+def normalise_host(expr: pl.Expr) -> pl.Expr:
+    """`GPU-A100-01.cluster.local ` → `gpu-a100-01`; IP addresses are kept whole."""
+    text = expr.str.strip_chars().str.to_lowercase()
+    is_ip = text.str.contains(r"^\d{1,3}(\.\d{1,3}){3}$")
+    return pl.when(is_ip).then(text).otherwise(text.str.replace(r"\..*$", ""))
+
+
+def normalise_host_value(host: str) -> str:
+    """The same rule for a single Python string (file stems, folder names)."""
+    frame = pl.DataFrame({"h": [host]}).select(normalise_host(pl.col("h")))
+    return frame.item()
+
+
+def without_dcgm_blanks(expr: pl.Expr) -> pl.Expr:
+    return pl.when((expr >= DCGM_FP64_BLANK) | expr.is_between(DCGM_INT32_BLANK, DCGM_INT32_BLANK + 15)).then(None).otherwise(expr)
+
+
+def sample_checks(ts: pl.Expr, util: pl.Expr | None, ingested_at: datetime) -> list[tuple[pl.Expr, pl.Expr | str]]:
+    """Reasons to quarantine a GPU sample: no time, a time in the future, impossible utilization."""
+    horizon = (ingested_at.astimezone(UTC) + FUTURE_TOLERANCE).replace(tzinfo=None)
+    checks: list[tuple[pl.Expr, pl.Expr | str]] = [
+        (ts.is_null(), "no valid timestamp"),
+        (ts.dt.replace_time_zone(None) > pl.lit(horizon), pl.format("timestamp {} is in the future", ts.dt.to_string("%Y-%m-%dT%H:%M:%SZ"))),
+    ]
+    if util is not None:
+        checks.append(((util < 0) | (util > 100), pl.format("utilization out of 0–100: {}", util)))
+    return checks
