@@ -50,12 +50,16 @@ def field_name(header: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip())
 
 
+# A capture time appended to a file name (`gpu-node-07_20260714T081238.txt`) is not part of the host.
+TIME_SUFFIX = re.compile(r"[_\-.]?\d{8}T?\d{6}Z?$|[_\-.]?\d{4}-\d{2}-\d{2}T\d{2}[:\-]?\d{2}[:\-]?\d{2}Z?$")
+
+
 def host_from_path(path: Path) -> str:
     """A `host=NAME` folder in the path, else the file's stem, normalised like every host."""
     for part in reversed(path.parent.parts):
         if part.startswith("host="):
             return normalise_host_value(part.removeprefix("host="))
-    return normalise_host_value(path.stem)
+    return normalise_host_value(TIME_SUFFIX.sub("", path.stem) or path.stem)
 
 
 class NvidiaSmiConnector(Connector):

@@ -13,8 +13,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from connectors.base import KINDS, SNIFF_BYTES, Connector
+from connectors.alibaba_trace import AlibabaGpuTraceConnector
+from connectors.checkpoints_jsonl import CheckpointEventsConnector
+from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
+from connectors.kubernetes import KubernetesPodsConnector
+from connectors.node_exporter import NodeExporterDiskConnector
 from connectors.nvidia_smi import NvidiaSmiConnector
+from connectors.nvidia_smi_dmon import NvidiaSmiDmonConnector
+from connectors.s3_access_log import S3AccessLogConnector
+from connectors.slurm import SlurmSacctConnector
 from connectors.workloads_csv import WorkloadsCsvConnector
 
 ENTRY_POINT_GROUP = "gpu_finops.connectors"
@@ -22,7 +30,13 @@ log = logging.getLogger(__name__)
 
 
 def builtin_connectors() -> list[Connector]:
-    return [FocusConnector(), NvidiaSmiConnector(), WorkloadsCsvConnector()]
+    return [
+        FocusConnector(),
+        NvidiaSmiConnector(), NvidiaSmiDmonConnector(), DcgmScrapeConnector(), PrometheusDcgmConnector(),
+        AlibabaGpuTraceConnector(),
+        WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),
+        CheckpointEventsConnector(), NodeExporterDiskConnector(), S3AccessLogConnector(),
+    ]
 
 
 def _instantiate(obj: object) -> Connector:

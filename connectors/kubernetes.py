@@ -1,0 +1,102 @@
+"""Kubernetes pod listings (`kubectl get pods -A -o json`) into workloads.
+
+One workload per pod: its node is the host, its GPUs are the `nvidia.com/gpu` limits (else
+requests) of its containers, it started at `status.startTime` and, once Succeeded or Failed,
+ended when its last container finished. A `phase` or `ml-phase` label or annotation states its
+phase explicitly; otherwise the phase rules decide from its name, namespace and labels.
+"""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from connectors._tabular import ROW_NUMBER, first_reason, parse_utc, split_rejected, to_canonical
+from connectors._telemetry import normalise_host
+from connectors.base import Connector, ConnectorError, ReadContext
+from models.phases import PHASE_ALIASES, WORK_PHASES
+
+GPU_RESOURCE = "nvidia.com/gpu"
+PHASE_KEYS = ("phase", "ml-phase", "ml_phase", "gpu-finops/phase")
+
+
+def pod_gpus(pod: dict) -> int:
+    total = 0
+    for container in pod.get("spec", {}).get("containers", []):
+        resources = container.get("resources", {})
+        amount = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(GPU_RESOURCE) or 0
+        total += int(amount)
+    return total
+
+
+def pod_end(pod: dict) -> str | None:
+    status = pod.get("status", {})
+    if status.get("phase") not in ("Succeeded", "Failed"):
+        return None
+    finished = [c.get("state", {}).get("terminated", {}).get("finishedAt") for c in status.get("containerStatuses", [])]
+    finished = [f for f in finished if f]
+    return max(finished) if finished else None
+
+
+def stated_phase(meta: dict) -> str | None:
+    for source in (meta.get("labels") or {}, meta.get("annotations") or {}):
+        for key in PHASE_KEYS:
+            if source.get(key):
+                return source[key]
+    return None
+
+
+class KubernetesPodsConnector(Connector):
+    name = "kubernetes_pods"
+    kind = "workload"
+    recognises = "`kubectl get pods -A -o json` listings (kind List of Pod items)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        text = head.decode("utf-8", errors="replace").lstrip()
+        return text.startswith("{") and '"items"' in text and '"Pod"' in text
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        # A pod listing is bounded by the cluster's size, not by time, so it is read whole.
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ConnectorError(ctx.source_file, f"not a readable JSON pod listing: {exc}") from exc
+        rows = []
+        for number, pod in enumerate(document.get("items", []), start=1):
+            meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+            rows.append({
+                ROW_NUMBER: number,
+                "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
+                "name": meta.get("name"), "namespace": meta.get("namespace"),
+                "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
+                "stated_phase": stated_phase(meta),
+                "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
+                "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
+                "__kind": pod.get("kind", "Pod"),
+            })
+        if not rows:
+            return
+        frame = pl.DataFrame(rows, infer_schema_length=None)
+        key = pl.col("stated_phase").str.to_lowercase().str.replace_all(r"[\s_\-]", "").replace(PHASE_ALIASES)
+        phase = pl.when(key.is_in(WORK_PHASES)).then(key)
+        started, ended = parse_utc("start", ctx.timezone), parse_utc("end", ctx.timezone)
+        reason = first_reason([
+            (pl.col("__kind") != "Pod", pl.format("item of kind {} is not a Pod", "__kind")),
+            (pl.col("name").is_null(), "pod has no name"),
+            (started.is_null(), "pod never started (no status.startTime)"),
+            (pl.col("host").is_null(), "pod was never scheduled on a node"),
+            (pl.col("stated_phase").is_not_null() & phase.is_null(),
+             pl.format("phase label '{}' is not one of " + ", ".join(WORK_PHASES), "stated_phase")),
+        ])
+        accepted = split_rejected(frame, reason, ctx, self.name, [c for c in frame.columns if not c.startswith("_")])
+        if not accepted.height:
+            return
+        out = accepted.select(
+            "workload_id", "name", "namespace", "labels", "state", ROW_NUMBER,
+            phase.alias("phase"), normalise_host(pl.col("host")).alias("host"),
+            pl.col("gpu_count").cast(pl.Int32), started.alias("started_at"), ended.alias("ended_at"),
+            pl.lit("kubernetes").alias("source"),
+        )
+        yield to_canonical(out, self.schema, self.name, ctx)
