@@ -78,7 +78,11 @@ class KubernetesPodsConnector(Connector):
             })
         if not rows:
             return
-        frame = pl.DataFrame(rows, infer_schema_length=None)
+        frame = pl.DataFrame(rows, schema={
+            ROW_NUMBER: pl.Int64, "workload_id": pl.String, "name": pl.String, "namespace": pl.String, "labels": pl.String,
+            "stated_phase": pl.String, "host": pl.String, "gpu_count": pl.Int32, "start": pl.String, "end": pl.String,
+            "state": pl.String, "__kind": pl.String,
+        })
         key = pl.col("stated_phase").str.to_lowercase().str.replace_all(r"[\s_\-]", "").replace(PHASE_ALIASES)
         phase = pl.when(key.is_in(WORK_PHASES)).then(key)
         started, ended = parse_utc("start", ctx.timezone), parse_utc("end", ctx.timezone)

@@ -37,6 +37,7 @@ CHECKPOINT_EVERY_H = 6
 CHECKPOINT_MINUTES = 8
 CHECKPOINT_GB = 200
 INFERENCE_BUSY_HOURS = 137
+DCGM_HOSTS = ("gpu-a100-02",)
 
 
 @dataclass(frozen=True)
@@ -126,20 +127,29 @@ def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator) -> n
     return util.astype(int)
 
 
-def write_telemetry(landing: Path, host: Host, util: np.ndarray, rng: np.random.Generator) -> int:
+def telemetry_frame(host: Host, util: np.ndarray, rng: np.random.Generator) -> pl.DataFrame:
+    """One row per GPU and minute: k (minute number), i (GPU index), u (util %), m (MiB), p (centiwatts)."""
     n = util.shape[1]
-    local = (pl.datetime_range(START, START + timedelta(minutes=n - 1), "1m", time_zone="UTC", eager=True)
-             .dt.convert_time_zone(TELEMETRY_TZ).dt.strftime("%Y/%m/%d %H:%M:%S.000"))
     frames = []
     for g in range(host.gpus):
         u = util[g]
         mem = np.where(u > 5, host.mem_total_mib * rng.uniform(0.55, 0.9, size=n), rng.uniform(0, 600, size=n)).astype(int)
         power_centiwatts = (6000 + u * (340 if host.gpus > 1 else 240) + rng.integers(0, 800, size=n)).astype(int)
-        frames.append(pl.DataFrame({
-            "ts": local, "i": np.full(n, g), "u": u, "m": mem, "p": power_centiwatts, "k": np.arange(n),
-        }))
-    df = pl.concat(frames).sort(["k", "i"])
-    uuid_prefix = f"GPU-{zlib.crc32(host.name.encode()):08x}"
+        frames.append(pl.DataFrame({"i": np.full(n, g), "u": u, "m": mem, "p": power_centiwatts, "k": np.arange(n)}))
+    return pl.concat(frames).sort(["k", "i"])
+
+
+def gpu_uuid_prefix(host: Host) -> str:
+    return f"GPU-{zlib.crc32(host.name.encode()):08x}"
+
+
+def write_nvidia_smi(landing: Path, host: Host, df: pl.DataFrame) -> None:
+    """nvidia-smi --query-gpu CSV in the host's local time, one file per host."""
+    n = df.get_column("k").max() + 1
+    local = (pl.datetime_range(START, START + timedelta(minutes=n - 1), "1m", time_zone="UTC", eager=True)
+             .dt.convert_time_zone(TELEMETRY_TZ).dt.strftime("%Y/%m/%d %H:%M:%S.000"))
+    df = df.with_columns(local.gather(df.get_column("k")).alias("ts"))
+    uuid_prefix = gpu_uuid_prefix(host)
     lines = df.select(pl.format(
         "{}, {}, {}-{}, {}, 00000000:{}:00.0, P0, {} %, {} MiB, {} MiB, {}.{} W",
         "ts", "i", pl.lit(uuid_prefix), pl.col("i").cast(pl.String).str.zfill(4), pl.lit(host.smi_name),
@@ -152,7 +162,60 @@ def write_telemetry(landing: Path, host: Host, util: np.ndarray, rng: np.random.
     with open(path, "w") as fh:
         fh.write(header + "\n")
         lines.write_csv(fh, include_header=False, quote_style="never")
-    return df.height
+
+
+DCGM_METRICS = (("DCGM_FI_DEV_GPU_UTIL", "u", "GPU utilization (in %)."),
+                ("DCGM_FI_DEV_FB_USED", "m", "Framebuffer memory used (in MiB)."),
+                ("DCGM_FI_DEV_POWER_USAGE", "p", "Power draw (in W)."))
+
+
+def write_dcgm(landing: Path, host: Host, df: pl.DataFrame) -> None:
+    """A host group monitored by dcgm-exporter: its history as a Prometheus query_range export (as
+    teams export it), and its last day as the raw scrapes an exporter sidecar saved."""
+    last_day = (DAYS - 1) * 1440
+    write_prometheus_export(landing, host, df.filter(pl.col("k") < last_day))
+    write_dcgm_scrapes(landing, host, df.filter(pl.col("k") >= last_day))
+
+
+def write_prometheus_export(landing: Path, host: Host, df: pl.DataFrame) -> None:
+    epoch_s = int(START.timestamp())
+    uuid_prefix = gpu_uuid_prefix(host)
+    result = []
+    for metric, column, _ in DCGM_METRICS:
+        for g in range(host.gpus):
+            gpu = df.filter(pl.col("i") == g)
+            values = (gpu.get_column("p") / 100).to_list() if column == "p" else gpu.get_column(column).to_list()
+            result.append({
+                "metric": {"__name__": metric, "gpu": str(g), "UUID": f"{uuid_prefix}-{g:04d}", "device": f"nvidia{g}",
+                           "modelName": host.smi_name, "Hostname": host.name, "instance": f"{host.name}:9400", "job": "dcgm-exporter"},
+                "values": [[epoch_s + k * 60, str(v)] for k, v in zip(gpu.get_column("k").to_list(), values)],
+            })
+    path = landing / "telemetry" / "prometheus" / f"dcgm-{host.name}-query_range.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}, separators=(",", ":")))
+
+
+def write_dcgm_scrapes(landing: Path, host: Host, df: pl.DataFrame) -> None:
+    """dcgm-exporter scrapes, one per minute with sample timestamps, concatenated into a file per day."""
+    epoch_ms = int(START.timestamp() * 1000)
+    uuid_prefix = gpu_uuid_prefix(host)
+    parts = []
+    for order, (metric, column, help_text) in enumerate(DCGM_METRICS):
+        value = (pl.format("{}.{}", pl.col("p") // 100, (pl.col("p") % 100).cast(pl.String).str.zfill(2)) if column == "p"
+                 else pl.col(column).cast(pl.String))
+        samples = df.select("k", pl.lit(order).alias("o"), pl.col("i").alias("r"), pl.format(
+            '{}{{gpu="{}",UUID="{}-{}",device="nvidia{}",modelName="{}",Hostname="{}"}} {} {}',
+            pl.lit(metric), "i", pl.lit(uuid_prefix), pl.col("i").cast(pl.String).str.zfill(4), "i", pl.lit(host.smi_name),
+            pl.lit(host.name), value, pl.col("k") * 60_000 + epoch_ms).alias("line"))
+        headers = df.filter(pl.col("i") == 0).select("k", pl.lit(order).alias("o"), pl.lit(-1).cast(df.schema["i"]).alias("r"),
+                                                     pl.lit(f"# HELP {metric} {help_text}\n# TYPE {metric} gauge").alias("line"))
+        parts += [samples, headers]
+    lines = pl.concat(parts).sort("k", "o", "r")
+    folder = landing / "telemetry" / "dcgm" / host.name
+    folder.mkdir(parents=True, exist_ok=True)
+    for day_no, day_lines in lines.with_columns((pl.col("k") // 1440).alias("d")).partition_by("d", as_dict=True).items():
+        with open(folder / f"dcgm-{day(day_no[0]).date().isoformat()}.prom", "w") as fh:
+            day_lines.select("line").write_csv(fh, include_header=False, quote_style="never")
 
 
 FOCUS_HEADER = (
@@ -272,14 +335,60 @@ def write_invoices(landing: Path, folder: str, rows: list[dict]) -> list[str]:
     return written
 
 
-def write_workloads(landing: Path, jobs: list[Workload]) -> None:
-    path = landing / "workloads" / "jobs.csv"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
+def local_time(ts: datetime) -> str:
+    return ts.astimezone(ZoneInfo(TELEMETRY_TZ)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def write_workloads(landing: Path, jobs: list[Workload]) -> list[str]:
+    """Jobs on the big host as Slurm accounting (phases from the rules), the two-card host's jobs
+    as the plain CSV (explicit phases), and the inference service as a Kubernetes pod listing."""
+    folder = landing / "workloads"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "sacct-gpu-a100-01.txt", "w") as fh:
+        fh.write("JobID|JobName|Account|Partition|AllocTRES|Start|End|NodeList|State\n")
+        for number, j in enumerate((j for j in jobs if j.host == "gpu-a100-01"), start=41000):
+            fh.write(f"{number}|{j.name}|ml-research|a100|billing={j.gpu_count * 8},cpu={j.gpu_count * 8},"
+                     f"gres/gpu={j.gpu_count},node=1|{local_time(j.started_at)}|{local_time(j.ended_at)}|{j.host}|COMPLETED\n")
+            fh.write(f"{number}.batch|batch|ml-research||cpu={j.gpu_count * 8},gres/gpu={j.gpu_count},node=1|"
+                     f"{local_time(j.started_at)}|{local_time(j.ended_at)}|{j.host}|COMPLETED\n")
+    with open(folder / "jobs-gpu-a100-02.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["workload_id", "name", "phase", "host", "gpu_count", "started_at", "ended_at"])
-        for j in jobs:
+        for j in (j for j in jobs if j.host == "gpu-a100-02"):
             writer.writerow([j.workload_id, j.name, j.phase, j.host, j.gpu_count, iso(j.started_at), iso(j.ended_at)])
+    pods = [{"apiVersion": "v1", "kind": "Pod",
+             "metadata": {"name": f"{j.name}-7f9c4", "namespace": "inference", "labels": {"app": j.name}},
+             "spec": {"nodeName": f"{j.host}.cluster.local",
+                      "containers": [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": str(j.gpu_count)}}}]},
+             "status": {"phase": "Running", "startTime": iso(j.started_at)}}
+            for j in jobs if j.host == "gpu-rtx6000-01"]
+    (folder / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}, indent=1))
+    return ["workloads/sacct-gpu-a100-01.txt", "workloads/jobs-gpu-a100-02.csv", "workloads/pods.json"]
+
+
+def write_storage_events(landing: Path, jobs: list[Workload]) -> dict:
+    """Checkpoint events from the training code, and the dataset bucket's access log."""
+    folder = landing / "storage"
+    folder.mkdir(parents=True, exist_ok=True)
+    pretrain = next(j for j in jobs if j.phase == "pretraining")
+    with open(folder / "checkpoints.jsonl", "w") as fh:
+        for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
+            end = pretrain.started_at + timedelta(hours=h + CHECKPOINT_EVERY_H)
+            fh.write(json.dumps({"job": pretrain.workload_id, "host": pretrain.host,
+                                 "started_at": iso(end - timedelta(minutes=CHECKPOINT_MINUTES)), "ended_at": iso(end),
+                                 "bytes": CHECKPOINT_GB * 10**9, "path": f"/mnt/cloud-disk/ckpt/step-{h * 500:06d}",
+                                 "storage_class": "cloud_disk"}) + "\n")
+    with open(folder / "s3-access-llm-datasets.log", "w") as fh:
+        for n, d in enumerate(PULL_DAYS):
+            when = day(d, 9 + n % 5).strftime("%d/%b/%Y:%H:%M:%S +0000")
+            size = DATASET_GB * 10**9
+            fh.write(f"79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be llm-datasets [{when}] "
+                     f"203.0.113.{10 + n} arn:aws:iam::210987654321:user/gpucloud-trainer REQ{n:012d} REST.GET.OBJECT "
+                     f'corpus-v3/corpus-v3.tar "GET /llm-datasets/corpus-v3/corpus-v3.tar HTTP/1.1" 200 - {size} {size} '
+                     f'2400000 45 "-" "aws-cli/2.15.0" - host{n} SigV4 ECDHE-RSA-AES128-GCM-SHA256 AuthHeader '
+                     f"llm-datasets.s3.us-east-1.amazonaws.com TLSv1.2 - -\n")
+    checkpoints = PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H
+    return {"checkpoint_events": checkpoints, "object_gets": len(PULL_DAYS)}
 
 
 def expected_attribution(rows: list[dict], jobs: list[Workload]) -> dict:
@@ -350,12 +459,16 @@ def write_scenario(out: Path, seed: int = 7) -> dict:
     landing = out / "landing"
     landing.mkdir(parents=True, exist_ok=True)
     jobs = build_workloads(rng)
-    write_workloads(landing, jobs)
+    workload_files = write_workloads(landing, jobs)
+    storage = write_storage_events(landing, jobs)
     utils = {}
     samples = 0
     for host in HOSTS:
         utils[host.name] = utilization(host, jobs, rng)
-        samples += write_telemetry(landing, host, utils[host.name], rng)
+        frame = telemetry_frame(host, utils[host.name], rng)
+        # One host group reports through dcgm-exporter, the others through nvidia-smi.
+        (write_dcgm if host.name in DCGM_HOSTS else write_nvidia_smi)(landing, host, frame)
+        samples += frame.height
     gpu_rows = gpu_cloud_charges()
     aws_rows = hyperscaler_charges()
     files = write_invoices(landing, "lumen-gpu-cloud", gpu_rows) + write_invoices(landing, "aws", aws_rows)
@@ -366,9 +479,11 @@ def write_scenario(out: Path, seed: int = 7) -> dict:
         "seed": seed,
         "period": {"start": iso(day(0)), "end": iso(day(DAYS)), "days": DAYS},
         "telemetry_time_zone": TELEMETRY_TZ,
-        "files": {"invoices": files, "telemetry": [f"telemetry/{h.name}.csv" for h in HOSTS], "workloads": ["workloads/jobs.csv"]},
+        "files": {"invoices": files, "workloads": workload_files,
+                  "telemetry": sorted(p.relative_to(landing).as_posix() for p in (landing / "telemetry").rglob("*") if p.is_file()),
+                  "storage": ["storage/checkpoints.jsonl", "storage/s3-access-llm-datasets.log"]},
         "rows": {"cost_lines": len(gpu_rows) + len(aws_rows), "gpu_samples": samples, "workloads": len(jobs),
-                 "gpu_minutes": samples},
+                 "gpu_minutes": samples, "storage_events": sum(storage.values()), **storage},
         "totals": {
             "CNY": str(sum((r["EffectiveCost"] for r in gpu_rows), Decimal(0))),
             "USD": str(sum((r["EffectiveCost"] for r in aws_rows), Decimal(0))),

@@ -40,7 +40,8 @@ def test_the_analysts_tables_exist_with_the_scenarios_row_counts(demo_run, demo_
     assert count("core.gpu_minutes") == rows["gpu_minutes"]
     assert count("core.workloads") == rows["workloads"]
     assert count("raw.quarantine") == 0
-    assert fetch_all(demo_db, "SELECT status, count(*) FROM raw.files GROUP BY status") == [("loaded", 8)]
+    files = sum(len(v) for v in demo_run.truths["files"].values())
+    assert fetch_all(demo_db, "SELECT status, count(*) FROM raw.files GROUP BY status") == [("loaded", files)]
     assert sorted(r[0] for r in fetch_all(demo_db, "SELECT DISTINCT BillingCurrency FROM core.cost_lines")) == ["CNY", "USD"]
 
 
@@ -97,3 +98,23 @@ def test_loading_the_same_folder_again_changes_nothing(demo_run, demo_db):
         assert {k: fetch_all(conn, q) for k, q in snapshot_sql.items()} == before
     finally:
         conn.close()
+
+
+def test_the_demo_exercises_every_telemetry_workload_and_storage_format(demo_run, demo_db):
+    connectors = {r[0] for r in fetch_all(demo_db, "SELECT DISTINCT connector FROM raw.files")}
+    assert connectors == {"focus", "nvidia_smi", "prometheus_dcgm", "dcgm_exporter", "slurm_sacct", "workloads_csv",
+                          "kubernetes_pods", "checkpoint_events", "s3_access_log"}
+    kinds = dict(fetch_all(demo_db, "SELECT util_kind, count(DISTINCT gpu_key) FROM core.gpu_minutes GROUP BY 1"))
+    assert kinds == {"nvidia_smi_utilization_gpu": 9, "dcgm_gpu_util": 2}
+    rules = dict(fetch_all(demo_db, "SELECT phase_rule, count(*) FROM core.workloads GROUP BY 1"))
+    slurm_jobs = fetch_all(demo_db, "SELECT count(*) FROM core.workloads WHERE source = 'slurm'")[0][0]
+    assert rules["rule 1: pretraining-by-name"] == 1
+    assert rules["rule 2: finetuning-by-name"] == slurm_jobs - 1  # the Slurm fine-tuning jobs, phased by rule
+    csv_jobs = fetch_all(demo_db, "SELECT count(*) FROM core.workloads WHERE source = 'workloads_csv'")[0][0]
+    assert rules["explicit (workloads_csv)"] == csv_jobs == 15  # the plain CSV states its phases
+    assert fetch_all(demo_db, "SELECT phase, host, phase_rule FROM core.workloads WHERE source = 'kubernetes'") == [
+        ("inference", "gpu-rtx6000-01", "rule 3: inference-by-name")]
+    storage = dict(fetch_all(demo_db, "SELECT kind, count(*) FROM core.storage_events GROUP BY 1"))
+    assert storage == {"checkpoint": demo_run.truths["rows"]["checkpoint_events"], "object_get": demo_run.truths["rows"]["object_gets"]}
+    pulled_gb = fetch_all(demo_db, "SELECT sum(bytes) / 1e9 FROM core.storage_events WHERE kind = 'object_get'")[0][0]
+    assert pulled_gb == demo_run.truths["egress"]["gb"] == 3000

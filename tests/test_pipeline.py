@@ -31,6 +31,13 @@ inf-y,inference,gpu-y,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 pt-z,pretraining,gpu-z,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 inf-z,inference,gpu-z,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 """
+# Workloads without a stated phase, on hosts without charges: the phase rules decide.
+RULED = """workload_id,name,namespace,phase,host,gpu_count,started_at,ended_at
+r-1,llama-lora-sweep,research,,gpu-w,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z
+r-2,notebook,prod-llm,,gpu-w,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z
+r-3,notebook,research,,gpu-w,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z
+r-4,pretrain-but-labelled,research,inference,gpu-w,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z
+"""
 SMI = ("timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
        + "".join(f"2026/09/01 00:{m:02d}:{s:02d}.000, 0, GPU-x0, NVIDIA A100, {u} %, 100 MiB, 200.00 W\n"
                  for m, u in ((0, 80), (1, 60), (3, 200)) for s in (0, 30))
@@ -44,6 +51,7 @@ def fixture_run(tmp_path_factory):
     landing.mkdir()
     (landing / "charges.csv").write_text(FOCUS_HEADER + "\n".join(CHARGES.values()) + "\n")
     (landing / "jobs.csv").write_text(WORKLOADS)
+    (landing / "ruled.csv").write_text(RULED)
     (landing / "gpu-x.csv").write_text(SMI)
     outcome = run_pipeline(landing, root / "wh.duckdb")
     conn = connect(root / "wh.duckdb", read_only=True)
@@ -107,6 +115,35 @@ def test_gpu_minutes_keep_missing_apart_from_zero(fixture_run):
     # that minute has no row at all.
     assert minutes == [("00:00", 2, 2, 0.8), ("00:01", 2, 2, 0.6), ("00:02", 1, 0, None)]
     assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization out of 0–100%'") == [(2,)]
+
+
+def test_phase_rules_decide_unstated_phases_and_say_which_rule(fixture_run):
+    _, conn = fixture_run
+    got = fetch_all(conn, "SELECT workload_id, phase, phase_rule FROM core.workloads WHERE workload_id LIKE 'r-%' ORDER BY 1")
+    assert got == [
+        ("r-1", "finetuning", "rule 2: finetuning-by-name"),
+        ("r-2", "inference", "rule 4: inference-namespace"),
+        ("r-3", "unattributed", "no rule matched"),
+        ("r-4", "inference", "explicit (workloads_csv)"),  # a stated phase wins over any rule
+    ]
+
+
+def test_a_bad_rules_file_is_refused_clearly(tmp_path):
+    from models.phase_rules import PhaseRuleError, load_rules
+
+    bad = tmp_path / "rules.yaml"
+    bad.write_text("rules:\n  - name: oops\n    phase: gaming\n    match: {name: x}\n")
+    with pytest.raises(PhaseRuleError, match="rule 'oops' has phase 'gaming'"):
+        load_rules(bad)
+    bad.write_text("rules:\n  - name: odd\n    phase: inference\n    match: {colour: red}\n")
+    with pytest.raises(PhaseRuleError, match="unknown field 'colour'"):
+        load_rules(bad)
+    good = tmp_path / "mine.yaml"
+    good.write_text("rules:\n  - name: gpu-team\n    phase: pretraining\n    match: {labels: {team: llm}, namespace: research}\n")
+    assert load_rules(good).to_pylist() == [
+        {"rule_order": 1, "rule_name": "gpu-team", "phase": "pretraining", "field": "label", "label_key": "team", "pattern": "(?i)llm"},
+        {"rule_order": 1, "rule_name": "gpu-team", "phase": "pretraining", "field": "namespace", "label_key": None, "pattern": "(?i)research"},
+    ]
 
 
 def asset_graph_lines() -> list[str]:
