@@ -52,12 +52,16 @@ def run(
     reports: Annotated[Path | None, typer.Option(help="Folder for the run summary.")] = None,
     timezone: Annotated[str, typer.Option(help="Time zone of telemetry written in local time.")] = "UTC",
     reporting_currency: Annotated[str, typer.Option(help="Currency every amount is also reported in.")] = "USD",
-    fx_rates: Annotated[Path | None, typer.Option(help="Your own FX rates CSV (rate_date,from_currency,to_currency,rate,source).")] = None,
+    fx_rates: Annotated[Path | None, typer.Option(help="Your own FX rates CSV (rate_date,from_currency,to_currency,rate,source).",
+                                                  exists=True, dir_okay=False)] = None,
+    phase_rules: Annotated[Path | None, typer.Option(help="Your own phase rules YAML, replacing the bundled ones.",
+                                                     exists=True, dir_okay=False)] = None,
 ) -> None:
     """Run the whole graph over any folder of exports and telemetry."""
     settings = FinopsSettings(landing_dir=str(landing.resolve()), timezone=timezone,
                               reporting_currency=reporting_currency.upper(),
-                              fx_rates_file=str(fx_rates.resolve()) if fx_rates else None)
+                              fx_rates_file=str(fx_rates.resolve()) if fx_rates else None,
+                              phase_rules_file=str(phase_rules.resolve()) if phase_rules else None)
     raise typer.Exit(_run(landing, warehouse.resolve(), reports, settings))
 
 

@@ -1,5 +1,6 @@
 """The asset graph materialized on small hand-made fixtures whose right answers are known exactly."""
 
+import json
 import os
 from decimal import Decimal
 from pathlib import Path
@@ -41,7 +42,17 @@ r-4,pretrain-but-labelled,research,inference,gpu-w,1,2026-09-01T00:00:00Z,2026-0
 SMI = ("timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
        + "".join(f"2026/09/01 00:{m:02d}:{s:02d}.000, 0, GPU-x0, NVIDIA A100, {u} %, 100 MiB, 200.00 W\n"
                  for m, u in ((0, 80), (1, 60), (3, 200)) for s in (0, 30))
-       + "2026/09/01 00:02:00.000, 0, GPU-x0, NVIDIA A100, [N/A], 100 MiB, 200.00 W\n")
+       + "2026/09/01 00:02:00.000, 0, GPU-x0, NVIDIA A100, [N/A], 100 MiB, 200.00 W\n"
+       + "2026/09/01 00:05:00.000, 1, GPU-x1, NVIDIA A100, 40 %, 100 MiB, 200.00 W\n")
+T5 = 1788220800 + 5 * 60  # 2026-09-01 00:05 UTC
+DCGM_EXPORT = {"status": "success", "data": {"resultType": "matrix", "result": [
+    # The same GPU as the nvidia-smi file, seen by DCGM with a better busy signal.
+    {"metric": {"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Hostname": "GPU-X.example.net", "gpu": "1", "UUID": "GPU-x1"},
+     "values": [[T5 + 30, "0.9"]]},
+    # A MIG instance of it: its own accounting unit.
+    {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "gpu-x", "gpu": "1", "UUID": "GPU-x1", "GPU_I_ID": "1", "GPU_I_PROFILE": "3g.40gb"},
+     "values": [[T5, "20"], [T5 + 30, "30"]]},
+]}}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +64,7 @@ def fixture_run(tmp_path_factory):
     (landing / "jobs.csv").write_text(WORKLOADS)
     (landing / "ruled.csv").write_text(RULED)
     (landing / "gpu-x.csv").write_text(SMI)
+    (landing / "dcgm.json").write_text(json.dumps(DCGM_EXPORT))
     outcome = run_pipeline(landing, root / "wh.duckdb")
     conn = connect(root / "wh.duckdb", read_only=True)
     yield outcome, conn
@@ -110,11 +122,23 @@ def test_every_day_phases_add_up_to_the_cost_lines_per_currency(fixture_run):
 
 def test_gpu_minutes_keep_missing_apart_from_zero(fixture_run):
     _, conn = fixture_run
-    minutes = fetch_all(conn, "SELECT strftime(minute, '%H:%M'), samples, busy_samples, busy_fraction FROM core.gpu_minutes ORDER BY minute")
+    minutes = fetch_all(conn, "SELECT strftime(minute, '%H:%M'), samples, busy_samples, busy_fraction FROM core.gpu_minutes "
+                              "WHERE gpu_key = 'gpu-x/GPU-x0' ORDER BY minute")
     # 00:02 had a sample without utilization: NULL busy, not zero. 00:03 (200 %) was quarantined, so
     # that minute has no row at all.
     assert minutes == [("00:00", 2, 2, 0.8), ("00:01", 2, 2, 0.6), ("00:02", 1, 0, None)]
     assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization out of 0–100%'") == [(2,)]
+
+
+def test_minutes_take_the_best_busy_signal_and_keep_mig_instances_apart(fixture_run):
+    _, conn = fixture_run
+    got = fetch_all(conn, """SELECT gpu_key, samples, busy_samples, util_kind, busy_fraction, coverage FROM core.gpu_minutes
+                             WHERE strftime(minute, '%H:%M') = '00:05' ORDER BY gpu_key""")
+    assert got == [
+        # nvidia-smi said 40 % at :00, DCGM's engine activity 0.9 at :30: the better signal wins, never a blend.
+        ("gpu-x/GPU-x1", 2, 1, "dcgm_gr_engine_active", 0.9, 0.5),
+        ("gpu-x/GPU-x1/mig1", 2, 2, "dcgm_gpu_util", 0.25, 1.0),
+    ]
 
 
 def test_phase_rules_decide_unstated_phases_and_say_which_rule(fixture_run):

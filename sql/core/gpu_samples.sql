@@ -15,7 +15,7 @@ WITH current AS (
 )
 SELECT
     ts,
-    host,
+    any_value(host) AS host,
     gpu_key,
     any_value(gpu_uuid) AS gpu_uuid,
     any_value(gpu_index) AS gpu_index,
@@ -33,8 +33,8 @@ SELECT
     any_value(power_w) AS power_w,
     any_value(energy_mj) AS energy_mj,
     any_value(temperature_c) AS temperature_c,
-    string_agg(DISTINCT source, ',' ORDER BY source) AS source,
-    min(x_SourceFile) AS x_SourceFile,
-    min(x_IngestedAt) AS x_IngestedAt
+    min(source) AS source,
+    any_value(x_SourceFile) AS x_SourceFile,
+    any_value(x_IngestedAt) AS x_IngestedAt
 FROM current
-GROUP BY host, gpu_key, ts;
+GROUP BY gpu_key, ts;

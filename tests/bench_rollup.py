@@ -1,0 +1,96 @@
+"""`make bench` part two: the GPU-minute rollup over 100 million samples, in bounded memory.
+
+1,000 GPUs sampled every 10 s for 12 days (103,680,000 samples) are written to Parquet, exposed
+as `raw.gpu_samples`, and the real `sql/core/gpu_samples.sql` and `sql/core/gpu_minutes.sql` run
+over them with DuckDB held to a memory limit (spilling to disk beyond it). Reports rows per
+second and the process's peak memory.
+
+    python -m tests.bench_rollup [--gpus 1000] [--days 12] [--memory-limit 4GB]
+"""
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from models.schemas import GPU_SAMPLE, duckdb_type
+from models.telemetry import UTIL_KINDS
+from pipelines.warehouse import SQL_DIR, connect, ensure_warehouse, fetch_all, run_sql_file
+
+GENERATED = {
+    "ts": "TIMESTAMPTZ '2026-09-01 00:00:00+00' + to_seconds(t * 10)",
+    "host": "'node-' || lpad((g // 8)::VARCHAR, 3, '0')",
+    "gpu_uuid": "'GPU-' || g::VARCHAR",
+    "gpu_index": "(g % 8)::INTEGER",
+    "gpu_model": "'NVIDIA H100 80GB HBM3'",
+    # A busy day, an idle night, and GPUs out of step with one another.
+    "util_pct": "CASE WHEN (t // 360 + g) % 24 < 16 THEN ((g * 7 + t * 13) % 61 + 40) ELSE (t % 3) END::DOUBLE",
+    "util_kind": "'dcgm_gpu_util'",
+    "mem_used_mib": "((g * 31 + t) % 80000)::DOUBLE",
+    "power_w": "(100 + (t % 600))::DOUBLE",
+    "source": "'bench'",
+    "x_Connector": "'bench'",
+    "x_SourceFile": "'bench/samples.parquet'",
+    "x_SourceSha256": "'bench'",
+    "x_SourceRow": "(g * 1000000 + t)::BIGINT",
+    "x_IngestedAt": "TIMESTAMPTZ '2026-11-29 00:00:00+00'",
+}
+
+
+def select_list() -> str:
+    return ",\n".join(f"({GENERATED.get(f.name, 'NULL')})::{duckdb_type(f.type)} AS \"{f.name}\"" for f in GPU_SAMPLE)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpus", type=int, default=1000)
+    parser.add_argument("--days", type=int, default=12)
+    parser.add_argument("--memory-limit", default="4GB")
+    args = parser.parse_args()
+    samples_per_gpu = args.days * 24 * 360
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        parquet = tmp / "samples.parquet"
+        conn = connect(tmp / "bench.duckdb")
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute(f"SET memory_limit = '{args.memory_limit}'")
+        conn.execute(f"SET temp_directory = '{tmp / 'spill'}'")
+        conn.execute("SET preserve_insertion_order = false")
+        t0 = time.perf_counter()
+        conn.execute(f"COPY (SELECT {select_list()} FROM range({args.gpus}) AS gs(g), range({samples_per_gpu}) AS ts(t)) "
+                     f"TO '{parquet}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)")
+        t1 = time.perf_counter()
+        ensure_warehouse(conn)
+        conn.execute((SQL_DIR / "macros.sql").read_text())
+        conn.execute("DROP TABLE raw.gpu_samples")
+        conn.execute(f"CREATE VIEW raw.gpu_samples AS SELECT * FROM read_parquet('{parquet}')")
+        conn.execute("INSERT INTO raw.files VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', 0, 0, 0, NULL, now())")
+        params = {"util_kinds": list(UTIL_KINDS)}
+        run_sql_file(conn, "core.gpu_samples", params)
+        t2 = time.perf_counter()
+        run_sql_file(conn, "core.gpu_minutes", params)
+        t3 = time.perf_counter()
+        samples = fetch_all(conn, "SELECT count(*) FROM core.gpu_samples")[0][0]
+        minutes, busy_hours = fetch_all(conn, "SELECT count(*), sum(busy_fraction) / 60 FROM core.gpu_minutes")[0]
+        report = {
+            "samples": samples,
+            "gpu_minutes": minutes,
+            "busy_gpu_hours": round(busy_hours, 1),
+            "generate_parquet_s": round(t1 - t0, 1),
+            "parquet_mib": round(parquet.stat().st_size / 2**20),
+            "core_gpu_samples_s": round(t2 - t1, 1),
+            "core_gpu_minutes_s": round(t3 - t2, 1),
+            "rollup_samples_per_s": round(samples / (t3 - t1)),
+            "duckdb_memory_limit": args.memory_limit,
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        }
+        conn.close()
+    json.dump(report, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
