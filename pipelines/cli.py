@@ -1,6 +1,7 @@
 """The `finops` command line: the user's contract (see README)."""
 
 import json
+import shutil
 import warnings
 import sys
 import time
@@ -74,6 +75,10 @@ def demo(
     from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
 
     out = out.resolve()
+    # The demo always starts clean: files of an earlier scenario version must not mix with this one.
+    shutil.rmtree(out / "landing", ignore_errors=True)
+    for stale in (out / "warehouse.duckdb", out / "warehouse.duckdb.wal"):
+        stale.unlink(missing_ok=True)
     with console.status("writing the bundled scenario…"):
         truths = write_scenario(out, seed)
     console.print(f"scenario written to {out / 'landing'} ({truths['rows']['cost_lines']} charge lines, "

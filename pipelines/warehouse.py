@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns
+from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns, duckdb_type
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 SCHEMAS_IN_WAREHOUSE = ("raw", "core", "marts", "findings")
@@ -65,14 +65,38 @@ CREATE TABLE IF NOT EXISTS raw.files (
 """
 
 
+class WarehouseSchemaError(RuntimeError):
+    pass
+
+
 def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the schemas and the raw tables (from the canonical Arrow schemas) if missing."""
+    """Create the schemas and the raw tables (from the canonical Arrow schemas) if missing, and
+    bring the raw tables of a warehouse made by an older version up to the current schemas."""
     for schema in SCHEMAS_IN_WAREHOUSE:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     conn.execute(RAW_REGISTRY_DDL)
-    for kind, table in RAW_TABLES.items():
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(SCHEMAS[kind])}\n)")
-    conn.execute(f"CREATE TABLE IF NOT EXISTS raw.quarantine (\n    {duckdb_columns(QUARANTINE)}\n)")
+    for table, schema in [*((t, SCHEMAS[k]) for k, t in RAW_TABLES.items()), ("raw.quarantine", QUARANTINE)]:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(schema)}\n)")
+        _migrate(conn, table, schema)
+
+
+def _migrate(conn: duckdb.DuckDBPyConnection, table: str, schema) -> None:
+    """Columns the canonical schema added are added (NULL for old rows); a column that became
+    optional drops NOT NULL. A changed type is refused: it needs a deliberate migration."""
+    schema_name, table_name = table.split(".")
+    existing = {name: (dtype, nullable == "YES") for name, dtype, nullable in fetch_all(conn, """
+        SELECT column_name, data_type, is_nullable FROM information_schema.columns
+        WHERE table_schema = ? AND table_name = ?""", [schema_name, table_name])}
+    for field in schema:
+        wanted = duckdb_type(field.type)
+        if field.name not in existing:
+            conn.execute(f'ALTER TABLE {table} ADD COLUMN "{field.name}" {wanted}')
+            continue
+        dtype, nullable = existing[field.name]
+        if dtype.replace(" ", "") != wanted.replace(" ", "") and not (wanted == "TIMESTAMPTZ" and dtype == "TIMESTAMP WITH TIME ZONE"):
+            raise WarehouseSchemaError(f"{table}.{field.name} is {dtype} in the warehouse but {wanted} in this version")
+        if field.nullable and not nullable:
+            conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{field.name}" DROP NOT NULL')
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:

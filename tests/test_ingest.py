@@ -114,3 +114,22 @@ def test_a_run_killed_mid_file_leaves_the_warehouse_as_before(tmp_path, landing)
     assert fetch_all(conn, "SELECT count(*) FROM raw.files WHERE path = 'billing/september.csv'") == [(0,)]
     summary = ingest_landing(conn, landing)  # and the next run loads it normally
     assert [(o.path, o.status, o.rows_loaded) for o in summary.outcomes if o.status == "loaded"] == [("billing/september.csv", "loaded", 399)]
+
+
+def test_a_warehouse_from_an_older_version_is_brought_up_to_the_current_schemas(tmp_path):
+    from pipelines.warehouse import WarehouseSchemaError, ensure_warehouse
+
+    conn = connect(tmp_path / "old.duckdb")
+    conn.execute("CREATE SCHEMA raw")
+    # raw.workloads as the first release made it: phase required, no account / labels columns.
+    conn.execute("""CREATE TABLE raw.workloads (workload_id VARCHAR NOT NULL, phase VARCHAR NOT NULL, host VARCHAR,
+                    gpu_count INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL, ended_at TIMESTAMPTZ)""")
+    conn.execute("INSERT INTO raw.workloads VALUES ('old-1', 'inference', 'gpu-1', 1, '2026-09-01 00:00:00+00', NULL)")
+    ensure_warehouse(conn)
+    columns = dict(fetch_all(conn, "SELECT column_name, is_nullable FROM information_schema.columns "
+                                   "WHERE table_schema = 'raw' AND table_name = 'workloads'"))
+    assert {"account", "labels", "x_SourceSha256"} <= columns.keys() and columns["phase"] == "YES"
+    assert fetch_all(conn, "SELECT workload_id, phase, account FROM raw.workloads") == [("old-1", "inference", None)]
+    conn.execute("ALTER TABLE raw.quarantine ALTER COLUMN reason TYPE INTEGER USING 0")
+    with pytest.raises(WarehouseSchemaError, match="raw.quarantine.reason is INTEGER in the warehouse but VARCHAR"):
+        ensure_warehouse(conn)
