@@ -181,11 +181,22 @@ def read_query_range(path: Path, source_file: str) -> pl.DataFrame:
     if series.is_empty() or "values" not in series.columns:
         return pl.DataFrame()
     series = series.with_row_index("series").unnest("metric")
+    value = pl.col("values").list.get(1).cast(pl.Float64, strict=False)
     points = series.explode("values").drop_nulls("values").with_columns(
         pl.col("values").list.get(0).cast(pl.Float64, strict=False).alias("ts_s"),
-        pl.col("values").list.get(1).cast(pl.Float64, strict=False).alias("value"),
+        # Prometheus writes NaN (and ±Inf) for a value it does not have: missing, never a number.
+        pl.when(value.is_finite()).then(value).alias("value"),
+        (value.is_null() & pl.col("values").list.get(1).is_not_null()).alias("__not_a_number"),
     ).drop("values")
     return points.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(ROW_NUMBER))
+
+
+def valid_points(points: pl.DataFrame, ctx: ReadContext, connector: str) -> pl.DataFrame:
+    """Quarantine points whose time or value is not a number; keep the rest (NaN kept as missing)."""
+    bad = pl.col("ts_s").is_null() | pl.col("__not_a_number")
+    for row in points.filter(bad).iter_rows(named=True):
+        ctx.quarantine(connector, row[ROW_NUMBER], "point is not [unix time, number]", row)
+    return points.filter(~bad).drop("__not_a_number")
 
 
 def _head_is_query_range(head: bytes, metric_prefix: str) -> bool:
@@ -205,15 +216,12 @@ class PrometheusDcgmConnector(Connector):
         points = read_query_range(path, ctx.source_file)
         if points.is_empty():
             return
+        points = valid_points(points, ctx, self.name)
         labels = {c: pl.coalesce([pl.col(s) for s in spellings if s in points.columns] or [pl.lit(None, dtype=pl.String)])
                   for c, spellings in LABELS.items()}
         long = points.select(
             pl.col("__name__").alias("metric"), "value", "ts_s", *(e.alias(c) for c, e in labels.items()), ROW_NUMBER,
         )
-        bad = long.filter(pl.col("ts_s").is_null() | pl.col("value").is_null())
-        for row in bad.iter_rows(named=True):
-            ctx.quarantine(self.name, row[ROW_NUMBER], "point is not [unix time, number]", row)
-        long = long.filter(pl.col("ts_s").is_not_null() & pl.col("value").is_not_null())
         for chunk in long.iter_slices(CHUNK_SAMPLES * 5):
             samples = long_to_samples(chunk, path, ctx, self.name)
             if samples.height:

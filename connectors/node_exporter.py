@@ -15,7 +15,7 @@ import pyarrow as pa
 from connectors._tabular import ROW_NUMBER, to_canonical
 from connectors._telemetry import normalise_host
 from connectors.base import Connector, ReadContext
-from connectors.dcgm import _head_is_query_range, read_query_range
+from connectors.dcgm import _head_is_query_range, read_query_range, valid_points
 
 WRITTEN = "node_disk_written_bytes_total"
 IO_TIME = "node_disk_io_time_seconds_total"
@@ -34,8 +34,7 @@ class NodeExporterDiskConnector(Connector):
         points = read_query_range(path, ctx.source_file)
         if points.is_empty():
             return
-        for bad in points.filter(pl.col("ts_s").is_null() | pl.col("value").is_null()).iter_rows(named=True):
-            ctx.quarantine(self.name, bad[ROW_NUMBER], "point is not [unix time, number]", bad)
+        points = valid_points(points, ctx, self.name)
         host = pl.coalesce([pl.col(c) for c in HOST_LABELS if c in points.columns]).str.replace(r":\d+$", "")
         device = pl.col("device") if "device" in points.columns else pl.lit(None, dtype=pl.String)
         counters = (points.filter(pl.col("ts_s").is_not_null() & pl.col("value").is_not_null()

@@ -81,7 +81,7 @@ def test_prometheus_query_range_export(tmp_path):
         {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "Hostname": "gpu-07", "gpu": "0", "UUID": "GPU-x", "modelName": "NVIDIA A100-SXM4-80GB"},
          "values": [[1725148800, "1024"], [1725148860, "2048"]]},
         {"metric": {"__name__": "DCGM_FI_PROF_SM_ACTIVE", "instance": "10.1.2.3:9400", "gpu": "1", "UUID": "GPU-y"},
-         "values": [[1725148800, "0.42"]]},
+         "values": [[1725148800, "0.42"], [1725148860, "lots"]]},
     ]}}
     path = tmp_path / "dcgm_export.json"
     path.write_text(json.dumps(export))
@@ -92,7 +92,7 @@ def test_prometheus_query_range_export(tmp_path):
                  ("2024-09-01T00:02:00+00:00", None, None)]  # NaN is missing, never zero
     y = next(r for r in rows if r["gpu_uuid"] == "GPU-y")
     assert (y["host"], y["util_pct"], y["sm_active"], y["util_kind"]) == ("10.1.2.3", 42.0, 0.42, "dcgm_sm_active")
-    assert not ctx.quarantined
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(7, "point is not [unix time, number]")]
 
 
 def test_dmon_sample_needs_a_start_time_and_then_loads_per_second(tmp_path):
