@@ -11,6 +11,7 @@ from dagster_duckdb import DuckDBResource
 
 from models.phase_rules import load_rules
 from models.schemas import RAW_TABLES
+from pipelines import tco
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, FinopsSettings
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
@@ -123,7 +124,31 @@ marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],
 marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.gpu_minutes", "core.workloads"],
                                  "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts")
 
+marts_gpu_hours_profile = sql_asset("marts.gpu_hours_profile", ["core.workloads", "core.gpu_minutes", "core.cost_lines"],
+                                    "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts")
+
+
+@multi_asset(
+    specs=[AssetSpec(key_of("marts.tco_scenarios"), deps=[key_of("marts.gpu_hours_profile")], group_name="marts",
+                     description="marts.tco_scenarios: 3-year cost of each purchasing strategy for the measured usage"),
+           AssetSpec(key_of("marts.tco_break_even"), deps=[key_of("marts.gpu_hours_profile")], group_name="marts",
+                     description="marts.tco_break_even: fleet utilization at which two strategies cost the same")],
+    pool=POOL,
+    name="tco",
+)
+def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
+    """Price buy, monthly, commitments, on-demand, spot and hybrid over the measured profile."""
+    with warehouse.get_connection() as conn:
+        prepare(conn)
+        result = tco.compute(conn, settings.tco_params_file)
+        tco.write(conn, result.scenarios, result.break_even)
+    best = tco.cheapest(result.scenarios)
+    yield MaterializeResult(asset_key=key_of("marts.tco_scenarios"), metadata={
+        "rows": len(result.scenarios), "cheapest": best["scenario"], "cheapest_tco": f"{best['tco']} {best['currency']}"})
+    yield MaterializeResult(asset_key=key_of("marts.tco_break_even"), metadata={"rows": len(result.break_even)})
+
+
 ALL_ASSETS = [
     ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
-    core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase,
+    core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
 ]

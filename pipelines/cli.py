@@ -39,11 +39,29 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     if reports:
         reports.mkdir(parents=True, exist_ok=True)
         (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        console.print(f"run summary written to {reports / 'run_summary.json'}")
+        written = [reports / "run_summary.json"]
+        if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
+            written.append(reports / "tco.svg")
+        console.print("written: " + ", ".join(str(p) for p in written))
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
     return 0
+
+
+def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> bool:
+    from pipelines import tco
+    from pipelines.warehouse import connect
+
+    conn = connect(warehouse, read_only=True)
+    try:
+        target.write_text(tco.compute(conn, params_file).chart_svg())
+        return True
+    except Exception as exc:  # no GPU usage measured: nothing to chart
+        console.print(f"[yellow]no purchasing chart:[/] {exc}")
+        return False
+    finally:
+        conn.close()
 
 
 @app.command()
@@ -85,6 +103,70 @@ def demo(
                   f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
     settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")
     raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings))
+
+
+@app.command("tco")
+def tco_command(
+    warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.")] = DEMO_DIR / "warehouse.duckdb",
+    params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
+                                                exists=True, dir_okay=False)] = None,
+    check: Annotated[bool, typer.Option("--check", help="Recompute the published claims from their inputs.")] = False,
+    claims: Annotated[Path | None, typer.Option(help="Claims YAML to check instead of the bundled ones.",
+                                                exists=True, dir_okay=False)] = None,
+    chart: Annotated[Path | None, typer.Option(help="Write the strategies and break-even chart to this SVG file.")] = None,
+) -> None:
+    """Compare 3-year purchasing strategies for the GPU-hours actually used (and check published claims)."""
+    if check:
+        _print_claims(claims)
+    if not warehouse.exists():
+        if check:
+            return
+        console.print(f"[red]no warehouse at {warehouse}[/]: run `finops demo` or `finops run` first")
+        raise typer.Exit(1)
+    from pipelines import tco
+    from pipelines.warehouse import connect
+
+    conn = connect(warehouse, read_only=True)
+    try:
+        result = tco.compute(conn, str(params) if params else None)
+    except Exception as exc:  # an empty or older warehouse: say what is missing
+        console.print(f"[red]cannot price strategies:[/] {exc}")
+        raise typer.Exit(1) from exc
+    finally:
+        conn.close()
+    scenario_table, break_even_table, parameters = result.scenarios, result.break_even, result.params
+    money = lambda v: "—" if v is None else f"{v:,.0f}"
+    table = Table("strategy", "cards", "capex", "power / yr", "ops / yr", "rent / yr", "residual", f"{parameters['years']}-yr TCO",
+                  "per busy GPU-h", "elasticity", title=f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")
+    for r in scenario_table:
+        table.add_row(r["scenario"], str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
+                      money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]), f"{r['cost_per_busy_gpu_hour']:.2f}",
+                      r["elasticity"])
+    console.print(table)
+    best = tco.cheapest(scenario_table)
+    console.print(f"cheapest for this usage profile: [bold]{best['scenario']}[/] — {best['description']}", highlight=False)
+    crossings = Table("strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
+    for b in break_even_table:
+        if b["break_even_utilization"] is not None:
+            crossings.add_row(f"{b['strategy_a']} vs {b['strategy_b']}", f"{b['break_even_utilization']:.1%}", b["cheaper_below"])
+    console.print(crossings)
+    console.print(f"measured fleet utilization: {result.utilization:.1%} of the card-hours of the peak fleet")
+    if chart:
+        chart.parent.mkdir(parents=True, exist_ok=True)
+        chart.write_text(result.chart_svg())
+        console.print(f"chart written to {chart}")
+
+
+def _print_claims(claims_file: Path | None) -> None:
+    from models.tco_claims import check_claims
+
+    table = Table("claim", "stated", "recomputed", "follows", "working", "what would reproduce it",
+                  title="published claims, recomputed from their inputs")
+    for c in check_claims(claims_file):
+        verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]cannot tell[/]"}[c.follows]
+        recomputed = "—" if c.recomputed is None else format(c.recomputed, ".6g")
+        table.add_row(c.text, f"{c.stated} {c.unit}", recomputed, verdict, c.working, c.to_reproduce)
+    console.print(table)
 
 
 @app.command()

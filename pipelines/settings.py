@@ -26,6 +26,7 @@ class FinopsSettings(ConfigurableResource):
     fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates; wins over the bundled ones.")
     max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
     phase_rules_file: str | None = Field(default=None, description="YAML phase rules replacing the bundled ones.")
+    tco_params_file: str | None = Field(default=None, description="YAML purchasing parameters overriding the bundled ones.")
 
     def sql_params(self) -> dict[str, object]:
         return {
@@ -51,5 +52,6 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         reporting_currency=os.environ.get("FINOPS_REPORTING_CURRENCY", "USD"),
         fx_rates_file=os.environ.get("FINOPS_FX_RATES") or None,
         phase_rules_file=os.environ.get("FINOPS_PHASE_RULES") or None,
+        tco_params_file=os.environ.get("FINOPS_TCO_PARAMS") or None,
     )
     return settings, str(Path(warehouse).resolve())

@@ -1,5 +1,6 @@
 """`finops demo` end to end: the bundled scenario's truths come back out of the warehouse."""
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -25,6 +26,7 @@ def test_demo_command_succeeds_and_prints_the_summary(demo_run):
         assert text in demo_run.output
     assert "NO" not in demo_run.output.split("money conservation")[1].split("tables:")[0]
     assert (demo_run.out / "reports" / "run_summary.json").exists()
+    assert (demo_run.out / "reports" / "tco.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_the_analysts_tables_exist_with_the_scenarios_row_counts(demo_run, demo_db):
@@ -118,3 +120,17 @@ def test_the_demo_exercises_every_telemetry_workload_and_storage_format(demo_run
     assert storage == {"checkpoint": demo_run.truths["rows"]["checkpoint_events"], "object_get": demo_run.truths["rows"]["object_gets"]}
     pulled_gb = fetch_all(demo_db, "SELECT sum(bytes) / 1e9 FROM core.storage_events WHERE kind = 'object_get'")[0][0]
     assert pulled_gb == demo_run.truths["egress"]["gb"] == 3000
+
+
+def test_purchasing_strategies_are_priced_from_the_measured_usage(demo_run, demo_db):
+    rows = fetch_dicts(demo_db, "SELECT * FROM marts.tco_scenarios")
+    assert {r["scenario"] for r in rows} == {"buy", "rent_monthly", "commit_1y", "commit_3y", "on_demand", "spot", "hybrid"}
+    assert all(r["currency"] == "CNY" and r["years"] == 3 and r["tco"] > 0 for r in rows)
+    hybrid = next(r for r in rows if r["scenario"] == "hybrid")
+    monthly = next(r for r in rows if r["scenario"] == "rent_monthly")
+    assert hybrid["tco"] < monthly["tco"]  # the measured profile: training baseline plus a bursty, cheap-card inference
+    assert json.loads(hybrid["inputs"])["training_baseline_cards"] == 8
+    profile = fetch_all(demo_db, "SELECT count(DISTINCT hour), sum(gpu_hours_held) FROM marts.gpu_hours_profile")[0]
+    assert profile[0] == 40 * 24
+    held = fetch_all(demo_db, "SELECT sum(gpu_hours_paid) FROM marts.spend_by_phase WHERE phase <> 'idle'")[0][0]
+    assert profile[1] == pytest.approx(held)  # the hourly profile and the attribution agree on GPU-hours held

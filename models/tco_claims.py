@@ -1,0 +1,81 @@
+"""Recompute published purchasing claims from their own inputs and say which figures follow."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import yaml
+
+from models.tco import D
+
+DEFAULT_CLAIMS = Path(__file__).resolve().parent / "data" / "tco_claims.yaml"
+
+
+@dataclass
+class ClaimCheck:
+    id: str
+    text: str
+    unit: str
+    stated: Decimal
+    recomputed: Decimal | None
+    follows: bool | None
+    working: str  # the arithmetic, written out
+    to_reproduce: str  # what input values would make the stated figure come out
+
+
+def _fmt(x: Decimal) -> str:
+    x = D(x)
+    return f"{x.to_integral_value():f}" if x == x.to_integral_value() else format(x, ".6g")
+
+
+def _precision(claim: dict) -> Decimal:
+    """The last digit the stated figure gives: 0.98 → 0.01; "22 k" is written stated 22000, precision 1000."""
+    if "precision" in claim:
+        return D(claim["precision"])
+    exponent = D(claim["stated"]).normalize().as_tuple().exponent
+    return Decimal(1).scaleb(min(exponent, 0))
+
+
+def _follows(claim: dict, recomputed: Decimal) -> bool:
+    """A stated figure follows when the recomputed one rounds to it at the precision it was stated with."""
+    return abs(D(claim["stated"]) - recomputed) <= _precision(claim) / 2
+
+
+def check_claim(claim: dict) -> ClaimCheck:
+    kind, stated = claim["kind"], D(claim["stated"])
+    base = dict(id=claim["id"], text=claim["text"], unit=claim.get("unit", ""), stated=stated)
+    if kind == "sum":
+        terms = {k: (D(v["amount"]), D(v["count"])) for k, v in claim["terms"].items()}
+        total = sum((a * n for a, n in terms.values()), Decimal(0))
+        working = " + ".join(f"{_fmt(n)} × {_fmt(a)} ({k})" if n != 1 else f"{_fmt(a)} ({k})" for k, (a, n) in terms.items())
+        gap = stated - total
+        fixes = [f"{k} = {_fmt(a + gap / n)}" for k, (a, n) in terms.items()]
+        return ClaimCheck(**base, recomputed=total, follows=_follows(claim, total),
+                          working=f"{working.replace('+ -1 ×', '−')} = {_fmt(total)}",
+                          to_reproduce="one of: " + ", ".join(fixes))
+    if kind == "rate":
+        price, quantity = D(claim["price"]), D(claim["quantity"])
+        total = price * quantity
+        return ClaimCheck(**base, recomputed=total, follows=_follows(claim, total),
+                          working=f"{_fmt(quantity)} {claim.get('quantity_name', '')} × {_fmt(price)} = {_fmt(total)}",
+                          to_reproduce=f"price {_fmt(stated / quantity)} per unit, or {_fmt(stated / price)} {claim.get('quantity_name', 'units')}")
+    if kind == "depreciation":
+        price, rate, years = D(claim["price"]), D(claim["rate"]), int(claim["years"])
+        residual = price * (1 - rate) ** years
+        implied = 1 - (stated / price) ** (Decimal(1) / years) if stated > 0 else None
+        return ClaimCheck(**base, recomputed=residual, follows=_follows(claim, residual),
+                          working=f"{_fmt(price)} × (1 − {_fmt(rate)})^{years} = {_fmt(residual)}",
+                          to_reproduce=f"depreciation of {_fmt(implied * 100)} % a year" if implied is not None else "")
+    if kind == "saving":
+        baseline, alternative = D(claim["baseline"]), D(claim["alternative"])
+        pct = (baseline - alternative) / baseline * 100
+        return ClaimCheck(**base, recomputed=pct, follows=_follows(claim, pct),
+                          working=f"({_fmt(baseline)} − {_fmt(alternative)}) ÷ {_fmt(baseline)} = {_fmt(pct)} %",
+                          to_reproduce=f"alternative of {_fmt(baseline * (1 - stated / 100))} for exactly {_fmt(stated)} %")
+    return ClaimCheck(**base, recomputed=None, follows=None, working="not computable from the published figures",
+                      to_reproduce="needs: " + ", ".join(claim.get("needs", [])))
+
+
+def check_claims(path: Path | None = None) -> list[ClaimCheck]:
+    document = yaml.safe_load(Path(path or DEFAULT_CLAIMS).read_text())
+    return [check_claim(c) for c in document["claims"]]
