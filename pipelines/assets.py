@@ -49,7 +49,7 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         if o.status == "failed":
             context.log.error(o.detail)
         elif o.status == "unrecognized":
-            context.log.warning(f"{o.path}: skipped, {o.detail}")
+            context.log.info(f"{o.path}: skipped, {o.detail}")
     files_meta = {
         "new_files": len(summary.outcomes),
         "already_loaded": summary.already_loaded,
@@ -140,7 +140,13 @@ def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
     """Price buy, monthly, commitments, on-demand, spot and hybrid over the measured profile."""
     with warehouse.get_connection() as conn:
         prepare(conn)
-        result = tco.compute(conn, settings.tco_params_file)
+        try:
+            result = tco.compute(conn, settings.tco_params_file)
+        except tco.NoUsageMeasured as exc:
+            tco.write(conn, [], [])
+            for key in ("marts.tco_scenarios", "marts.tco_break_even"):
+                yield MaterializeResult(asset_key=key_of(key), metadata={"rows": 0, "note": str(exc)})
+            return
         tco.write(conn, result.scenarios, result.break_even)
     best = tco.cheapest(result.scenarios)
     yield MaterializeResult(asset_key=key_of("marts.tco_scenarios"), metadata={

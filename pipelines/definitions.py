@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from dagster import Definitions, define_asset_job, in_process_executor
 from dagster_duckdb import DuckDBResource
 
@@ -13,8 +15,21 @@ from pipelines.settings import FinopsSettings, settings_from_env
 finops_job = define_asset_job("finops_all", selection="*")
 
 
+class WarehouseResource(DuckDBResource):
+    """DuckDBResource that closes its connection even when the asset using it fails, so the
+    process can reopen the file afterwards (DuckDB refuses a second, differently configured one)."""
+
+    @contextmanager
+    def get_connection(self):
+        with super().get_connection() as conn:
+            try:
+                yield conn
+            finally:
+                conn.close()
+
+
 def warehouse_resource(path: str) -> DuckDBResource:
-    return DuckDBResource(database=path)
+    return WarehouseResource(database=path)
 
 
 def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definitions:

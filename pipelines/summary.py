@@ -7,6 +7,7 @@ from rich.table import Table
 
 from pipelines.warehouse import connect, fetch_all, fetch_dicts
 
+SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
 TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", "core.gpu_minutes",
           "core.workloads", "core.fx_rates", "marts.cost_attribution", "marts.daily_cost", "marts.spend_by_phase")
 
@@ -42,8 +43,14 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     for f in s["files"]:
         files.add_row(f["status"], str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
-    for p in s["problems"]:
-        console.print(f"[yellow]{p['status']}[/]: {p['path']} — {p['detail']}", markup=True, highlight=False)
+    for p in (p for p in s["problems"] if p["status"] == "failed"):
+        console.print(f"[red]failed[/]: {p['path']} — {p['detail']}", highlight=False)
+    skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
+    for p in skipped[:SHOW_SKIPPED]:
+        console.print(f"[yellow]skipped[/]: {p['path']} — {p['detail']}", highlight=False)
+    if len(skipped) > SHOW_SKIPPED:
+        console.print(f"[yellow]skipped[/]: {len(skipped) - SHOW_SKIPPED} more files no connector recognises "
+                      "(SELECT path, detail FROM raw.files WHERE status = 'unrecognized')", highlight=False)
 
     phases = Table("phase", "cost", "share %", "GPU-h paid", "GPU-h busy", "util %", "cost / busy GPU-h", "by billing currency",
                    title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")

@@ -21,6 +21,10 @@ TCO_BREAK_EVEN = pa.schema([("strategy_a", pa.string()), ("strategy_b", pa.strin
                             ("break_even_utilization", pa.float64()), ("cheaper_below", pa.string())])
 
 
+class NoUsageMeasured(ValueError):
+    """The warehouse holds no GPU charges or workloads to size strategies from."""
+
+
 @dataclass
 class TcoResult:
     scenarios: list[dict]  # marts.tco_scenarios rows, cheapest first
@@ -38,7 +42,7 @@ class TcoResult:
 def compute(conn, params_file: str | None = None) -> TcoResult:
     rows = fetch_dicts(conn, "SELECT hour, phase, gpu_hours_held, gpu_hours_busy FROM marts.gpu_hours_profile")
     if not rows:
-        raise ValueError("marts.gpu_hours_profile is empty: load GPU charges and workloads first")
+        raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charges (x_GpuCount) or workloads loaded yet")
     params = load_params(Path(params_file) if params_file else None)
     profile = profile_from_rows(rows)
     items = scenarios(profile, params)

@@ -1,0 +1,30 @@
+"""`finops run` as a user runs it: any folder, bad files included, summary at the end."""
+
+import shutil
+
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.warehouse import connect, fetch_all
+from tests.conftest import sample
+
+
+def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(sample("billing/focus10_sample_multicloud_1000.csv"), landing / "focus.csv")
+    shutil.copy(sample("telemetry/nvidia_smi_dmon_h100_load.txt"), landing / "dmon.txt")  # claimed, cannot be dated
+    shutil.copy(sample("telemetry/philly_node_sequence_head5000.csv"), landing / "philly.csv")  # nobody's format
+    warehouse = tmp_path / "wh.duckdb"
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(warehouse),
+                                      "--reports", str(tmp_path / "reports")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "failed: dmon.txt — dmon.txt, line 1: dmon output without timestamps" in result.output
+    assert "skipped: philly.csv — no connector recognises its content (header)" in result.output
+    assert "no purchasing chart" in result.output  # no GPU charges: nothing to size strategies from
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, "SELECT count(*) FROM core.cost_lines") == [(1000,)]
+    assert fetch_all(conn, "SELECT count(*) FROM marts.tco_scenarios") == [(0,)]
+    conn.close()
+    assert (tmp_path / "reports" / "run_summary.json").exists()
