@@ -13,7 +13,7 @@ from models.phase_rules import load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
 from pipelines.ingest import ingest_landing
-from pipelines.settings import BUNDLED_FX_RATES, FinopsSettings
+from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
@@ -100,6 +100,22 @@ def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"fx_rates_input": pa.concat_tables(tables)}
 
 
+def price_catalog_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    """The bundled catalog and the user's file (priority 0: the user's price wins)."""
+    sources = [(BUNDLED_PRICE_CATALOG, 1)] + ([(Path(settings.price_catalog_file), 0)] if settings.price_catalog_file else [])
+    text = {c: pa.string() for c in ("provider", "sku", "gpu_model", "term", "currency", "unit", "region", "path", "source", "as_of")}
+    tables = []
+    for path, priority in sources:
+        t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={**text, "gpu_count": pa.int32(), "price": pa.decimal128(18, 6)}))
+        tables.append(t.select(list(PRICE_CATALOG_COLUMNS)).append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
+    return {"price_catalog_input": pa.concat_tables(tables)}
+
+
+PRICE_CATALOG_COLUMNS = ("provider", "sku", "gpu_model", "gpu_count", "term", "price", "currency", "unit", "region", "path",
+                         "source", "as_of")
+
+
 def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"phase_rules": load_rules(Path(settings.phase_rules_file) if settings.phase_rules_file else None)}
 
@@ -124,6 +140,21 @@ marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],
 marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.gpu_minutes", "core.workloads"],
                                  "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts")
 
+price_catalog_asset = sql_asset("core.price_catalog", [], "core.price_catalog: GPU and egress prices with provenance",
+                                "core", inputs=price_catalog_input)
+marts_gpu_hour_prices = sql_asset("marts.gpu_hour_prices", ["core.cost_lines"],
+                                  "marts.gpu_hour_prices: each GPU charge's own price per GPU-hour", "marts")
+findings_egress = sql_asset("findings.egress", ["core.cost_lines", "core.storage_events", "core.price_catalog"],
+                            "findings.egress: egress money, with repeated downloads priced as avoidable", "findings")
+findings_slow_disk_idle = sql_asset("findings.slow_disk_idle",
+                                    ["core.storage_events", "core.workloads", "core.gpu_minutes", "marts.gpu_hour_prices", "core.price_catalog"],
+                                    "findings.slow_disk_idle: GPUs waiting on checkpoint writes to slow disks", "findings")
+findings_unused_gpu = sql_asset("findings.unused_gpu",
+                                ["core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"],
+                                "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused commitments", "findings")
+findings_hidden_costs = sql_asset("findings.hidden_costs",
+                                  ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu", "core.fx_rates"],
+                                  "findings.hidden_costs: every leak, ranked by avoidable cost", "findings")
 marts_gpu_hours_profile = sql_asset("marts.gpu_hours_profile", ["core.workloads", "core.gpu_minutes", "core.cost_lines"],
                                     "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts")
 
@@ -157,4 +188,6 @@ def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
 ALL_ASSETS = [
     ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
     core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
+    price_catalog_asset, marts_gpu_hour_prices, findings_egress, findings_slow_disk_idle, findings_unused_gpu,
+    findings_hidden_costs,
 ]

@@ -105,6 +105,43 @@ def demo(
     raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings))
 
 
+@app.command()
+def findings(
+    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.")] = DEMO_DIR / "warehouse.duckdb",
+    limit: Annotated[int, typer.Option(help="How many findings to show.")] = 20,
+    kind: Annotated[str | None, typer.Option(help="Only this kind: egress, slow_disk_idle, unused_gpu.")] = None,
+) -> None:
+    """The hidden costs found, ranked by the money that could have been saved."""
+    from pipelines.warehouse import connect, fetch_all, fetch_dicts
+
+    if not warehouse.exists():
+        console.print(f"[red]no warehouse at {warehouse}[/]: run `finops demo` or `finops run` first")
+        raise typer.Exit(1)
+    conn = connect(warehouse, read_only=True)
+    try:
+        rows = fetch_dicts(conn, """
+            SELECT * FROM findings.hidden_costs WHERE kind = coalesce(?, kind)
+            ORDER BY avoidable_cost_reporting DESC NULLS LAST, wasted_cost_reporting DESC NULLS LAST, finding_id LIMIT ?""",
+            [kind, limit])
+        totals = fetch_all(conn, """SELECT kind, count(*), sum(wasted_cost_reporting), sum(avoidable_cost_reporting), any_value(reporting_currency)
+                                    FROM findings.hidden_costs GROUP BY kind ORDER BY 4 DESC""")
+    finally:
+        conn.close()
+    by_kind = Table("kind", "findings", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
+    for k, n, wasted, avoidable, currency in totals:
+        by_kind.add_row(k, str(n), f"{wasted or 0:,.2f} {currency}", f"{avoidable or 0:,.2f} {currency}")
+    console.print(by_kind)
+    table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
+                  show_lines=True)
+    for n, r in enumerate(rows, start=1):
+        table.add_row(str(n), r["severity"], f"{r['kind']}\n{r['subkind']}", r["resource"],
+                      r["period_start"].strftime("%Y-%m-%d %H:%M"),
+                      f"{r['wasted_cost']:,.2f} {r['currency']}", f"{r['avoidable_cost']:,.2f} {r['currency']}",
+                      r["recommendation"])
+    # Resource names and recommendations come from data: print them as text, never as markup.
+    console.print(table, markup=False)
+
+
 @app.command("tco")
 def tco_command(
     warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.")] = DEMO_DIR / "warehouse.duckdb",

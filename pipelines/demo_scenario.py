@@ -453,6 +453,48 @@ def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> d
     return out
 
 
+FAST_DISK_GBPS = 3
+IDLE_BUSY_PCT = 5
+IDLE_MIN_MINUTES = 360
+
+
+def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
+    """The hidden costs injected into the scenario, computed from the generated data with the
+    rules the findings document: waiting GPUs during checkpoints, idle runs, repeated downloads."""
+    pretrain = next(j for j in jobs if j.phase == "pretraining")
+    util = utils[pretrain.host]
+    wasted_ckpt_hours, avoidable_ckpt_hours = 0.0, 0.0
+    write_s = CHECKPOINT_MINUTES * 60
+    fast_s = CHECKPOINT_GB * 1e9 / (FAST_DISK_GBPS * 1e9)
+    for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
+        c = h * 60 + CHECKPOINT_EVERY_H * 60 - CHECKPOINT_MINUTES
+        idle_share = float((1 - util[:, c:c + CHECKPOINT_MINUTES] / 100).mean())
+        hours = pretrain.gpu_count * write_s / 3600 * idle_share
+        wasted_ckpt_hours += hours
+        avoidable_ckpt_hours += hours * (1 - fast_s / write_s)
+    idle_hours = 0.0
+    for host in HOSTS:
+        if host.name == "gpu-rtx6000-01":
+            continue  # inference valleys are a sizing question, not unused cards
+        for gpu in utils[host.name]:
+            run = 0
+            for busy in list(gpu < IDLE_BUSY_PCT) + [False]:
+                if busy:
+                    run += 1
+                else:
+                    idle_hours += run / 60 if run >= IDLE_MIN_MINUTES else 0
+                    run = 0
+    price = float(A100_CARD_HOUR_CNY)
+    pulls = len(PULL_DAYS)
+    return {
+        "slow_disk_idle": {"checkpoints": PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H, "wasted_gpu_hours": wasted_ckpt_hours,
+                           "wasted_cny": wasted_ckpt_hours * price, "avoidable_cny": avoidable_ckpt_hours * price},
+        "unused_gpu": {"idle_gpu_hours": idle_hours, "wasted_cny": idle_hours * price},
+        "egress": {"wasted_usd": float(DATASET_GB * pulls * EGRESS_USD_PER_GB),
+                   "avoidable_usd": float(DATASET_GB * (pulls - 1) * EGRESS_USD_PER_GB)},
+    }
+
+
 def write_scenario(out: Path, seed: int = 7) -> dict:
     """Write the landing folder under `out/landing` and `out/truths.json`; return the truths."""
     rng = np.random.default_rng(seed)
@@ -497,6 +539,7 @@ def write_scenario(out: Path, seed: int = 7) -> dict:
         "checkpoints": {"count": checkpoints, "gb_each": CHECKPOINT_GB, "minutes_each": CHECKPOINT_MINUTES,
                         "gpu_minutes_idle": checkpoints * CHECKPOINT_MINUTES * 8},
         "idle_cards": {"host": "gpu-a100-02", "cards": 2, "from": iso(day(33)), "to": iso(day(DAYS))},
+        "leaks": leak_truths(utils, jobs),
     }
     (out / "truths.json").write_text(json.dumps(truths, indent=2, default=str))
     return truths

@@ -16,6 +16,7 @@ from models.telemetry import UTIL_KINDS
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO_ROOT / ".finops" / "demo"
 BUNDLED_FX_RATES = REPO_ROOT / "models" / "data" / "fx_rates.csv"
+BUNDLED_PRICE_CATALOG = REPO_ROOT / "models" / "data" / "price_catalog.csv"
 
 
 class FinopsSettings(ConfigurableResource):
@@ -27,6 +28,14 @@ class FinopsSettings(ConfigurableResource):
     max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
     phase_rules_file: str | None = Field(default=None, description="YAML phase rules replacing the bundled ones.")
     tco_params_file: str | None = Field(default=None, description="YAML purchasing parameters overriding the bundled ones.")
+    price_catalog_file: str | None = Field(default=None, description="CSV of your own prices; wins over the bundled catalog.")
+    # Hidden-cost thresholds (documented in the README).
+    fast_disk_gbps: float = Field(default=3.0, description="Throughput of the fast disk checkpoints could go to (GB/s).")
+    idle_busy_threshold: float = Field(default=0.05, description="A GPU-minute busier than this is not idle.")
+    idle_min_minutes: int = Field(default=360, description="Shortest idle run reported as unused_gpu (minutes).")
+    severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
+    severity_medium: float = Field(default=50.0, description="Avoidable cost (reporting currency) from which a finding is medium.")
+    min_finding_cost: float = Field(default=0.10, description="Smallest wasted cost (reporting currency) listed in findings.hidden_costs.")
 
     def sql_params(self) -> dict[str, object]:
         return {
@@ -34,6 +43,12 @@ class FinopsSettings(ConfigurableResource):
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),
+            "fast_disk_gbps": self.fast_disk_gbps,
+            "idle_busy_threshold": self.idle_busy_threshold,
+            "idle_min_minutes": self.idle_min_minutes,
+            "severity_high": self.severity_high,
+            "severity_medium": self.severity_medium,
+            "min_finding_cost": self.min_finding_cost,
             "typical_ranges": [
                 {"phase": phase, "util_low": r["util_pct"][0], "util_high": r["util_pct"][1],
                  "share_low": r["share_pct"][0], "share_high": r["share_pct"][1]}
@@ -53,5 +68,6 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         fx_rates_file=os.environ.get("FINOPS_FX_RATES") or None,
         phase_rules_file=os.environ.get("FINOPS_PHASE_RULES") or None,
         tco_params_file=os.environ.get("FINOPS_TCO_PARAMS") or None,
+        price_catalog_file=os.environ.get("FINOPS_PRICE_CATALOG") or None,
     )
     return settings, str(Path(warehouse).resolve())

@@ -11,3 +11,19 @@ CREATE OR REPLACE MACRO norm_host(h) AS CASE
     WHEN regexp_matches(lower(trim(h)), '^\d{1,3}(\.\d{1,3}){3}$') THEN lower(trim(h))
     ELSE regexp_replace(lower(trim(h)), '\..*$', '')
 END;
+-- A GPU's marketing name as the price catalog spells it ('NVIDIA A100-SXM4-80GB' → 'A100 80G').
+CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
+    WHEN name IS NULL THEN NULL
+    WHEN regexp_matches(name, '(?i)A100.*80') THEN 'A100 80G'
+    WHEN regexp_matches(name, '(?i)A100') THEN 'A100 40G'
+    WHEN regexp_matches(name, '(?i)H200') THEN 'H200'
+    WHEN regexp_matches(name, '(?i)H100') THEN 'H100'
+    WHEN regexp_matches(name, '(?i)B200') THEN 'B200'
+    WHEN regexp_matches(name, '(?i)L40S') THEN 'L40S'
+    WHEN regexp_matches(name, '(?i)RTX 6000 Ada') THEN 'RTX 6000 Ada'
+    ELSE name
+END;
+-- A quantity (a double: GPU-hours, GB) times a DECIMAL price, as DECIMAL money: the quantity is
+-- fixed to 10 decimals first, so the product itself is exact decimal arithmetic.
+CREATE OR REPLACE MACRO price_times(quantity, price) AS
+    CAST(round(CAST(round(quantity, 10) AS DECIMAL(28, 10)) * price, 6) AS DECIMAL(18, 6));

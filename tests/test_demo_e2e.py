@@ -90,6 +90,7 @@ def test_loading_the_same_folder_again_changes_nothing(demo_run, demo_db):
         "raw": "SELECT (SELECT count(*) FROM raw.cost_lines), (SELECT count(*) FROM raw.gpu_samples), (SELECT count(*) FROM raw.workloads)",
         "phases": "SELECT phase, cost_reporting, gpu_hours_paid, gpu_hours_busy FROM marts.spend_by_phase",
         "daily": "SELECT * FROM marts.daily_cost ORDER BY ALL",
+        "findings": "SELECT finding_id, wasted_cost, avoidable_cost FROM findings.hidden_costs ORDER BY finding_id",
     }
     before = {k: fetch_all(demo_db, q) for k, q in snapshot_sql.items()}
     demo_db.close()
@@ -134,3 +135,33 @@ def test_purchasing_strategies_are_priced_from_the_measured_usage(demo_run, demo
     assert profile[0] == 40 * 24
     held = fetch_all(demo_db, "SELECT sum(gpu_hours_paid) FROM marts.spend_by_phase WHERE phase <> 'idle'")[0][0]
     assert profile[1] == pytest.approx(held)  # the hourly profile and the attribution agree on GPU-hours held
+
+
+def test_every_injected_leak_is_found_within_one_percent_of_the_truth(demo_run, demo_db):
+    leaks = demo_run.truths["leaks"]
+    found = {(k, s): (n, w, a) for k, s, n, w, a in fetch_all(demo_db, """
+        SELECT kind, subkind, count(*), sum(wasted_cost), sum(avoidable_cost) FROM findings.hidden_costs GROUP BY ALL""")}
+    assert set(found) == {("egress", "repeated_download"), ("slow_disk_idle", "checkpoint"), ("unused_gpu", "idle_run")}
+    n, wasted, avoidable = found[("slow_disk_idle", "checkpoint")]
+    assert n == leaks["slow_disk_idle"]["checkpoints"] == 80
+    assert float(wasted) == pytest.approx(leaks["slow_disk_idle"]["wasted_cny"], rel=0.01)
+    assert float(avoidable) == pytest.approx(leaks["slow_disk_idle"]["avoidable_cny"], rel=0.01)
+    _, wasted, _ = found[("unused_gpu", "idle_run")]
+    assert float(wasted) == pytest.approx(leaks["unused_gpu"]["wasted_cny"], rel=0.01)
+    _, wasted, avoidable = found[("egress", "repeated_download")]
+    assert (wasted, avoidable) == (Decimal("270.000000"), Decimal("243.000000"))  # 10 × 300 GB; 9 pulls avoidable
+    idle_week = fetch_all(demo_db, """SELECT count(*) FROM findings.hidden_costs
+                                      WHERE host = 'gpu-a100-02' AND period_end >= TIMESTAMPTZ '2026-10-10 23:00:00+00'""")[0][0]
+    assert idle_week == 2  # the two monthly cards idle for the last week
+
+
+def test_findings_command_prints_the_ranked_list(demo_run):
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    result = CliRunner().invoke(app, ["findings", "--warehouse", str(demo_run.out / "warehouse.duckdb"), "--limit", "3"],
+                                terminal_width=250)
+    assert result.exit_code == 0, result.output
+    assert "hidden costs by kind" in result.output and "findings, ranked" in result.output
+    assert "repeated_download" in result.output and "243.00 USD" in result.output

@@ -1,0 +1,16 @@
+-- core.price_catalog: GPU and egress prices with provenance, the bundled catalog plus the user's
+-- own file (which wins for the same provider, SKU, term and region). Instance prices are also
+-- given per GPU-hour. Input: price_catalog_input (the CSV columns plus priority).
+CREATE OR REPLACE TABLE core.price_catalog AS
+SELECT
+    provider, sku, nullif(gpu_model, '') AS gpu_model, gpu_count, term,
+    CAST(price AS DECIMAL(18, 6)) AS price, upper(currency) AS currency, unit, region, nullif(path, '') AS path,
+    CASE unit
+        WHEN 'gpu_hour' THEN CAST(price AS DECIMAL(18, 6))
+        WHEN 'instance_hour' THEN from_micros(to_micros(CAST(price AS DECIMAL(18, 6))) // gpu_count)
+    END AS price_per_gpu_hour,
+    CASE WHEN unit = 'gb' THEN CAST(price AS DECIMAL(18, 6)) END AS price_per_gb,
+    source, as_of
+FROM price_catalog_input
+QUALIFY row_number() OVER (PARTITION BY provider, sku, term, coalesce(region, '') ORDER BY priority) = 1
+ORDER BY unit, gpu_model, provider, sku;

@@ -1,0 +1,72 @@
+-- findings.egress: money paid to move data out. Where object access logs show what was
+-- downloaded, one row per object pulled more than once from outside: every pull after the
+-- first is avoidable with a local cache or an internal NAS. Where no log explains a resource's
+-- egress, one row per resource and day with its GB and price per GB against the catalog.
+-- Requests from private addresses (10/8, 172.16/12, 192.168/16) are internal, not egress.
+CREATE OR REPLACE TABLE findings.egress AS
+WITH egress_lines AS (
+    SELECT x_ChargeId, ProviderName AS provider, coalesce(ResourceName, ResourceId) AS resource, ResourceId AS resource_id,
+           utc_day(ChargePeriodStart) AS day, ChargePeriodStart, ChargePeriodEnd, EffectiveCost, BillingCurrency,
+           CAST(ConsumedQuantity AS DECIMAL(24, 6)) AS gb
+    FROM core.cost_lines
+    WHERE ConsumedUnit IN ('GB', 'GiB', 'gb') AND ConsumedQuantity > 0
+      AND (ServiceCategory = 'Networking' OR ChargeDescription ILIKE '%transfer out%' OR ChargeDescription ILIKE '%egress%'
+           OR SkuId ILIKE '%DataTransfer-Out%' OR ServiceName ILIKE '%data transfer%')
+),
+per_resource AS (
+    SELECT provider, resource, resource_id, BillingCurrency AS currency, sum(gb) AS gb, sum(EffectiveCost) AS cost,
+           from_micros(to_micros(sum(EffectiveCost)) * 1000000 // nullif(to_micros(sum(gb)), 0)) AS price_per_gb
+    FROM egress_lines GROUP BY ALL
+),
+catalog AS (
+    SELECT provider, price_per_gb, currency, source FROM core.price_catalog WHERE unit = 'gb' AND path = 'internet'
+),
+pulls AS (
+    SELECT resource_id AS bucket, path AS object, count(*) AS downloads, sum(bytes) / 1e9 AS total_gb,
+           max(bytes) / 1e9 AS gb_per_pull, min(started_at) AS first_pull, max(ended_at) AS last_pull,
+           count(DISTINCT remote_ip) AS clients
+    FROM core.storage_events
+    WHERE kind = 'object_get' AND bytes > 0
+      AND NOT regexp_matches(coalesce(remote_ip, ''), '^(10\.|192\.168\.|172\.(1[6-9]|2[0-9]|3[01])\.)')
+    GROUP BY ALL
+    HAVING count(*) > 1
+),
+object_findings AS (
+    SELECT 'egress' AS kind, 'repeated_download' AS subkind, p.bucket || '/' || p.object AS resource, NULL AS host,
+           p.first_pull AS period_start, p.last_pull AS period_end,
+           price_times(p.total_gb, coalesce(r.price_per_gb, c.price_per_gb)) AS wasted_cost,
+           price_times(p.total_gb - p.gb_per_pull, coalesce(r.price_per_gb, c.price_per_gb)) AS avoidable_cost,
+           coalesce(r.currency, c.currency) AS currency,
+           CASE WHEN r.price_per_gb IS NOT NULL THEN 'charge' ELSE 'catalog: ' || c.source END AS price_source,
+           json_object('downloads', p.downloads, 'gb_per_download', round(p.gb_per_pull, 3), 'total_gb', round(p.total_gb, 3),
+                       'clients', p.clients, 'price_per_gb', coalesce(r.price_per_gb, c.price_per_gb),
+                       'catalog_price_per_gb', c.price_per_gb) AS evidence,
+           printf('%s was downloaded %d times (%.0f GB in all) from outside the cloud; %d of those downloads '
+                  || '(%.0f GB) repeat the first. Serve it from a local cache or an internal NAS.',
+                  p.object, p.downloads, p.total_gb, p.downloads - 1, p.total_gb - p.gb_per_pull) AS recommendation
+    FROM pulls AS p
+    LEFT JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+    LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS')
+),
+explained AS (
+    SELECT DISTINCT r.resource FROM per_resource AS r JOIN pulls AS p
+      ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+),
+daily_findings AS (
+    SELECT 'egress' AS kind, 'data_transfer_out' AS subkind, e.resource, NULL AS host,
+           min(e.ChargePeriodStart) AS period_start, max(e.ChargePeriodEnd) AS period_end,
+           sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(18, 6)) AS avoidable_cost, e.BillingCurrency AS currency,
+           'charge' AS price_source,
+           json_object('gb', sum(e.gb), 'cost', sum(e.EffectiveCost),
+                       'price_per_gb', from_micros(to_micros(sum(e.EffectiveCost)) * 1000000 // nullif(to_micros(sum(e.gb)), 0)),
+                       'catalog_price_per_gb', any_value(c.price_per_gb)) AS evidence,
+           printf('%.0f GB left %s on %s. Find out who downloads it; keep repeated reads in the same region or on a cache.',
+                  sum(e.gb), e.resource, e.day) AS recommendation
+    FROM egress_lines AS e
+    LEFT JOIN catalog AS c ON c.provider = e.provider
+    WHERE e.resource NOT IN (SELECT resource FROM explained)
+    GROUP BY e.resource, e.day, e.BillingCurrency
+)
+SELECT * FROM object_findings
+UNION ALL BY NAME
+SELECT * FROM daily_findings;

@@ -1,0 +1,80 @@
+-- findings.slow_disk_idle: one row per checkpoint write during which the job's GPUs waited.
+-- GPUs of the job: workloads holding GPUs on the host while the write ran. Idle share: 1 − busy
+-- over the GPU-minutes of the window that have telemetry (coverage says how many did; with none,
+-- the GPUs are taken as waiting, as a synchronous checkpoint makes them). Wasted GPU-hours =
+-- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
+-- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
+CREATE OR REPLACE TABLE findings.slow_disk_idle AS
+WITH checkpoints AS (
+    SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path,
+           datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s
+    FROM core.storage_events
+    WHERE kind = 'checkpoint' AND ended_at > started_at AND bytes > 0
+),
+job_gpus AS (
+    SELECT c.event_id, sum(w.gpu_count) AS gpus, string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
+    FROM checkpoints AS c
+    JOIN core.workloads AS w
+      ON w.host = c.host AND w.started_at < c.ended_at AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > c.started_at
+    WHERE w.gpu_count > 0
+    GROUP BY c.event_id
+),
+telemetry AS (
+    SELECT c.event_id, avg(1 - m.busy_fraction) AS idle_share, count(m.busy_fraction) AS gpu_minutes_seen,
+           count(DISTINCT m.gpu_key) AS gpus_seen
+    FROM checkpoints AS c
+    JOIN core.gpu_minutes AS m
+      ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
+    GROUP BY c.event_id
+),
+priced AS (
+    SELECT c.*, coalesce(j.gpus, 0) AS gpus, j.workloads,
+           coalesce(t.idle_share, 1.0) AS idle_share, coalesce(t.gpu_minutes_seen, 0) AS gpu_minutes_seen,
+           p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency, p.gpu_model
+    FROM checkpoints AS c
+    LEFT JOIN job_gpus AS j USING (event_id)
+    LEFT JOIN telemetry AS t USING (event_id)
+    LEFT JOIN marts.gpu_hour_prices AS p
+      ON p.host = c.host AND p.period_start <= c.started_at AND p.period_end > c.started_at
+    QUALIFY row_number() OVER (PARTITION BY c.event_id ORDER BY p.price_per_gpu_hour DESC NULLS LAST) = 1
+),
+catalog AS (
+    SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
+    FROM core.price_catalog WHERE price_per_gpu_hour IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY gpu_model ORDER BY price_per_gpu_hour) = 1
+),
+measured AS (
+    SELECT p.*,
+           p.gpus * p.duration_s / 3600.0 * p.idle_share AS wasted_gpu_hours,
+           p.bytes / ($fast_disk_gbps * 1e9) AS fast_duration_s,
+           coalesce(p.charge_price, k.price_per_gpu_hour) AS price_per_gpu_hour,
+           coalesce(p.charge_currency, k.currency) AS currency,
+           CASE WHEN p.charge_price IS NOT NULL THEN 'charge' WHEN k.price_per_gpu_hour IS NOT NULL THEN 'catalog: ' || k.sku END AS price_source
+    FROM priced AS p
+    LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(p.gpu_model)
+)
+SELECT
+    'slow_disk_idle' AS kind,
+    'checkpoint' AS subkind,
+    event_id AS resource,
+    host,
+    started_at AS period_start,
+    ended_at AS period_end,
+    price_times(wasted_gpu_hours, price_per_gpu_hour) AS wasted_cost,
+    price_times(wasted_gpu_hours * greatest(0, 1 - fast_duration_s / duration_s), price_per_gpu_hour) AS avoidable_cost,
+    currency,
+    price_source,
+    json_object(
+        'bytes', bytes, 'duration_s', round(duration_s, 1), 'throughput_mb_s', round(bytes / duration_s / 1e6, 1),
+        'gpus', gpus, 'workloads', workloads, 'idle_share', round(idle_share, 4),
+        'gpu_minutes_with_telemetry', gpu_minutes_seen, 'wasted_gpu_hours', round(wasted_gpu_hours, 4),
+        'fast_disk_gbps', $fast_disk_gbps, 'duration_on_fast_disk_s', round(fast_duration_s, 1),
+        'storage_class', storage_class, 'path', path,
+        'price_per_gpu_hour', price_per_gpu_hour, 'price_source', price_source
+    ) AS evidence,
+    printf('%d GPUs waited %.0f s while %.0f GB went to %s at %.0f MB/s; local NVMe at %g GB/s would take %.0f s. '
+           || 'Write checkpoints to local NVMe and copy them out asynchronously.',
+           gpus, duration_s, bytes / 1e9, coalesce(storage_class, 'the disk'), bytes / duration_s / 1e6,
+           $fast_disk_gbps, fast_duration_s) AS recommendation
+FROM measured
+WHERE gpus > 0 AND wasted_gpu_hours > 0;

@@ -1,0 +1,87 @@
+-- findings.unused_gpu: GPUs paid for and not used.
+--   idle_run          a GPU whose busy fraction stayed under $idle_busy_threshold for at least
+--                     $idle_min_minutes consecutive minutes (not counting inference hosts, whose
+--                     valleys are a sizing question); a minute without telemetry breaks a run.
+--   no_telemetry      a GPU charge whose host reported no telemetry at all in its period.
+--   unused_commitment FOCUS lines whose commitment or capacity reservation went unused.
+-- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
+CREATE OR REPLACE TABLE findings.unused_gpu AS
+WITH inference_minutes AS (
+    SELECT DISTINCT w.host FROM core.workloads AS w WHERE w.phase = 'inference' AND w.gpu_count > 0
+),
+idle_minutes AS (
+    SELECT m.gpu_key, m.host, m.gpu_model, m.minute,
+           m.minute - to_minutes(row_number() OVER (PARTITION BY m.gpu_key ORDER BY m.minute)) AS run_key,
+           m.busy_fraction
+    FROM core.gpu_minutes AS m
+    WHERE m.busy_fraction < $idle_busy_threshold
+      AND m.host NOT IN (SELECT host FROM inference_minutes)
+),
+runs AS (
+    SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
+           min(minute) AS period_start, max(minute) + INTERVAL 1 MINUTE AS period_end,
+           count(*) AS minutes, avg(busy_fraction) AS mean_busy
+    FROM idle_minutes
+    GROUP BY gpu_key, run_key
+    HAVING count(*) >= $idle_min_minutes
+),
+catalog AS (
+    SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
+    FROM core.price_catalog WHERE price_per_gpu_hour IS NOT NULL
+    QUALIFY row_number() OVER (PARTITION BY gpu_model ORDER BY price_per_gpu_hour) = 1
+),
+run_prices AS (
+    -- A run may span several daily charges: price it at the mean of their GPU-hour prices.
+    SELECT r.gpu_key, r.period_start, any_value(p.currency) AS currency,
+           from_micros(sum(to_micros(p.price_per_gpu_hour)) // count(*)) AS price_per_gpu_hour
+    FROM runs AS r
+    JOIN marts.gpu_hour_prices AS p ON p.host = r.host AND p.period_start < r.period_end AND p.period_end > r.period_start
+    GROUP BY ALL
+),
+idle_runs AS (
+    SELECT 'unused_gpu' AS kind, 'idle_run' AS subkind, r.gpu_key AS resource, r.host, r.period_start, r.period_end,
+           price_times(r.minutes / 60.0, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS wasted_cost,
+           price_times(r.minutes / 60.0, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS avoidable_cost,
+           coalesce(p.currency, k.currency) AS currency,
+           CASE WHEN p.price_per_gpu_hour IS NOT NULL THEN 'charge' WHEN k.price_per_gpu_hour IS NOT NULL THEN 'catalog: ' || k.sku END AS price_source,
+           json_object('idle_minutes', r.minutes, 'idle_gpu_hours', round(r.minutes / 60.0, 2), 'mean_busy', round(r.mean_busy, 4),
+                       'threshold', $idle_busy_threshold, 'price_per_gpu_hour', coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS evidence,
+           printf('%s sat idle (busy under %.0f %%) for %.1f hours from %s. Release it, or give it work: paid cards '
+                  || 'idle for days are better returned or moved to on-demand.',
+                  r.gpu_key, $idle_busy_threshold * 100, r.minutes / 60.0, strftime(r.period_start, '%Y-%m-%d %H:%M UTC')) AS recommendation
+    FROM runs AS r
+    LEFT JOIN run_prices AS p USING (gpu_key, period_start)
+    LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)
+),
+dark_charges AS (
+    SELECT p.*, c.EffectiveCost
+    FROM marts.gpu_hour_prices AS p
+    JOIN core.cost_lines AS c USING (x_ChargeId)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM core.gpu_minutes AS m
+        WHERE m.host = p.host AND m.minute >= p.period_start AND m.minute < p.period_end
+    )
+),
+no_telemetry AS (
+    SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(resource_id, host) AS resource, host, period_start, period_end,
+           EffectiveCost AS wasted_cost, CAST(0 AS DECIMAL(18, 6)) AS avoidable_cost, currency, 'charge' AS price_source,
+           json_object('gpus', gpu_count, 'gpu_model', gpu_model, 'charge_id', x_ChargeId) AS evidence,
+           printf('%s was paid for (%d GPUs) but reported no telemetry at all: an orphaned instance, or a host whose '
+                  || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(resource_id, host), gpu_count) AS recommendation
+    FROM dark_charges
+),
+unused_commitments AS (
+    SELECT 'unused_gpu' AS kind, 'unused_commitment' AS subkind,
+           coalesce(CommitmentDiscountId, CapacityReservationId, ResourceId) AS resource, NULL AS host,
+           ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
+           EffectiveCost AS wasted_cost, EffectiveCost AS avoidable_cost, BillingCurrency AS currency, 'charge' AS price_source,
+           json_object('commitment_status', CommitmentDiscountStatus, 'capacity_reservation_status', CapacityReservationStatus,
+                       'charge_id', x_ChargeId) AS evidence,
+           'A commitment or capacity reservation went unused in this period. Move matching workloads onto it, or '
+           || 'right-size the next purchase.' AS recommendation
+    FROM core.cost_lines
+    WHERE (CommitmentDiscountStatus = 'Unused' OR CapacityReservationStatus = 'Unused') AND EffectiveCost <> 0
+)
+SELECT * FROM idle_runs
+UNION ALL BY NAME SELECT * FROM no_telemetry
+UNION ALL BY NAME SELECT * FROM unused_commitments;

@@ -1,0 +1,114 @@
+"""Hidden costs on small hand-built data whose right answers are worked out by hand."""
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from pipelines.warehouse import connect, fetch_dicts
+from tests.conftest import run_pipeline
+
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+          "ServiceName,ServiceCategory,ResourceId,ResourceName,ConsumedQuantity,ConsumedUnit,CommitmentDiscountId,"
+          "CommitmentDiscountStatus,Tags,x_GpuModel,x_GpuCount\n")
+DAY = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+CHARGES = [
+    f"355.20,355.20,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-k,gpu-k,192,GPU-Hours,,,,A100 80G,8",  # 1.85 per GPU-hour
+    f"44.40,44.40,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-dark,gpu-dark,24,GPU-Hours,,,,A100 80G,1",  # nobody reports
+    f"10.00,10.00,USD,Usage,{DAY},AWS,EC2,Compute,,,,,sp-123,Unused,,,",
+    f"2.70,2.70,USD,Usage,{DAY},AWS,AWS Data Transfer,Networking,arn:aws:s3:::bucket-e,bucket-e,30,GB,,,,,",
+]
+WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
+job-a,pretraining,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+job-b,finetuning,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+"""
+CHECKPOINTS = ('{"job": "job-a", "host": "gpu-k", "started_at": "2026-09-01T00:00:00Z", "ended_at": "2026-09-01T00:08:00Z", '
+               '"bytes": 200000000000, "path": "/ckpt/1", "storage_class": "cloud_disk"}\n')
+
+
+def smi_lines():
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(4):  # telemetry for only the first half of the checkpoint window
+        lines += [f"2026/09/01 00:{minute:02d}:00.000, {g}, GPU-k{g}, NVIDIA A100-SXM4-80GB, 0 %, 100 MiB, 80.00 W" for g in range(8)]
+    for minute in range(60, 60 + 7 * 60):  # GPU 0 idle at 1 % for 7 hours; GPU 1 idle for 5 hours only
+        hh, mm = divmod(minute, 60)
+        lines.append(f"2026/09/01 {hh:02d}:{mm:02d}:00.000, 0, GPU-k0, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W")
+        if minute < 60 + 5 * 60:
+            lines.append(f"2026/09/01 {hh:02d}:{mm:02d}:00.000, 1, GPU-k1, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W")
+    return "\n".join(lines) + "\n"
+
+
+def access_log_line(n, ip):
+    return (f"owner bucket-e [01/Sep/2026:0{n}:00:00 +0000] {ip} arn:aws:iam::1:user/x REQ{n} REST.GET.OBJECT data/set.tar "
+            f'"GET /data/set.tar HTTP/1.1" 200 - 10000000000 10000000000 1000 10 "-" "curl" -\n')
+
+
+@pytest.fixture(scope="module")
+def findings(tmp_path_factory):
+    root = tmp_path_factory.mktemp("findings")
+    landing = root / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + "\n".join(CHARGES) + "\n")
+    (landing / "jobs.csv").write_text(WORKLOADS)
+    (landing / "checkpoints.jsonl").write_text(CHECKPOINTS)
+    (landing / "gpu-k.csv").write_text(smi_lines())
+    (landing / "access.log").write_text("".join(access_log_line(n, "198.51.100.7") for n in range(1, 4))
+                                        + access_log_line(4, "10.0.0.5"))  # the internal read is not egress
+    outcome = run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks
+    conn = connect(root / "wh.duckdb", read_only=True)
+    rows = fetch_dicts(conn, "SELECT * FROM findings.hidden_costs")
+    conn.close()
+    grouped = {}
+    for r in rows:
+        grouped.setdefault((r["kind"], r["subkind"]), []).append(r)
+    return grouped
+
+
+def one(findings, kind, subkind):
+    rows = findings[(kind, subkind)]
+    assert len(rows) == 1, rows
+    return rows[0]
+
+
+def test_slow_disk_checkpoint_with_partial_telemetry_and_gpus_shared_by_two_jobs(findings):
+    f = one(findings, "slow_disk_idle", "checkpoint")
+    evidence = json.loads(f["evidence"])
+    # The design's worked example: 200 GB in 8 minutes on 8 GPUs ≈ 417 MB/s and 64 GPU-minutes; 67 s at 3 GB/s.
+    assert (evidence["gpus"], evidence["throughput_mb_s"], evidence["duration_on_fast_disk_s"]) == (8, 416.7, 66.7)
+    assert evidence["workloads"] == "job-a, job-b" and evidence["gpu_minutes_with_telemetry"] == 32
+    assert f["wasted_cost"] == Decimal("1.973333")  # 64/60 GPU-hours × 1.85 CNY, the charge's own price
+    assert f["avoidable_cost"] == Decimal("1.699259")  # × (1 − 66.67 s / 480 s)
+    assert (f["currency"], f["price_source"]) == ("CNY", "charge")
+
+
+def test_idle_runs_need_the_minimum_length(findings):
+    runs = findings[("unused_gpu", "idle_run")]
+    assert [(r["resource"], r["wasted_cost"]) for r in runs] == [("gpu-k/GPU-k0", Decimal("12.950000"))]  # 7 h × 1.85
+    assert "sat idle" in runs[0]["recommendation"]
+
+
+def test_a_paid_gpu_without_any_telemetry(findings):
+    f = one(findings, "unused_gpu", "no_telemetry")
+    assert (f["resource"], f["wasted_cost"], f["currency"]) == ("ins-dark", Decimal("44.400000"), "CNY")
+
+
+def test_an_unused_commitment(findings):
+    f = one(findings, "unused_gpu", "unused_commitment")
+    assert (f["resource"], f["wasted_cost"], f["avoidable_cost"]) == ("sp-123", Decimal("10.000000"), Decimal("10.000000"))
+
+
+def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
+    f = one(findings, "egress", "repeated_download")
+    evidence = json.loads(f["evidence"])
+    assert (evidence["downloads"], evidence["total_gb"], evidence["price_per_gb"]) == (3, 30.0, 0.09)
+    assert (f["wasted_cost"], f["avoidable_cost"], f["price_source"]) == (Decimal("2.700000"), Decimal("1.800000"), "charge")
+    assert ("egress", "data_transfer_out") not in findings  # the log explains the resource's egress: no second count
+
+
+def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):
+    rows = [r for group in findings.values() for r in group]
+    assert len({r["finding_id"] for r in rows}) == len(rows) == 5
+    for r in rows:
+        assert r["reporting_currency"] == "USD" and r["wasted_cost_reporting"] is not None
+        assert r["severity"] in ("low", "medium", "high")
