@@ -9,7 +9,7 @@ import pyarrow.csv as pacsv
 from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_duckdb import DuckDBResource
 
-from models.phase_rules import load_rules
+from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
 from pipelines.ingest import ingest_landing
@@ -120,6 +120,10 @@ def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"phase_rules": load_rules(Path(settings.phase_rules_file) if settings.phase_rules_file else None)}
 
 
+def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    return {"charge_rules": load_charge_rules(Path(settings.charge_rules_file) if settings.charge_rules_file else None)}
+
+
 fx_rates_asset = sql_asset("core.fx_rates", [], "core.fx_rates: FX rates by day and pair, bundled reference plus your own file",
                            "core", inputs=fx_rates_input)
 core_cost_lines = sql_asset("core.cost_lines", ["raw.cost_lines", "raw.files", "core.fx_rates"],
@@ -134,7 +138,8 @@ core_workloads = sql_asset("core.workloads", ["raw.workloads", "raw.files"],
 core_storage_events = sql_asset("core.storage_events", ["raw.storage_events", "raw.files"],
                                 "core.storage_events: checkpoint writes and transfers", "core")
 marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads"],
-                                   "marts.cost_attribution: each charge split into phases, with method and evidence", "marts")
+                                   "marts.cost_attribution: each charge split into phases, with method and evidence", "marts",
+                                   inputs=charge_rules_input)
 marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],
                              "marts.daily_cost: day × provider × service × phase", "marts")
 marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.gpu_minutes", "core.workloads"],

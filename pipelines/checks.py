@@ -107,13 +107,20 @@ def attribution_conserves_money(warehouse: DuckDBResource) -> AssetCheckResult:
     return AssetCheckResult(passed=not broken, metadata={"unbalanced_charges": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
-@asset_check(asset=marts_spend_by_phase, description="phases add up to the reporting-currency total of all cost lines")
+@asset_check(asset=marts_spend_by_phase, description="in every period the phases add up to that period's cost lines (reporting currency)")
 def phases_add_up(warehouse: DuckDBResource) -> AssetCheckResult:
     with warehouse.get_connection() as conn:
         phases, lines = fetch_all(conn, """
-            SELECT (SELECT sum(cost_reporting) FROM marts.spend_by_phase),
+            SELECT (SELECT sum(cost_reporting) FROM marts.spend_by_phase WHERE period = 'all'),
                    (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines)""")[0]
-    return AssetCheckResult(passed=phases == lines, metadata={"phases_total": str(phases), "cost_lines_total": str(lines)})
+        months = fetch_all(conn, """
+            SELECT s.period, sum(s.cost_reporting) AS phases,
+                   (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines
+                    WHERE strftime(utc_day(ChargePeriodStart), '%Y-%m') = s.period) AS lines
+            FROM marts.spend_by_phase AS s WHERE s.period <> 'all' GROUP BY s.period HAVING phases <> lines""")
+    return AssetCheckResult(passed=phases == lines and not months,
+                            metadata={"phases_total": str(phases), "cost_lines_total": str(lines),
+                                      "unbalanced_months": MetadataValue.json([[str(v) for v in m] for m in months])})
 
 
 @asset_check(asset=key_of("raw.files"), description="per file, rows read = rows loaded + rows quarantined, and the raw tables hold exactly the loaded rows")

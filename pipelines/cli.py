@@ -75,12 +75,15 @@ def run(
                                                   exists=True, dir_okay=False)] = None,
     phase_rules: Annotated[Path | None, typer.Option(help="Your own phase rules YAML, replacing the bundled ones.",
                                                      exists=True, dir_okay=False)] = None,
+    charge_rules: Annotated[Path | None, typer.Option(help="Your own charge rules YAML (SKU, sub-account, resource, service).",
+                                                      exists=True, dir_okay=False)] = None,
 ) -> None:
     """Run the whole graph over any folder of exports and telemetry."""
     settings = FinopsSettings(landing_dir=str(landing.resolve()), timezone=timezone,
                               reporting_currency=reporting_currency.upper(),
                               fx_rates_file=str(fx_rates.resolve()) if fx_rates else None,
-                              phase_rules_file=str(phase_rules.resolve()) if phase_rules else None)
+                              phase_rules_file=str(phase_rules.resolve()) if phase_rules else None,
+                              charge_rules_file=str(charge_rules.resolve()) if charge_rules else None)
     raise typer.Exit(_run(landing, warehouse.resolve(), reports, settings))
 
 

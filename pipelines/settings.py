@@ -27,6 +27,7 @@ class FinopsSettings(ConfigurableResource):
     fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates; wins over the bundled ones.")
     max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
     phase_rules_file: str | None = Field(default=None, description="YAML phase rules replacing the bundled ones.")
+    charge_rules_file: str | None = Field(default=None, description="YAML charge rules replacing the bundled ones.")
     tco_params_file: str | None = Field(default=None, description="YAML purchasing parameters overriding the bundled ones.")
     price_catalog_file: str | None = Field(default=None, description="CSV of your own prices; wins over the bundled catalog.")
     # Hidden-cost thresholds (documented in the README).
@@ -68,6 +69,7 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         fx_rates_file=os.environ.get("FINOPS_FX_RATES") or None,
         phase_rules_file=os.environ.get("FINOPS_PHASE_RULES") or None,
         tco_params_file=os.environ.get("FINOPS_TCO_PARAMS") or None,
+        charge_rules_file=os.environ.get("FINOPS_CHARGE_RULES") or None,
         price_catalog_file=os.environ.get("FINOPS_PRICE_CATALOG") or None,
     )
     return settings, str(Path(warehouse).resolve())

@@ -23,7 +23,7 @@ def summary_dict(warehouse: Path) -> dict:
             "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES},
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "
                                                 "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency "
-                                                "FROM marts.spend_by_phase"),
+                                                "FROM marts.spend_by_phase WHERE period = 'all'"),
             "conservation": fetch_dicts(conn, """
                 SELECT c.BillingCurrency AS currency, sum(c.EffectiveCost) AS cost_lines_total,
                        (SELECT sum(a.amount_billing) FROM marts.cost_attribution a JOIN core.cost_lines l USING (x_ChargeId)
@@ -69,4 +69,4 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))
     console.print(f"warehouse: {warehouse}  ({elapsed:.1f} s)")
     console.print(f"open it:   python -c \"import duckdb; print(duckdb.connect('{warehouse}', read_only=True)"
-                  ".sql('FROM marts.spend_by_phase'))\"", highlight=False)
+                  ".sql(\\\"FROM marts.spend_by_phase WHERE period = 'all'\\\"))\"", highlight=False)

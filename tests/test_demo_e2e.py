@@ -64,7 +64,7 @@ def test_money_is_conserved_every_day_and_phase_totals_match_the_truths(demo_run
 
 def test_spend_by_phase_gpu_hours_and_utilization(demo_run, demo_db):
     truths = demo_run.truths
-    rows = {r["phase"]: r for r in fetch_dicts(demo_db, "SELECT * FROM marts.spend_by_phase")}
+    rows = {r["phase"]: r for r in fetch_dicts(demo_db, "SELECT * FROM marts.spend_by_phase WHERE period = 'all'")}
     assert list(rows) == ["pretraining", "finetuning", "inference", "idle", "unattributed"]
     for phase, busy in truths["busy_gpu_hours"].items():
         assert rows[phase]["gpu_hours_busy"] == pytest.approx(busy, abs=0.01), phase
@@ -78,6 +78,16 @@ def test_spend_by_phase_gpu_hours_and_utilization(demo_run, demo_db):
     assert rows["pretraining"]["cost_by_billing_currency"]["CNY"] == Decimal("7104.000000")
 
 
+def test_spend_by_phase_per_month_adds_up_to_the_whole(demo_db):
+    months = fetch_all(demo_db, """SELECT period, count(*), sum(cost_reporting) FROM marts.spend_by_phase
+                                   WHERE period <> 'all' GROUP BY period ORDER BY period""")
+    assert [(m, n) for m, n, _ in months] == [("2026-09", 5), ("2026-10", 5)]
+    whole = fetch_all(demo_db, "SELECT sum(cost_reporting) FROM marts.spend_by_phase WHERE period = 'all'")[0][0]
+    assert sum(total for _, _, total in months) == whole
+    shares = fetch_all(demo_db, "SELECT period, sum(share_pct) FROM marts.spend_by_phase GROUP BY period")
+    assert all(abs(share - 100) < 0.05 for _, share in shares)
+
+
 def test_telemetry_local_times_were_converted_to_utc(demo_run, demo_db):
     first, last = fetch_all(demo_db, "SELECT min(ts), max(ts) FROM core.gpu_samples")[0]
     assert first.isoformat() == demo_run.truths["period"]["start"].replace("Z", "+00:00")
@@ -88,7 +98,7 @@ def test_loading_the_same_folder_again_changes_nothing(demo_run, demo_db):
     snapshot_sql = {
         "files": "SELECT path, sha256, status, rows_loaded FROM raw.files ORDER BY path",
         "raw": "SELECT (SELECT count(*) FROM raw.cost_lines), (SELECT count(*) FROM raw.gpu_samples), (SELECT count(*) FROM raw.workloads)",
-        "phases": "SELECT phase, cost_reporting, gpu_hours_paid, gpu_hours_busy FROM marts.spend_by_phase",
+        "phases": "SELECT period, phase, cost_reporting, gpu_hours_paid, gpu_hours_busy FROM marts.spend_by_phase",
         "daily": "SELECT * FROM marts.daily_cost ORDER BY ALL",
         "findings": "SELECT finding_id, wasted_cost, avoidable_cost FROM findings.hidden_costs ORDER BY finding_id",
     }
@@ -133,7 +143,7 @@ def test_purchasing_strategies_are_priced_from_the_measured_usage(demo_run, demo
     assert json.loads(hybrid["inputs"])["training_baseline_cards"] == 8
     profile = fetch_all(demo_db, "SELECT count(DISTINCT hour), sum(gpu_hours_held) FROM marts.gpu_hours_profile")[0]
     assert profile[0] == 40 * 24
-    held = fetch_all(demo_db, "SELECT sum(gpu_hours_paid) FROM marts.spend_by_phase WHERE phase <> 'idle'")[0][0]
+    held = fetch_all(demo_db, "SELECT sum(gpu_hours_paid) FROM marts.spend_by_phase WHERE phase <> 'idle' AND period = 'all'")[0][0]
     assert profile[1] == pytest.approx(held)  # the hourly profile and the attribution agree on GPU-hours held
 
 

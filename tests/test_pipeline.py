@@ -22,6 +22,7 @@ CHARGES = {
     "credit": f"-2.00,-2.00,USD,Credit,{DAY},AWS,S3,Storage,bucket-2,,,",
     "no_rate": f"10.00,10.00,XYZ,Usage,{DAY},Elsewhere,GPU,Compute,ins-q,gpu-q,,",
     "oversubscribed": f"24.00,24.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-z,gpu-z,,1",
+    "ruled": f"7.00,7.00,USD,Usage,{DAY},AWS,SageMaker,AI and Machine Learning,ep-1,llm-serving-endpoint,,",
 }
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 pt-x,pretraining,gpu-x,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
@@ -93,7 +94,9 @@ def test_tags_credits_and_oversubscription(fixture_run):
     assert parts(conn, "bucket-1") == {"inference": Decimal("5.000000")}
     assert parts(conn, "bucket-2") == {"unattributed": Decimal("-2.000000")}
     assert parts(conn, "ins-z") == {"inference": Decimal("12.000000"), "pretraining": Decimal("12.000000")}  # no idle
+    assert parts(conn, "ep-1") == {"inference": Decimal("7.000000")}  # charge rule 'inference-resources'
     methods = dict(fetch_all(conn, "SELECT c.ResourceId, any_value(a.method) FROM marts.cost_attribution a JOIN core.cost_lines c USING (x_ChargeId) GROUP BY 1"))
+    assert methods["ep-1"] == "rule"
     assert methods["bucket-1"] == "tag" and methods["bucket-2"] == "no_evidence" and methods["ins-z"] == "workload_overlap"
 
 

@@ -4,7 +4,9 @@
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
 --      by GPU-seconds held; paid GPU-seconds nobody held go to 'idle'            → 'workload_overlap' / 'no_workload'
---   3. anything else                                                             → 'unattributed'
+--   3. other charges: the first charge rule (charge_rules: one row per condition)
+--      whose conditions all match                                                → 'rule'
+--   4. anything else                                                             → 'unattributed'
 --
 -- Money is conserved exactly: each part is floor(cost × weight / total) in micro-units, and the
 -- rounding residue goes to the charge's largest part (ties by phase name), so the parts of a
@@ -20,6 +22,9 @@ WITH charges AS (
         coalesce(x_GpuCount, 0) AS gpu_count,
         ResourceId,
         ResourceName,
+        SkuId,
+        coalesce(SubAccountName, SubAccountId) AS sub_account,
+        ServiceName,
         (
             SELECT lower(replace(replace(json_extract_string(Tags, '$."' || k || '"'), '-', ''), '_', ''))
             FROM unnest($phase_tag_keys::VARCHAR[]) AS keys(k)
@@ -51,6 +56,23 @@ held AS (
     WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
     GROUP BY c.x_ChargeId, w.phase
 ),
+rule_hits AS (
+    SELECT c.x_ChargeId, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
+    FROM classified AS c
+    CROSS JOIN charge_rules AS r
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds <= 0
+    GROUP BY c.x_ChargeId, r.rule_order
+    HAVING bool_and(coalesce(regexp_matches(
+        CASE r.field
+            WHEN 'sku' THEN c.SkuId
+            WHEN 'sub_account' THEN c.sub_account
+            WHEN 'resource' THEN coalesce(c.ResourceName, c.ResourceId)
+            WHEN 'service' THEN c.ServiceName
+        END, r.pattern), false))
+),
+first_rule AS (
+    SELECT * FROM rule_hits QUALIFY row_number() OVER (PARTITION BY x_ChargeId ORDER BY rule_order) = 1
+),
 held_total AS (
     SELECT x_ChargeId, sum(gpu_seconds) AS gpu_seconds FROM held GROUP BY x_ChargeId
 ),
@@ -78,9 +100,14 @@ parts AS (
     WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
       AND c.paid_gpu_seconds > coalesce(t.gpu_seconds, 0)
     UNION ALL
+    SELECT c.x_ChargeId, r.phase, 'rule', 1, 1, NULL,
+           json_object('rule', 'rule ' || r.rule_order || ': ' || r.rule_name)
+    FROM classified AS c JOIN first_rule AS r USING (x_ChargeId)
+    UNION ALL
     SELECT x_ChargeId, 'unattributed', 'no_evidence', 1, 1, NULL,
-           json_object('reason', 'no phase tag and no GPU resource to match workloads against')
-    FROM classified WHERE tag_phase IS NULL AND paid_gpu_seconds <= 0
+           json_object('reason', 'no phase tag, no GPU resource to match workloads against, and no charge rule matched')
+    FROM classified
+    WHERE tag_phase IS NULL AND paid_gpu_seconds <= 0 AND x_ChargeId NOT IN (SELECT x_ChargeId FROM first_rule)
 ),
 split AS (
     SELECT

@@ -1,6 +1,7 @@
--- marts.spend_by_phase: one row per phase (all five, even when zero) over everything loaded:
--- cost in the reporting currency and per billing currency, share, GPU-hours paid and busy,
--- utilization and cost per busy GPU-hour, beside the industry ranges the design quotes.
+-- marts.spend_by_phase: one row per period and phase (all five phases, even when zero).
+-- `period` is a calendar month ('2026-09', UTC) or 'all' for everything loaded.
+-- Cost in the reporting currency and per billing currency, share of the period, GPU-hours paid
+-- and busy, utilization and cost per busy GPU-hour, beside the industry ranges the design quotes.
 --
 -- GPU-hours busy come from core.gpu_minutes: a busy minute on a host counts for the phases of the
 -- workloads running there (split by GPUs held); busy minutes with no workload count as 'idle'.
@@ -9,23 +10,24 @@ CREATE OR REPLACE TABLE marts.spend_by_phase AS
 WITH phases AS (
     SELECT unnest(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed']) AS phase
 ),
+attributed AS (
+    SELECT a.*, c.BillingCurrency, p.period
+    FROM marts.cost_attribution AS a
+    JOIN core.cost_lines AS c USING (x_ChargeId)
+    CROSS JOIN unnest(['all', strftime(a.charge_day, '%Y-%m')]) AS p(period)
+),
 cost AS (
-    SELECT phase,
+    SELECT period, phase,
            sum(amount_reporting) AS cost_reporting,
            sum(gpu_seconds) FILTER (WHERE method IN ('workload_overlap', 'no_workload')) / 3600.0 AS gpu_hours_paid,
            count(*) - count(amount_reporting) AS parts_without_fx_rate
-    FROM marts.cost_attribution
-    GROUP BY phase
+    FROM attributed
+    GROUP BY period, phase
 ),
 by_currency AS (
-    SELECT phase, map_from_entries(list({'k': currency, 'v': amount} ORDER BY currency)) AS cost_by_billing_currency
-    FROM (
-        SELECT a.phase, c.BillingCurrency AS currency, sum(a.amount_billing) AS amount
-        FROM marts.cost_attribution AS a
-        JOIN core.cost_lines AS c USING (x_ChargeId)
-        GROUP BY ALL
-    )
-    GROUP BY phase
+    SELECT period, phase, map_from_entries(list({'k': currency, 'v': amount} ORDER BY currency)) AS cost_by_billing_currency
+    FROM (SELECT period, phase, BillingCurrency AS currency, sum(amount_billing) AS amount FROM attributed GROUP BY ALL)
+    GROUP BY period, phase
 ),
 minute_phases AS (
     -- Which phases ran on each GPU-minute's host, weighted by GPUs held.
@@ -36,22 +38,32 @@ minute_phases AS (
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     WHERE w.gpu_count > 0
 ),
-busy AS (
-    SELECT phase, sum(busy_fraction * phase_weight) / 60.0 AS gpu_hours_busy FROM minute_phases GROUP BY phase
+busy_minutes AS (
+    SELECT minute, phase, busy_fraction * phase_weight AS busy FROM minute_phases
     UNION ALL
-    SELECT 'idle', sum(m.busy_fraction) / 60.0
+    SELECT m.minute, 'idle', m.busy_fraction
     FROM core.gpu_minutes AS m
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
         WHERE w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     )
 ),
+busy AS (
+    SELECT p.period, b.phase, sum(b.busy) / 60.0 AS gpu_hours_busy
+    FROM busy_minutes AS b
+    CROSS JOIN unnest(['all', strftime(b.minute, '%Y-%m')]) AS p(period)
+    GROUP BY ALL
+),
+periods AS (
+    SELECT period FROM cost UNION SELECT period FROM busy UNION SELECT 'all'
+),
 ranges AS (
     SELECT r.phase, r.util_low, r.util_high, r.share_low, r.share_high FROM (SELECT unnest($typical_ranges) AS r)
 ),
-total AS (SELECT sum(cost_reporting) AS cost_reporting FROM cost)
+total AS (SELECT period, sum(cost_reporting) AS cost_reporting FROM cost GROUP BY period)
 SELECT
-    p.phase,
+    pe.period,
+    ph.phase,
     $reporting_currency AS reporting_currency,
     coalesce(c.cost_reporting, 0)::DECIMAL(18, 6) AS cost_reporting,
     b.cost_by_billing_currency,
@@ -68,10 +80,12 @@ SELECT
     r.share_low AS typical_share_pct_low,
     r.share_high AS typical_share_pct_high,
     coalesce(c.parts_without_fx_rate, 0) AS parts_without_fx_rate
-FROM phases AS p
-LEFT JOIN cost AS c USING (phase)
-LEFT JOIN by_currency AS b USING (phase)
-LEFT JOIN (SELECT phase, sum(gpu_hours_busy) AS gpu_hours_busy FROM busy GROUP BY phase) AS u USING (phase)
-LEFT JOIN ranges AS r USING (phase)
-CROSS JOIN total AS t
-ORDER BY array_position(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed'], p.phase);
+FROM periods AS pe
+CROSS JOIN phases AS ph
+LEFT JOIN cost AS c ON c.period = pe.period AND c.phase = ph.phase
+LEFT JOIN by_currency AS b ON b.period = pe.period AND b.phase = ph.phase
+LEFT JOIN busy AS u ON u.period = pe.period AND u.phase = ph.phase
+LEFT JOIN ranges AS r ON r.phase = ph.phase
+LEFT JOIN total AS t ON t.period = pe.period
+ORDER BY pe.period = 'all' DESC, pe.period,
+         array_position(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed'], ph.phase);
