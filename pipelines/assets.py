@@ -157,8 +157,12 @@ findings_slow_disk_idle = sql_asset("findings.slow_disk_idle",
 findings_unused_gpu = sql_asset("findings.unused_gpu",
                                 ["core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"],
                                 "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused commitments", "findings")
+findings_overprovisioned_inference = sql_asset(
+    "findings.overprovisioned_inference", ["core.gpu_minutes", "core.workloads", "marts.gpu_hour_prices"],
+    "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings")
 findings_hidden_costs = sql_asset("findings.hidden_costs",
-                                  ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu", "core.fx_rates"],
+                                  ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu",
+                                   "findings.overprovisioned_inference", "core.fx_rates"],
                                   "findings.hidden_costs: every leak, ranked by avoidable cost", "findings")
 marts_gpu_hours_profile = sql_asset("marts.gpu_hours_profile", ["core.workloads", "core.gpu_minutes", "core.cost_lines"],
                                     "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts")
@@ -194,5 +198,5 @@ ALL_ASSETS = [
     ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
     core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
     price_catalog_asset, marts_gpu_hour_prices, findings_egress, findings_slow_disk_idle, findings_unused_gpu,
-    findings_hidden_costs,
+    findings_overprovisioned_inference, findings_hidden_costs,
 ]

@@ -456,6 +456,7 @@ def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> d
 FAST_DISK_GBPS = 3
 IDLE_BUSY_PCT = 5
 IDLE_MIN_MINUTES = 360
+INFERENCE_VALLEY_BUSY = 0.10
 
 
 def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
@@ -486,10 +487,16 @@ def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
                     run = 0
     price = float(A100_CARD_HOUR_CNY)
     pulls = len(PULL_DAYS)
+    # Inference valleys: hours whose busy GPUs stay under 0.10 need no GPU at all.
+    serving = utils["gpu-rtx6000-01"][0].reshape(-1, 60).sum(axis=1) / 100 / 60
+    valley_hours = int((serving < INFERENCE_VALLEY_BUSY).sum())
     return {
         "slow_disk_idle": {"checkpoints": PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H, "wasted_gpu_hours": wasted_ckpt_hours,
                            "wasted_cny": wasted_ckpt_hours * price, "avoidable_cny": avoidable_ckpt_hours * price},
         "unused_gpu": {"idle_gpu_hours": idle_hours, "wasted_cny": idle_hours * price},
+        "overprovisioned_inference": {"valley_hours": valley_hours, "paid_cny": float(RTX6000_HOUR_CNY) * DAYS * 24,
+                                      "avoidable_cny": valley_hours * float(RTX6000_HOUR_CNY),
+                                      "peak_valley_ratio": float(np.quantile(serving, 0.95) / np.quantile(serving, 0.05))},
         "egress": {"wasted_usd": float(DATASET_GB * pulls * EGRESS_USD_PER_GB),
                    "avoidable_usd": float(DATASET_GB * (pulls - 1) * EGRESS_USD_PER_GB)},
     }

@@ -36,6 +36,9 @@ class FinopsSettings(ConfigurableResource):
     idle_min_minutes: int = Field(default=360, description="Shortest idle run reported as unused_gpu (minutes).")
     severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
     severity_medium: float = Field(default=50.0, description="Avoidable cost (reporting currency) from which a finding is medium.")
+    inference_target_util: float = Field(default=0.6, description="Utilization autoscaled inference should run at.")
+    inference_valley_busy: float = Field(default=0.10, description="Busy GPUs under which an inference hour is a valley.")
+    inference_min_ratio: float = Field(default=4.0, description="Peak/valley ratio from which inference counts as over-provisioned.")
     min_finding_cost: float = Field(default=0.10, description="Smallest wasted cost (reporting currency) listed in findings.hidden_costs.")
 
     def sql_params(self) -> dict[str, object]:
@@ -50,6 +53,9 @@ class FinopsSettings(ConfigurableResource):
             "severity_high": self.severity_high,
             "severity_medium": self.severity_medium,
             "min_finding_cost": self.min_finding_cost,
+            "inference_target_util": self.inference_target_util,
+            "inference_valley_busy": self.inference_valley_busy,
+            "inference_min_ratio": self.inference_min_ratio,
             "typical_ranges": [
                 {"phase": phase, "util_low": r["util_pct"][0], "util_high": r["util_pct"][1],
                  "share_low": r["share_pct"][0], "share_high": r["share_pct"][1]}

@@ -151,7 +151,12 @@ def test_every_injected_leak_is_found_within_one_percent_of_the_truth(demo_run, 
     leaks = demo_run.truths["leaks"]
     found = {(k, s): (n, w, a) for k, s, n, w, a in fetch_all(demo_db, """
         SELECT kind, subkind, count(*), sum(wasted_cost), sum(avoidable_cost) FROM findings.hidden_costs GROUP BY ALL""")}
-    assert set(found) == {("egress", "repeated_download"), ("slow_disk_idle", "checkpoint"), ("unused_gpu", "idle_run")}
+    assert set(found) == {("egress", "repeated_download"), ("slow_disk_idle", "checkpoint"), ("unused_gpu", "idle_run"),
+                          ("overprovisioned_inference", "no_gpu_mode")}
+    _, wasted, avoidable = found[("overprovisioned_inference", "no_gpu_mode")]
+    assert float(wasted) == pytest.approx(leaks["overprovisioned_inference"]["paid_cny"], rel=0.01)
+    assert float(avoidable) == pytest.approx(leaks["overprovisioned_inference"]["avoidable_cny"], rel=0.01)
+    assert leaks["overprovisioned_inference"]["peak_valley_ratio"] > 8  # the design's 10x swing
     n, wasted, avoidable = found[("slow_disk_idle", "checkpoint")]
     assert n == leaks["slow_disk_idle"]["checkpoints"] == 80
     assert float(wasted) == pytest.approx(leaks["slow_disk_idle"]["wasted_cny"], rel=0.01)

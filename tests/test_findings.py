@@ -17,11 +17,23 @@ CHARGES = [
     f"44.40,44.40,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-dark,gpu-dark,24,GPU-Hours,,,,A100 80G,1",  # nobody reports
     f"10.00,10.00,USD,Usage,{DAY},AWS,EC2,Compute,,,,,sp-123,Unused,,,",
     f"2.70,2.70,USD,Usage,{DAY},AWS,AWS Data Transfer,Networking,arn:aws:s3:::bucket-e,bucket-e,30,GB,,,,,",
+    f"24.00,24.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-i,gpu-i,24,GPU-Hours,,,,RTX 6000 Ada,1",  # 1.00 per hour
 ]
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 job-a,pretraining,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 job-b,finetuning,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+svc-i,inference,gpu-i,1,2026-09-01T00:00:00Z,
 """
+
+
+def serving_lines():
+    """Half busy for 12 hours, then a 2 % valley for 12 hours."""
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        hh, mm = divmod(minute, 60)
+        lines.append(f"2026/09/01 {hh:02d}:{mm:02d}:00.000, 0, GPU-i0, NVIDIA RTX 6000 Ada Generation, "
+                     f"{50 if hh < 12 else 2} %, 100 MiB, 80.00 W")
+    return "\n".join(lines) + "\n"
 CHECKPOINTS = ('{"job": "job-a", "host": "gpu-k", "started_at": "2026-09-01T00:00:00Z", "ended_at": "2026-09-01T00:08:00Z", '
                '"bytes": 200000000000, "path": "/ckpt/1", "storage_class": "cloud_disk"}\n')
 
@@ -52,6 +64,7 @@ def findings(tmp_path_factory):
     (landing / "jobs.csv").write_text(WORKLOADS)
     (landing / "checkpoints.jsonl").write_text(CHECKPOINTS)
     (landing / "gpu-k.csv").write_text(smi_lines())
+    (landing / "gpu-i.csv").write_text(serving_lines())
     (landing / "access.log").write_text("".join(access_log_line(n, "198.51.100.7") for n in range(1, 4))
                                         + access_log_line(4, "10.0.0.5"))  # the internal read is not egress
     outcome = run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD")
@@ -106,9 +119,17 @@ def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
     assert ("egress", "data_transfer_out") not in findings  # the log explains the resource's egress: no second count
 
 
+def test_inference_paid_at_peak_all_day(findings):
+    f = one(findings, "overprovisioned_inference", "no_gpu_mode")
+    evidence = json.loads(f["evidence"])
+    assert (evidence["valley_hours"], evidence["peak_valley_ratio"]) == (12, 25.0)
+    assert (f["wasted_cost"], f["avoidable_cost"]) == (Decimal("24.000000"), Decimal("12.000000"))  # 12 valley hours × 1.00
+    assert evidence["autoscaling_saving"] == 0  # one card is the least autoscaling keeps
+
+
 def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):
     rows = [r for group in findings.values() for r in group]
-    assert len({r["finding_id"] for r in rows}) == len(rows) == 5
+    assert len({r["finding_id"] for r in rows}) == len(rows) == 6
     for r in rows:
         assert r["reporting_currency"] == "USD" and r["wasted_cost_reporting"] is not None
         assert r["severity"] in ("low", "medium", "high")

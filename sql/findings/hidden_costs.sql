@@ -8,6 +8,7 @@ WITH all_findings AS (
     SELECT * FROM findings.egress
     UNION ALL BY NAME SELECT * FROM findings.slow_disk_idle
     UNION ALL BY NAME SELECT * FROM findings.unused_gpu
+    UNION ALL BY NAME SELECT * FROM findings.overprovisioned_inference
 ),
 converted AS (
     SELECT f.*,

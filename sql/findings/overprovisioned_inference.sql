@@ -1,0 +1,62 @@
+-- findings.overprovisioned_inference: inference hosts paid for at their peak around the clock.
+-- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes) against the GPUs
+-- paid in that hour (from its charges). When the peak hour (95th percentile) is at least
+-- $inference_min_ratio times the valley (5th percentile), the finding prices two remedies and
+-- takes the better as avoidable: autoscaling (GPUs each hour = busy ÷ $inference_target_util,
+-- rounded up, at least one) and a no-GPU mode in valleys (no GPU in hours busy under
+-- $inference_valley_busy GPUs, autoscaled otherwise).
+CREATE OR REPLACE TABLE findings.overprovisioned_inference AS
+WITH inference_hosts AS (
+    SELECT DISTINCT host FROM core.workloads WHERE phase = 'inference' AND gpu_count > 0
+),
+busy AS (
+    SELECT m.host, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour,
+           sum(m.busy_fraction) / 60.0 AS busy_gpus
+    FROM core.gpu_minutes AS m
+    WHERE m.host IN (SELECT host FROM inference_hosts)
+    GROUP BY ALL
+),
+hours AS (
+    SELECT b.host, b.hour, b.busy_gpus, p.gpu_count AS paid_gpus, p.price_per_gpu_hour, p.currency
+    FROM busy AS b
+    JOIN marts.gpu_hour_prices AS p ON p.host = b.host AND p.period_start <= b.hour AND p.period_end > b.hour
+),
+sized AS (
+    SELECT *,
+           -- Whole GPUs, so savings stay exact: (GPUs paid − GPUs needed) × DECIMAL price.
+           CAST(least(paid_gpus, greatest(1, ceil(busy_gpus / $inference_target_util))) AS INTEGER) AS autoscaled_gpus,
+           CAST(CASE WHEN busy_gpus < $inference_valley_busy THEN 0
+                     ELSE least(paid_gpus, greatest(1, ceil(busy_gpus / $inference_target_util))) END AS INTEGER) AS no_gpu_mode_gpus
+    FROM hours
+),
+per_host AS (
+    SELECT host, any_value(currency) AS currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end,
+           count(*) AS hours, sum(paid_gpus) AS paid_gpu_hours, sum(busy_gpus) AS busy_gpu_hours,
+           quantile_cont(busy_gpus, 0.95) AS peak_busy_gpus, quantile_cont(busy_gpus, 0.05) AS valley_busy_gpus,
+           sum(paid_gpus * price_per_gpu_hour) AS paid_cost,
+           sum((paid_gpus - autoscaled_gpus) * price_per_gpu_hour) AS autoscaling_saving,
+           sum((paid_gpus - no_gpu_mode_gpus) * price_per_gpu_hour) AS no_gpu_mode_saving,
+           sum(CASE WHEN no_gpu_mode_gpus = 0 THEN 1 ELSE 0 END) AS valley_hours
+    FROM sized
+    GROUP BY host
+)
+SELECT
+    'overprovisioned_inference' AS kind,
+    CASE WHEN no_gpu_mode_saving > autoscaling_saving THEN 'no_gpu_mode' ELSE 'autoscaling' END AS subkind,
+    host AS resource, host, period_start, period_end,
+    CAST(paid_cost AS DECIMAL(18, 6)) AS wasted_cost,
+    CAST(greatest(autoscaling_saving, no_gpu_mode_saving) AS DECIMAL(18, 6)) AS avoidable_cost,
+    currency, 'charge' AS price_source,
+    json_object('hours', hours, 'paid_gpu_hours', paid_gpu_hours, 'busy_gpu_hours', round(busy_gpu_hours, 2),
+                'peak_busy_gpus', round(peak_busy_gpus, 3), 'valley_busy_gpus', round(valley_busy_gpus, 3),
+                'peak_valley_ratio', round(peak_busy_gpus / greatest(valley_busy_gpus, 0.001), 1),
+                'autoscaling_saving', autoscaling_saving, 'no_gpu_mode_saving', no_gpu_mode_saving,
+                'valley_hours', valley_hours, 'target_utilization', $inference_target_util) AS evidence,
+    printf('%s served inference at %.0f %% utilization: its peak hour is %.0fx its valley. Scaling to no GPU in the '
+           || '%d valley hours saves %s %s; autoscaling to %.0f %% utilization saves %s %s.',
+           host, 100 * busy_gpu_hours / paid_gpu_hours, peak_busy_gpus / greatest(valley_busy_gpus, 0.001), valley_hours,
+           CAST(round(no_gpu_mode_saving, 2) AS VARCHAR), currency, 100 * $inference_target_util,
+           CAST(round(autoscaling_saving, 2) AS VARCHAR), currency) AS recommendation
+FROM per_host
+WHERE peak_busy_gpus >= $inference_min_ratio * greatest(valley_busy_gpus, 0.001)
+  AND greatest(autoscaling_saving, no_gpu_mode_saving) > 0;
