@@ -32,6 +32,7 @@ class FinopsSettings(ConfigurableResource):
     price_catalog_file: str | None = Field(default=None, description="CSV of your own prices; wins over the bundled catalog.")
     # Hidden-cost thresholds (documented in the README).
     fast_disk_gbps: float = Field(default=3.0, description="Throughput of the fast disk checkpoints could go to (GB/s).")
+    signature_write_mb_s: float = Field(default=100.0, description="Disk write rate that, with idle GPUs, marks a checkpoint.")
     idle_busy_threshold: float = Field(default=0.05, description="A GPU-minute busier than this is not idle.")
     idle_min_minutes: int = Field(default=360, description="Shortest idle run reported as unused_gpu (minutes).")
     severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
@@ -48,6 +49,7 @@ class FinopsSettings(ConfigurableResource):
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),
             "fast_disk_gbps": self.fast_disk_gbps,
+            "signature_write_mb_s": self.signature_write_mb_s,
             "idle_busy_threshold": self.idle_busy_threshold,
             "idle_min_minutes": self.idle_min_minutes,
             "severity_high": self.severity_high,

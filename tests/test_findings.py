@@ -22,6 +22,7 @@ CHARGES = [
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 job-a,pretraining,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 job-b,finetuning,gpu-k,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
+job-s,pretraining,gpu-s,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z
 svc-i,inference,gpu-i,1,2026-09-01T00:00:00Z,
 """
 
@@ -50,6 +51,27 @@ def smi_lines():
     return "\n".join(lines) + "\n"
 
 
+T0 = 1788220800  # 2026-09-01 00:00 UTC
+
+
+def signature_files():
+    """gpu-s: no checkpoint events, but node_exporter shows 4 minutes of 500 MB/s writes (10:00–10:04)
+    while its 4 GPUs sit at 1 %; a later fast write while the GPUs are busy is not a checkpoint stall."""
+    smi = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in list(range(600, 604)) + list(range(720, 722)):
+        busy = 1 if minute < 700 else 90
+        smi += [f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000, {g}, GPU-s{g}, NVIDIA A100-SXM4-80GB, {busy} %, 1 MiB, 80.00 W"
+                for g in range(4)]
+    written, values = 0, []
+    for minute in range(599, 606):
+        written += 30_000_000_000 if 600 <= minute < 604 else 0  # 30 GB a minute = 500 MB/s
+        values.append([T0 + (minute + 1) * 60, str(written)])
+    values.append([T0 + 722 * 60, str(written + 60_000_000_000)])  # busy GPUs: someone else's write
+    export = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "node_disk_written_bytes_total", "instance": "gpu-s:9100", "device": "sda"}, "values": values}]}}
+    return "\n".join(smi) + "\n", json.dumps(export)
+
+
 def access_log_line(n, ip):
     return (f"owner bucket-e [01/Sep/2026:0{n}:00:00 +0000] {ip} arn:aws:iam::1:user/x REQ{n} REST.GET.OBJECT data/set.tar "
             f'"GET /data/set.tar HTTP/1.1" 200 - 10000000000 10000000000 1000 10 "-" "curl" -\n')
@@ -65,6 +87,9 @@ def findings(tmp_path_factory):
     (landing / "checkpoints.jsonl").write_text(CHECKPOINTS)
     (landing / "gpu-k.csv").write_text(smi_lines())
     (landing / "gpu-i.csv").write_text(serving_lines())
+    smi, node = signature_files()
+    (landing / "gpu-s.csv").write_text(smi)
+    (landing / "node_exporter.json").write_text(node)
     (landing / "access.log").write_text("".join(access_log_line(n, "198.51.100.7") for n in range(1, 4))
                                         + access_log_line(4, "10.0.0.5"))  # the internal read is not egress
     outcome = run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD")
@@ -93,6 +118,16 @@ def test_slow_disk_checkpoint_with_partial_telemetry_and_gpus_shared_by_two_jobs
     assert f["wasted_cost"] == Decimal("1.973333")  # 64/60 GPU-hours × 1.85 CNY, the charge's own price
     assert f["avoidable_cost"] == Decimal("1.699259")  # × (1 − 66.67 s / 480 s)
     assert (f["currency"], f["price_source"]) == ("CNY", "charge")
+
+
+def test_a_checkpoint_stall_found_from_its_signature_alone(findings):
+    f = one(findings, "slow_disk_idle", "signature")
+    evidence = json.loads(f["evidence"])
+    assert f["host"] == "gpu-s" and evidence["bytes"] == 120_000_000_000 and evidence["duration_s"] == 240.0
+    assert (evidence["throughput_mb_s"], evidence["gpus"], evidence["duration_on_fast_disk_s"]) == (500.0, 4, 40.0)
+    # 4 GPUs × 4 minutes × 99 % idle, priced from the catalog (no charge covers gpu-s).
+    assert evidence["wasted_gpu_hours"] == pytest.approx(4 * 4 / 60 * 0.99)
+    assert f["price_source"].startswith("catalog:")
 
 
 def test_idle_runs_need_the_minimum_length(findings):
@@ -129,7 +164,7 @@ def test_inference_paid_at_peak_all_day(findings):
 
 def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):
     rows = [r for group in findings.values() for r in group]
-    assert len({r["finding_id"] for r in rows}) == len(rows) == 6
+    assert len({r["finding_id"] for r in rows}) == len(rows) == 7
     for r in rows:
         assert r["reporting_currency"] == "USD" and r["wasted_cost_reporting"] is not None
         assert r["severity"] in ("low", "medium", "high")

@@ -1,15 +1,42 @@
 -- findings.slow_disk_idle: one row per checkpoint write during which the job's GPUs waited.
+-- Checkpoints come from checkpoint events; without them, from the signature: node_exporter shows
+-- the host writing at least $signature_write_mb_s MB/s while its workloads' GPUs are busy under
+-- $idle_busy_threshold (consecutive intervals merge into one write).
 -- GPUs of the job: workloads holding GPUs on the host while the write ran. Idle share: 1 − busy
 -- over the GPU-minutes of the window that have telemetry (coverage says how many did; with none,
 -- the GPUs are taken as waiting, as a synchronous checkpoint makes them). Wasted GPU-hours =
 -- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
-WITH checkpoints AS (
-    SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path,
-           datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s
+WITH events AS (
+    SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path, 'checkpoint' AS subkind
     FROM core.storage_events
     WHERE kind = 'checkpoint' AND ended_at > started_at AND bytes > 0
+),
+fast_writes AS (
+    -- Disk-write intervals fast enough to be a checkpoint, on hosts whose GPUs then sat idle.
+    SELECT d.host, d.path AS device, d.started_at, d.ended_at, d.bytes
+    FROM core.storage_events AS d
+    WHERE d.kind = 'disk_write' AND d.ended_at > d.started_at
+      AND d.bytes / (datediff('millisecond', d.started_at, d.ended_at) / 1000.0) >= $signature_write_mb_s * 1e6
+      AND (SELECT avg(m.busy_fraction) FROM core.gpu_minutes AS m
+           WHERE m.host = d.host AND m.minute >= utc_minute(d.started_at) AND m.minute < d.ended_at) < $idle_busy_threshold
+      AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.host = d.host AND e.started_at < d.ended_at AND e.ended_at > d.started_at)
+),
+write_islands AS (
+    SELECT *, sum(CASE WHEN started_at <= prev_end THEN 0 ELSE 1 END) OVER (PARTITION BY host, device ORDER BY started_at) AS island
+    FROM (SELECT *, lag(ended_at) OVER (PARTITION BY host, device ORDER BY started_at) AS prev_end FROM fast_writes)
+),
+signatures AS (
+    SELECT 'disk:' || host || ':' || device || '@' || strftime(min(started_at), '%Y-%m-%dT%H:%M:%SZ') AS event_id,
+           host, NULL AS workload_id, sum(bytes) AS bytes, min(started_at) AS started_at, max(ended_at) AS ended_at,
+           'disk ' || device AS storage_class, device AS path, 'signature' AS subkind
+    FROM write_islands
+    GROUP BY host, device, island
+),
+checkpoints AS (
+    SELECT *, datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s
+    FROM (SELECT * FROM events UNION ALL BY NAME SELECT * FROM signatures)
 ),
 job_gpus AS (
     SELECT c.event_id, sum(w.gpu_count) AS gpus, string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
@@ -21,7 +48,7 @@ job_gpus AS (
 ),
 telemetry AS (
     SELECT c.event_id, avg(1 - m.busy_fraction) AS idle_share, count(m.busy_fraction) AS gpu_minutes_seen,
-           count(DISTINCT m.gpu_key) AS gpus_seen
+           count(DISTINCT m.gpu_key) AS gpus_seen, any_value(m.gpu_model) AS telemetry_gpu_model
     FROM checkpoints AS c
     JOIN core.gpu_minutes AS m
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
@@ -30,7 +57,8 @@ telemetry AS (
 priced AS (
     SELECT c.*, coalesce(j.gpus, 0) AS gpus, j.workloads,
            coalesce(t.idle_share, 1.0) AS idle_share, coalesce(t.gpu_minutes_seen, 0) AS gpu_minutes_seen,
-           p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency, p.gpu_model
+           p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency,
+           coalesce(p.gpu_model, t.telemetry_gpu_model) AS gpu_model
     FROM checkpoints AS c
     LEFT JOIN job_gpus AS j USING (event_id)
     LEFT JOIN telemetry AS t USING (event_id)
@@ -55,7 +83,7 @@ measured AS (
 )
 SELECT
     'slow_disk_idle' AS kind,
-    'checkpoint' AS subkind,
+    subkind,
     event_id AS resource,
     host,
     started_at AS period_start,
