@@ -91,6 +91,7 @@ def run(
 def demo(
     out: Annotated[Path, typer.Option(help="Folder for the scenario's landing files, warehouse and truths.")] = DEMO_DIR,
     seed: Annotated[int, typer.Option(help="Seed of the generated scenario.")] = 7,
+    control: Annotated[bool, typer.Option("--control", help="The control scenario: the same story without hidden costs.")] = False,
 ) -> None:
     """Write the bundled scenario and run the whole graph on it."""
     from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
@@ -101,7 +102,7 @@ def demo(
     for stale in (out / "warehouse.duckdb", out / "warehouse.duckdb.wal"):
         stale.unlink(missing_ok=True)
     with console.status("writing the bundled scenario…"):
-        truths = write_scenario(out, seed)
+        truths = write_scenario(out, seed, leaks=not control)
     console.print(f"scenario written to {out / 'landing'} ({truths['rows']['cost_lines']} charge lines, "
                   f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
     settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")

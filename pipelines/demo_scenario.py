@@ -74,26 +74,35 @@ def day(n: int, hour: float = 0) -> datetime:
     return START + timedelta(days=n, hours=hour)
 
 
-def build_workloads(rng: np.random.Generator) -> list[Workload]:
+def build_workloads(rng: np.random.Generator, leaks: bool = True) -> list[Workload]:
+    """The story's jobs. Without leaks (the control scenario) every paid card keeps working: full-host
+    fine-tuning jobs with short gaps, and the two-card host busy to the end."""
     jobs = [Workload("pt-llm-7b", "pretrain-llm-7b", "pretraining", "gpu-a100-01", 8, day(0), day(PRETRAIN_DAYS))]
     # Fine-tuning on the big host after pre-training: short jobs with gaps between them.
-    t = day(PRETRAIN_DAYS, 6)
+    t = day(PRETRAIN_DAYS, 6 if leaks else 1)
     n = 1
     while t < day(DAYS - 2):
         hours = int(rng.integers(6, 40))
-        gpus = int(rng.choice([4, 8]))
+        gpus = int(rng.choice([4, 8])) if leaks else 8
         end = min(t + timedelta(hours=hours), day(DAYS))
         jobs.append(Workload(f"ft-a100-01-{n:02d}", f"finetune-sft-{n:02d}", "finetuning", "gpu-a100-01", gpus, t, end))
-        t = end + timedelta(hours=int(rng.integers(4, 30)))
+        t = end + timedelta(hours=int(rng.integers(4, 30) if leaks else rng.integers(1, 5)))
         n += 1
+    if not leaks:
+        last = jobs[-1]
+        jobs[-1] = Workload(last.workload_id, last.name, last.phase, last.host, last.gpu_count, last.started_at, day(DAYS))
     # Fine-tuning on the two-card host until day 33; its last week is idle.
     t = day(0, 2)
-    while t < day(31):
+    first_lora = len(jobs)
+    while t < day(31 if leaks else DAYS - 1):
         hours = int(rng.integers(20, 70))
-        end = min(t + timedelta(hours=hours), day(33))
+        end = min(t + timedelta(hours=hours), day(33 if leaks else DAYS))
         jobs.append(Workload(f"ft-a100-02-{n:02d}", f"finetune-lora-{n:02d}", "finetuning", "gpu-a100-02", 2, t, end))
-        t = end + timedelta(hours=int(rng.integers(2, 12)))
+        t = end + timedelta(hours=int(rng.integers(2, 12) if leaks else rng.integers(1, 5)))
         n += 1
+    if not leaks and len(jobs) > first_lora:
+        last = jobs[-1]
+        jobs[-1] = Workload(last.workload_id, last.name, last.phase, last.host, last.gpu_count, last.started_at, day(DAYS))
     jobs.append(Workload("svc-sd-inference", "stable-diffusion-serving", "inference", "gpu-rtx6000-01", 1, day(0), day(DAYS)))
     return jobs
 
@@ -102,7 +111,7 @@ def minutes_index() -> np.ndarray:
     return np.arange(DAYS * 24 * 60)
 
 
-def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator) -> np.ndarray:
+def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator, leaks: bool = True) -> np.ndarray:
     """Integer utilization % per GPU (rows) and minute (columns), as nvidia-smi would report."""
     n = DAYS * 24 * 60
     util = rng.integers(0, 3, size=(host.gpus, n)).astype(float)  # idle floor: 0–2 %
@@ -112,7 +121,8 @@ def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator) -> n
         b = int((job.ended_at - START).total_seconds() // 60)
         if job.phase == "pretraining":
             util[:, a:b] = rng.integers(75, 91, size=(host.gpus, b - a))
-            for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
+            # Synchronous checkpoints to a slow disk stall every GPU; the control writes asynchronously.
+            for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H if leaks else PRETRAIN_DAYS * 24 + 1):
                 c = a + h * 60 + CHECKPOINT_EVERY_H * 60 - CHECKPOINT_MINUTES  # write ends each 6-hour block
                 util[:, c:c + CHECKPOINT_MINUTES] = rng.integers(0, 4, size=(host.gpus, CHECKPOINT_MINUTES))
         elif job.phase == "finetuning":
@@ -120,7 +130,8 @@ def utilization(host: Host, jobs: list[Workload], rng: np.random.Generator) -> n
         elif job.phase == "inference":
             # Diurnal demand with a 10x peak/valley swing, scaled to the busy hours of the story.
             hour = (minute / 60.0) % 24
-            shape = 1.0 + 9.0 * np.clip(np.sin((hour - 8) / 24 * 2 * np.pi), 0, None) ** 2
+            swing = 9.0 if leaks else 0.0  # the control serves a flat load
+            shape = 1.0 + swing * np.clip(np.sin((hour - 8) / 24 * 2 * np.pi), 0, None) ** 2
             shape *= rng.uniform(0.8, 1.2, size=n)
             scaled = shape / shape.sum() * INFERENCE_BUSY_HOURS * 60 * 100
             util[0, a:b] = np.clip(np.round(scaled[a:b]), 0, 100)
@@ -275,7 +286,7 @@ def gpu_cloud_charges() -> list[dict]:
     return rows
 
 
-def hyperscaler_charges() -> list[dict]:
+def hyperscaler_charges(leaks: bool = True) -> list[dict]:
     account = ("210987654321", "ml-data")
     rows = []
     storage = dict(ServiceCategory="Storage", RegionId="us-east-1", RegionName="US East (N. Virginia)",
@@ -304,7 +315,7 @@ def hyperscaler_charges() -> list[dict]:
                                SkuPriceId="S3-Standard-Storage-0.023", ListUnitPrice=Decimal("0.023"),
                                ConsumedQuantity=Decimal("2.1739"), PricingQuantity=Decimal("2.1739"),
                                Tags=json.dumps({"ml_phase": "fine-tuning", "team": "ml-research"}), **storage))
-        pulls = PULL_DAYS.count(d)
+        pulls = PULL_DAYS.count(d) if leaks else 0  # the control pulls its dataset over the internal network
         if pulls:
             gb = Decimal(DATASET_GB * pulls)
             rows.append(charge("AWS", account, "USD", d, gb * EGRESS_USD_PER_GB,
@@ -366,29 +377,31 @@ def write_workloads(landing: Path, jobs: list[Workload]) -> list[str]:
     return ["workloads/sacct-gpu-a100-01.txt", "workloads/jobs-gpu-a100-02.csv", "workloads/pods.json"]
 
 
-def write_storage_events(landing: Path, jobs: list[Workload]) -> dict:
-    """Checkpoint events from the training code, and the dataset bucket's access log."""
+def write_storage_events(landing: Path, jobs: list[Workload], leaks: bool = True) -> dict:
+    """Checkpoint events from the training code, and the dataset bucket's access log. The control
+    writes checkpoints to local NVMe in a minute and reads its dataset once, from inside."""
     folder = landing / "storage"
     folder.mkdir(parents=True, exist_ok=True)
     pretrain = next(j for j in jobs if j.phase == "pretraining")
     with open(folder / "checkpoints.jsonl", "w") as fh:
         for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
             end = pretrain.started_at + timedelta(hours=h + CHECKPOINT_EVERY_H)
+            took = timedelta(minutes=CHECKPOINT_MINUTES) if leaks else timedelta(seconds=60)
             fh.write(json.dumps({"job": pretrain.workload_id, "host": pretrain.host,
-                                 "started_at": iso(end - timedelta(minutes=CHECKPOINT_MINUTES)), "ended_at": iso(end),
-                                 "bytes": CHECKPOINT_GB * 10**9, "path": f"/mnt/cloud-disk/ckpt/step-{h * 500:06d}",
-                                 "storage_class": "cloud_disk"}) + "\n")
+                                 "started_at": iso(end - took), "ended_at": iso(end),
+                                 "bytes": CHECKPOINT_GB * 10**9, "path": f"/mnt/{'cloud-disk' if leaks else 'nvme'}/ckpt/step-{h * 500:06d}",
+                                 "storage_class": "cloud_disk" if leaks else "local_nvme"}) + "\n")
     with open(folder / "s3-access-llm-datasets.log", "w") as fh:
-        for n, d in enumerate(PULL_DAYS):
+        for n, d in enumerate(PULL_DAYS if leaks else PULL_DAYS[:1]):
             when = day(d, 9 + n % 5).strftime("%d/%b/%Y:%H:%M:%S +0000")
             size = DATASET_GB * 10**9
             fh.write(f"79a59df900b949e55d96a1e698fbacedfd6e09d98eacf8f8d5218e7cd47ef2be llm-datasets [{when}] "
-                     f"203.0.113.{10 + n} arn:aws:iam::210987654321:user/gpucloud-trainer REQ{n:012d} REST.GET.OBJECT "
+                     f"{'203.0.113.' if leaks else '10.0.3.'}{10 + n} arn:aws:iam::210987654321:user/gpucloud-trainer REQ{n:012d} REST.GET.OBJECT "
                      f'corpus-v3/corpus-v3.tar "GET /llm-datasets/corpus-v3/corpus-v3.tar HTTP/1.1" 200 - {size} {size} '
                      f'2400000 45 "-" "aws-cli/2.15.0" - host{n} SigV4 ECDHE-RSA-AES128-GCM-SHA256 AuthHeader '
                      f"llm-datasets.s3.us-east-1.amazonaws.com TLSv1.2 - -\n")
     checkpoints = PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H
-    return {"checkpoint_events": checkpoints, "object_gets": len(PULL_DAYS)}
+    return {"checkpoint_events": checkpoints, "object_gets": len(PULL_DAYS) if leaks else 1}
 
 
 def expected_attribution(rows: list[dict], jobs: list[Workload]) -> dict:
@@ -459,7 +472,7 @@ IDLE_MIN_MINUTES = 360
 INFERENCE_VALLEY_BUSY = 0.10
 
 
-def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
+def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload], leaks: bool = True) -> dict:
     """The hidden costs injected into the scenario, computed from the generated data with the
     rules the findings document: waiting GPUs during checkpoints, idle runs, repeated downloads."""
     pretrain = next(j for j in jobs if j.phase == "pretraining")
@@ -469,7 +482,7 @@ def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
     fast_s = CHECKPOINT_GB * 1e9 / (FAST_DISK_GBPS * 1e9)
     for h in range(0, PRETRAIN_DAYS * 24, CHECKPOINT_EVERY_H):
         c = h * 60 + CHECKPOINT_EVERY_H * 60 - CHECKPOINT_MINUTES
-        idle_share = float((1 - util[:, c:c + CHECKPOINT_MINUTES] / 100).mean())
+        idle_share = float((util[:, c:c + CHECKPOINT_MINUTES] < IDLE_BUSY_PCT).mean()) if leaks else 0.0
         hours = pretrain.gpu_count * write_s / 3600 * idle_share
         wasted_ckpt_hours += hours
         avoidable_ckpt_hours += hours * (1 - fast_s / write_s)
@@ -486,7 +499,7 @@ def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
                     idle_hours += run / 60 if run >= IDLE_MIN_MINUTES else 0
                     run = 0
     price = float(A100_CARD_HOUR_CNY)
-    pulls = len(PULL_DAYS)
+    pulls = len(PULL_DAYS) if leaks else 0
     # Inference valleys: hours whose busy GPUs stay under 0.10 need no GPU at all.
     serving = utils["gpu-rtx6000-01"][0].reshape(-1, 60).sum(axis=1) / 100 / 60
     valley_hours = int((serving < INFERENCE_VALLEY_BUSY).sum())
@@ -498,28 +511,29 @@ def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict:
                                       "avoidable_cny": valley_hours * float(RTX6000_HOUR_CNY),
                                       "peak_valley_ratio": float(np.quantile(serving, 0.95) / np.quantile(serving, 0.05))},
         "egress": {"wasted_usd": float(DATASET_GB * pulls * EGRESS_USD_PER_GB),
-                   "avoidable_usd": float(DATASET_GB * (pulls - 1) * EGRESS_USD_PER_GB)},
+                   "avoidable_usd": float(DATASET_GB * max(pulls - 1, 0) * EGRESS_USD_PER_GB)},
     }
 
 
-def write_scenario(out: Path, seed: int = 7) -> dict:
-    """Write the landing folder under `out/landing` and `out/truths.json`; return the truths."""
+def write_scenario(out: Path, seed: int = 7, leaks: bool = True) -> dict:
+    """Write the landing folder under `out/landing` and `out/truths.json`; return the truths.
+    `leaks=False` writes the control scenario: the same story with none of the hidden costs."""
     rng = np.random.default_rng(seed)
     landing = out / "landing"
     landing.mkdir(parents=True, exist_ok=True)
-    jobs = build_workloads(rng)
+    jobs = build_workloads(rng, leaks)
     workload_files = write_workloads(landing, jobs)
-    storage = write_storage_events(landing, jobs)
+    storage = write_storage_events(landing, jobs, leaks)
     utils = {}
     samples = 0
     for host in HOSTS:
-        utils[host.name] = utilization(host, jobs, rng)
+        utils[host.name] = utilization(host, jobs, rng, leaks)
         frame = telemetry_frame(host, utils[host.name], rng)
         # One host group reports through dcgm-exporter, the others through nvidia-smi.
         (write_dcgm if host.name in DCGM_HOSTS else write_nvidia_smi)(landing, host, frame)
         samples += frame.height
     gpu_rows = gpu_cloud_charges()
-    aws_rows = hyperscaler_charges()
+    aws_rows = hyperscaler_charges(leaks)
     files = write_invoices(landing, "lumen-gpu-cloud", gpu_rows) + write_invoices(landing, "aws", aws_rows)
     egress = [r for r in aws_rows if r["ServiceName"] == "AWS Data Transfer"]
     inference_busy = float(utils["gpu-rtx6000-01"].sum() / 100 / 60)
@@ -546,7 +560,8 @@ def write_scenario(out: Path, seed: int = 7) -> dict:
         "checkpoints": {"count": checkpoints, "gb_each": CHECKPOINT_GB, "minutes_each": CHECKPOINT_MINUTES,
                         "gpu_minutes_idle": checkpoints * CHECKPOINT_MINUTES * 8},
         "idle_cards": {"host": "gpu-a100-02", "cards": 2, "from": iso(day(33)), "to": iso(day(DAYS))},
-        "leaks": leak_truths(utils, jobs),
+        "leaks": leak_truths(utils, jobs, leaks),
+        "with_leaks": leaks,
     }
     (out / "truths.json").write_text(json.dumps(truths, indent=2, default=str))
     return truths

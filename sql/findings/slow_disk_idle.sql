@@ -2,9 +2,10 @@
 -- Checkpoints come from checkpoint events; without them, from the signature: node_exporter shows
 -- the host writing at least $signature_write_mb_s MB/s while its workloads' GPUs are busy under
 -- $idle_busy_threshold (consecutive intervals merge into one write).
--- GPUs of the job: workloads holding GPUs on the host while the write ran. Idle share: 1 − busy
--- over the GPU-minutes of the window that have telemetry (coverage says how many did; with none,
--- the GPUs are taken as waiting, as a synchronous checkpoint makes them). Wasted GPU-hours =
+-- GPUs of the job: workloads holding GPUs on the host while the write ran. Idle share: the part
+-- of the window's GPU-minutes with telemetry that sat under $idle_busy_threshold (how many had
+-- telemetry is in the evidence; with none, the GPUs are taken as waiting, as a synchronous
+-- checkpoint makes them). Wasted GPU-hours =
 -- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
@@ -47,7 +48,8 @@ job_gpus AS (
     GROUP BY c.event_id
 ),
 telemetry AS (
-    SELECT c.event_id, avg(1 - m.busy_fraction) AS idle_share, count(m.busy_fraction) AS gpu_minutes_seen,
+    -- A GPU-minute near zero (under the idle threshold) is a GPU waiting on the write.
+    SELECT c.event_id, avg(CASE WHEN m.busy_fraction < $idle_busy_threshold THEN 1.0 ELSE 0.0 END) AS idle_share, count(m.busy_fraction) AS gpu_minutes_seen,
            count(DISTINCT m.gpu_key) AS gpus_seen, any_value(m.gpu_model) AS telemetry_gpu_model
     FROM checkpoints AS c
     JOIN core.gpu_minutes AS m
