@@ -151,7 +151,7 @@ def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
     evidence = json.loads(f["evidence"])
     assert (evidence["downloads"], evidence["total_gb"], evidence["price_per_gb"]) == (3, 30.0, 0.09)
     assert (f["wasted_cost"], f["avoidable_cost"], f["price_source"]) == (Decimal("2.700000"), Decimal("1.800000"), "charge")
-    assert ("egress", "data_transfer_out") not in findings  # the log explains the resource's egress: no second count
+    assert ("egress", "internet") not in findings  # the log explains the resource's egress: no second count
 
 
 def test_inference_paid_at_peak_all_day(findings):

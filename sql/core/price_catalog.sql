@@ -1,6 +1,7 @@
 -- core.price_catalog: GPU and egress prices with provenance, the bundled catalog plus the user's
--- own file (which wins for the same provider, SKU, term and region). Instance prices are also
--- given per GPU-hour. Input: price_catalog_input (the CSV columns plus priority).
+-- own file (which wins for the same provider, SKU, term and region). Instance and monthly prices
+-- are also given per GPU-hour (a month is 720 hours). Terms: on_demand, monthly, commit_1y,
+-- commit_3y, spot. Input: price_catalog_input (the CSV columns plus priority).
 CREATE OR REPLACE TABLE core.price_catalog AS
 SELECT
     provider, sku, nullif(gpu_model, '') AS gpu_model, gpu_count, term,
@@ -8,6 +9,7 @@ SELECT
     CASE unit
         WHEN 'gpu_hour' THEN CAST(price AS DECIMAL(18, 6))
         WHEN 'instance_hour' THEN from_micros(to_micros(CAST(price AS DECIMAL(18, 6))) // gpu_count)
+        WHEN 'gpu_month' THEN from_micros(to_micros(CAST(price AS DECIMAL(18, 6))) // (gpu_count * 720))
     END AS price_per_gpu_hour,
     CASE WHEN unit = 'gb' THEN CAST(price AS DECIMAL(18, 6)) END AS price_per_gb,
     source, as_of

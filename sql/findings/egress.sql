@@ -1,13 +1,15 @@
 -- findings.egress: money paid to move data out. Where object access logs show what was
 -- downloaded, one row per object pulled more than once from outside: every pull after the
 -- first is avoidable with a local cache or an internal NAS. Where no log explains a resource's
--- egress, one row per resource and day with its GB and price per GB against the catalog.
+-- egress, one row per resource, day and path (internet or cross_region) with its GB and price
+-- per GB against the catalog's price for that provider and path.
 -- Requests from private addresses (10/8, 172.16/12, 192.168/16) are internal, not egress.
 CREATE OR REPLACE TABLE findings.egress AS
 WITH egress_lines AS (
     SELECT x_ChargeId, ProviderName AS provider, coalesce(ResourceName, ResourceId) AS resource, ResourceId AS resource_id,
            utc_day(ChargePeriodStart) AS day, ChargePeriodStart, ChargePeriodEnd, EffectiveCost, BillingCurrency,
-           CAST(ConsumedQuantity AS DECIMAL(24, 6)) AS gb
+           CAST(ConsumedQuantity AS DECIMAL(24, 6)) AS gb,
+           CASE WHEN concat_ws(' ', ChargeDescription, SkuId) ILIKE '%region%' THEN 'cross_region' ELSE 'internet' END AS path
     FROM core.cost_lines
     WHERE ConsumedUnit IN ('GB', 'GiB', 'gb') AND ConsumedQuantity > 0
       AND (ServiceCategory = 'Networking' OR ChargeDescription ILIKE '%transfer out%' OR ChargeDescription ILIKE '%egress%'
@@ -19,7 +21,7 @@ per_resource AS (
     FROM egress_lines GROUP BY ALL
 ),
 catalog AS (
-    SELECT provider, price_per_gb, currency, source FROM core.price_catalog WHERE unit = 'gb' AND path = 'internet'
+    SELECT provider, path, price_per_gb, currency, source FROM core.price_catalog WHERE unit = 'gb'
 ),
 pulls AS (
     SELECT resource_id AS bucket, path AS object, count(*) AS downloads, sum(bytes) / 1e9 AS total_gb,
@@ -46,14 +48,14 @@ object_findings AS (
                   p.object, p.downloads, p.total_gb, p.downloads - 1, p.total_gb - p.gb_per_pull) AS recommendation
     FROM pulls AS p
     LEFT JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
-    LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS')
+    LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS') AND c.path = 'internet'
 ),
 explained AS (
     SELECT DISTINCT r.resource FROM per_resource AS r JOIN pulls AS p
       ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
 ),
 daily_findings AS (
-    SELECT 'egress' AS kind, 'data_transfer_out' AS subkind, e.resource, NULL AS host,
+    SELECT 'egress' AS kind, e.path AS subkind, e.resource, NULL AS host,
            min(e.ChargePeriodStart) AS period_start, max(e.ChargePeriodEnd) AS period_end,
            sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(18, 6)) AS avoidable_cost, e.BillingCurrency AS currency,
            'charge' AS price_source,
@@ -63,9 +65,9 @@ daily_findings AS (
            printf('%.0f GB left %s on %s. Find out who downloads it; keep repeated reads in the same region or on a cache.',
                   sum(e.gb), e.resource, e.day) AS recommendation
     FROM egress_lines AS e
-    LEFT JOIN catalog AS c ON c.provider = e.provider
+    LEFT JOIN catalog AS c ON c.provider = e.provider AND c.path = e.path
     WHERE e.resource NOT IN (SELECT resource FROM explained)
-    GROUP BY e.resource, e.day, e.BillingCurrency
+    GROUP BY e.resource, e.day, e.path, e.BillingCurrency
 )
 SELECT * FROM object_findings
 UNION ALL BY NAME

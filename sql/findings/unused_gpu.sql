@@ -27,7 +27,7 @@ runs AS (
 ),
 catalog AS (
     SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
-    FROM core.price_catalog WHERE price_per_gpu_hour IS NOT NULL
+    FROM core.price_catalog WHERE price_per_gpu_hour IS NOT NULL AND term = 'on_demand'
     QUALIFY row_number() OVER (PARTITION BY gpu_model ORDER BY price_per_gpu_hour) = 1
 ),
 run_prices AS (
