@@ -158,7 +158,7 @@ findings_unused_gpu = sql_asset("findings.unused_gpu",
                                 ["core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"],
                                 "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused commitments", "findings")
 findings_overprovisioned_inference = sql_asset(
-    "findings.overprovisioned_inference", ["core.gpu_minutes", "core.workloads", "marts.gpu_hour_prices"],
+    "findings.overprovisioned_inference", ["core.gpu_minutes", "core.workloads", "marts.gpu_hour_prices", "core.price_catalog"],
     "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings")
 findings_hidden_costs = sql_asset("findings.hidden_costs",
                                   ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu",

@@ -1,10 +1,11 @@
 -- findings.overprovisioned_inference: inference hosts paid for at their peak around the clock.
 -- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes) against the GPUs
 -- paid in that hour (from its charges). When the peak hour (95th percentile) is at least
--- $inference_min_ratio times the valley (5th percentile), the finding prices two remedies and
--- takes the better as avoidable: autoscaling (GPUs each hour = busy ÷ $inference_target_util,
--- rounded up, at least one) and a no-GPU mode in valleys (no GPU in hours busy under
--- $inference_valley_busy GPUs, autoscaled otherwise).
+-- $inference_min_ratio times the valley (5th percentile), the finding prices three remedies and
+-- takes the best as avoidable: autoscaling (GPUs each hour = busy ÷ $inference_target_util,
+-- rounded up, at least one); valleys moved to the catalog's cheapest on-demand card in the same
+-- currency (autoscaled there); and a no-GPU mode in valleys (no GPU in hours busy under
+-- $inference_valley_busy GPUs, autoscaled otherwise). A valley hour is one under that level.
 CREATE OR REPLACE TABLE findings.overprovisioned_inference AS
 WITH inference_hosts AS (
     SELECT DISTINCT host FROM core.workloads WHERE phase = 'inference' AND gpu_count > 0
@@ -16,10 +17,19 @@ busy AS (
     WHERE m.host IN (SELECT host FROM inference_hosts)
     GROUP BY ALL
 ),
+cheapest_card AS (
+    SELECT currency, price_per_gpu_hour AS cheap_price, gpu_model || ' (' || provider || ')' AS cheap_card
+    FROM core.price_catalog
+    WHERE term = 'on_demand' AND price_per_gpu_hour > 0
+    QUALIFY row_number() OVER (PARTITION BY currency ORDER BY price_per_gpu_hour, provider) = 1
+),
 hours AS (
-    SELECT b.host, b.hour, b.busy_gpus, p.gpu_count AS paid_gpus, p.price_per_gpu_hour, p.currency
+    SELECT b.host, b.hour, b.busy_gpus, p.gpu_count AS paid_gpus, p.price_per_gpu_hour, p.currency,
+           least(p.price_per_gpu_hour, coalesce(k.cheap_price, p.price_per_gpu_hour)) AS valley_price,
+           k.cheap_card
     FROM busy AS b
     JOIN marts.gpu_hour_prices AS p ON p.host = b.host AND p.period_start <= b.hour AND p.period_end > b.hour
+    LEFT JOIN cheapest_card AS k ON k.currency = p.currency
 ),
 sized AS (
     SELECT *,
@@ -36,27 +46,38 @@ per_host AS (
            sum(paid_gpus * price_per_gpu_hour) AS paid_cost,
            sum((paid_gpus - autoscaled_gpus) * price_per_gpu_hour) AS autoscaling_saving,
            sum((paid_gpus - no_gpu_mode_gpus) * price_per_gpu_hour) AS no_gpu_mode_saving,
+           sum(CASE WHEN no_gpu_mode_gpus = 0
+                    THEN paid_gpus * price_per_gpu_hour - autoscaled_gpus * valley_price
+                    ELSE (paid_gpus - autoscaled_gpus) * price_per_gpu_hour END) AS cheaper_card_saving,
+           any_value(cheap_card) AS cheap_card,
            sum(CASE WHEN no_gpu_mode_gpus = 0 THEN 1 ELSE 0 END) AS valley_hours
     FROM sized
     GROUP BY host
 )
 SELECT
     'overprovisioned_inference' AS kind,
-    CASE WHEN no_gpu_mode_saving > autoscaling_saving THEN 'no_gpu_mode' ELSE 'autoscaling' END AS subkind,
+    CASE greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving)
+        WHEN no_gpu_mode_saving THEN 'no_gpu_mode'
+        WHEN cheaper_card_saving THEN 'cheaper_card_in_valleys'
+        ELSE 'autoscaling'
+    END AS subkind,
     host AS resource, host, period_start, period_end,
     CAST(paid_cost AS DECIMAL(18, 6)) AS wasted_cost,
-    CAST(greatest(autoscaling_saving, no_gpu_mode_saving) AS DECIMAL(18, 6)) AS avoidable_cost,
+    CAST(greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) AS DECIMAL(18, 6)) AS avoidable_cost,
     currency, 'charge' AS price_source,
     json_object('hours', hours, 'paid_gpu_hours', paid_gpu_hours, 'busy_gpu_hours', round(busy_gpu_hours, 2),
                 'peak_busy_gpus', round(peak_busy_gpus, 3), 'valley_busy_gpus', round(valley_busy_gpus, 3),
                 'peak_valley_ratio', round(peak_busy_gpus / greatest(valley_busy_gpus, 0.001), 1),
                 'autoscaling_saving', autoscaling_saving, 'no_gpu_mode_saving', no_gpu_mode_saving,
+                'cheaper_card_saving', cheaper_card_saving, 'cheaper_card', cheap_card,
                 'valley_hours', valley_hours, 'target_utilization', $inference_target_util) AS evidence,
     printf('%s served inference at %.0f %% utilization: its peak hour is %.0fx its valley. Scaling to no GPU in the '
-           || '%d valley hours saves %s %s; autoscaling to %.0f %% utilization saves %s %s.',
+           || '%d valley hours saves %s %s; serving the valleys on %s saves %s %s; autoscaling to %.0f %% '
+           || 'utilization saves %s %s.',
            host, 100 * busy_gpu_hours / paid_gpu_hours, peak_busy_gpus / greatest(valley_busy_gpus, 0.001), valley_hours,
-           CAST(round(no_gpu_mode_saving, 2) AS VARCHAR), currency, 100 * $inference_target_util,
+           CAST(round(no_gpu_mode_saving, 2) AS VARCHAR), currency, coalesce(cheap_card, 'a cheaper card'),
+           CAST(round(cheaper_card_saving, 2) AS VARCHAR), currency, 100 * $inference_target_util,
            CAST(round(autoscaling_saving, 2) AS VARCHAR), currency) AS recommendation
 FROM per_host
 WHERE peak_busy_gpus >= $inference_min_ratio * greatest(valley_busy_gpus, 0.001)
-  AND greatest(autoscaling_saving, no_gpu_mode_saving) > 0;
+  AND greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) > 0;
