@@ -8,6 +8,8 @@ cluster and read in the configured time zone; `Unknown` end means still running.
 
 import re
 from collections.abc import Iterator
+
+import hostlist
 from pathlib import Path
 
 import polars as pl
@@ -21,25 +23,15 @@ REQUIRED = ("JobID", "JobName", "AllocTRES", "Start", "End", "NodeList")
 NOT_A_TIME = ("Unknown", "None", "")
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """`gpu[01-04,07],login1` → gpu01 gpu02 gpu03 gpu04 gpu07 login1 (zero padding kept)."""
-    nodes = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,\[]*", nodelist or ""):
-        part = part.strip()
-        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
-        if not match:
-            if part and part != "None assigned":
-                nodes.append(part)
-            continue
-        prefix, ranges, suffix = match.groups()
-        for item in ranges.split(","):
-            if "-" in item:
-                lo, hi = item.split("-", 1)
-                width = len(lo)
-                nodes.extend(f"{prefix}{n:0{width}d}{suffix}" for n in range(int(lo), int(hi) + 1))
-            elif item:
-                nodes.append(f"{prefix}{item}{suffix}")
-    return nodes
+def expand_nodelist(nodelist: str | None) -> list[str]:
+    """`gpu[01-04,07],login1` → gpu01 gpu02 gpu03 gpu04 gpu07 login1, by python-hostlist (Slurm's
+    own hostlist grammar). A job that never got nodes, or a list that does not parse, has none."""
+    if not nodelist or nodelist.strip() in ("None assigned", "(null)"):
+        return []
+    try:
+        return hostlist.expand_hostlist(nodelist.strip())
+    except hostlist.BadHostlist:
+        return []
 
 
 def gpus_in_tres(tres: str | None) -> int | None:

@@ -151,3 +151,7 @@ def test_s3_access_log(tmp_path):
     assert json.loads(get["details"])["http_status"] == "200"
     assert (head["kind"], head["bytes"], head["requester"]) == ("object_other", None, None)
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "not an S3 access log line")]
+
+
+def test_a_nodelist_that_does_not_parse_names_no_node():
+    assert expand_nodelist("gpu[01-") == [] and expand_nodelist(None) == []
