@@ -17,6 +17,7 @@ from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
+from connectors.gpu_rental import mapping_connectors
 from connectors.kubernetes import KubernetesPodsConnector
 from connectors.node_exporter import NodeExporterDiskConnector
 from connectors.nvidia_smi import NvidiaSmiConnector
@@ -36,6 +37,7 @@ def builtin_connectors() -> list[Connector]:
         AlibabaGpuTraceConnector(),
         WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),
         CheckpointEventsConnector(), NodeExporterDiskConnector(), S3AccessLogConnector(),
+        *mapping_connectors(),
     ]
 
 

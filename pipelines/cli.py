@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipelines.settings import DEMO_DIR, FinopsSettings
 
@@ -138,12 +139,12 @@ def findings(
     table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
                   show_lines=True)
     for n, r in enumerate(rows, start=1):
-        table.add_row(str(n), r["severity"], f"{r['kind']}\n{r['subkind']}", r["resource"],
+        # Resource names and recommendations come from data: Text() shows them as typed, never as markup.
+        table.add_row(str(n), r["severity"], Text(f"{r['kind']}\n{r['subkind']}"), Text(r["resource"]),
                       r["period_start"].strftime("%Y-%m-%d %H:%M"),
                       f"{r['wasted_cost']:,.2f} {r['currency']}", f"{r['avoidable_cost']:,.2f} {r['currency']}",
-                      r["recommendation"])
-    # Resource names and recommendations come from data: print them as text, never as markup.
-    console.print(table, markup=False)
+                      Text(r["recommendation"]))
+    console.print(table)
 
 
 @app.command("tco")
@@ -217,7 +218,7 @@ def connectors() -> None:
 
     table = Table("name", "kind", "recognises", title="registered connectors")
     for c in all_connectors():
-        table.add_row(c.name, c.kind, c.recognises)
+        table.add_row(Text(c.name), Text(c.kind), Text(c.recognises))  # plug-in text is shown as text, not markup
     console.print(table)
 
 

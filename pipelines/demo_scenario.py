@@ -1,7 +1,8 @@
 """The bundled scenario: a deterministic landing folder that tells the design's story.
 
-A GPU-rental cloud billed in CNY (8×A100 80G and 2×A100 80G on monthly plans at 1.85 CNY per
-card-hour, an RTX 6000 Ada on demand at 0.58 CNY/h serving inference) and a hyperscaler billed
+A GPU-rental cloud billed in CNY, exporting its invoice detail with Chinese headers (8×A100 80G
+and 2×A100 80G on monthly plans at 1.85 CNY per card-hour, an RTX 6000 Ada on demand at 0.58
+CNY/h serving inference) and a hyperscaler billed
 in USD (a dataset bucket, a 300 GB dataset pulled ten times over the internet, a slow checkpoint
 volume). nvidia-smi telemetry per host matches the workloads: busy pre-training with GPUs near
 zero during each checkpoint write, fine-tuning jobs, inference with idle valleys, two monthly
@@ -350,6 +351,32 @@ def local_time(ts: datetime) -> str:
     return ts.astimezone(ZoneInfo(TELEMETRY_TZ)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+CN_INVOICE_HEADER = ("云厂商", "账单编号", "账号ID", "实例ID", "实例名称", "地域", "GPU型号", "GPU数量", "计费方式",
+                     "开始时间", "结束时间", "时长(小时)", "单价(元/卡时)", "金额", "币种")
+
+
+def write_gpu_cloud_invoices(landing: Path, rows: list[dict]) -> list[str]:
+    """The GPU cloud's monthly invoice detail as it exports it: Chinese headers, local times
+    (read by the gpu_rental_cn mapping)."""
+    written = []
+    for month in sorted({r["BillingPeriodStart"][:7] for r in rows}):
+        path = landing / "lumen-gpu-cloud" / f"账单明细-{month}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(CN_INVOICE_HEADER)
+            for r in (r for r in rows if r["BillingPeriodStart"][:7] == month):
+                writer.writerow([
+                    r["ProviderName"], f"LGC-{month}", r["BillingAccountId"], r["ResourceId"], r["ResourceName"], r["RegionId"],
+                    r["x_GpuModel"], r["x_GpuCount"], "包月" if r["ChargeFrequency"] == "Recurring" else "按量计费",
+                    local_time(datetime.fromisoformat(r["ChargePeriodStart"])).replace("T", " "),
+                    local_time(datetime.fromisoformat(r["ChargePeriodEnd"])).replace("T", " "),
+                    r["PricingQuantity"] / r["x_GpuCount"], r["ListUnitPrice"], r["BilledCost"], r["BillingCurrency"],
+                ])
+        written.append(path.relative_to(landing).as_posix())
+    return written
+
+
 def write_workloads(landing: Path, jobs: list[Workload]) -> list[str]:
     """Jobs on the big host as Slurm accounting (phases from the rules), the two-card host's jobs
     as the plain CSV (explicit phases), and the inference service as a Kubernetes pod listing."""
@@ -534,7 +561,7 @@ def write_scenario(out: Path, seed: int = 7, leaks: bool = True) -> dict:
         samples += frame.height
     gpu_rows = gpu_cloud_charges()
     aws_rows = hyperscaler_charges(leaks)
-    files = write_invoices(landing, "lumen-gpu-cloud", gpu_rows) + write_invoices(landing, "aws", aws_rows)
+    files = write_gpu_cloud_invoices(landing, gpu_rows) + write_invoices(landing, "aws", aws_rows)
     egress = [r for r in aws_rows if r["ServiceName"] == "AWS Data Transfer"]
     inference_busy = float(utils["gpu-rtx6000-01"].sum() / 100 / 60)
     checkpoints = PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H

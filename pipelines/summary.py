@@ -4,6 +4,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from pipelines.warehouse import connect, fetch_all, fetch_dicts
 
@@ -44,10 +45,10 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
         files.add_row(f["status"], str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
     for p in (p for p in s["problems"] if p["status"] == "failed"):
-        console.print(f"[red]failed[/]: {p['path']} — {p['detail']}", highlight=False)
+        console.print(Text.assemble(("failed", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
     skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
     for p in skipped[:SHOW_SKIPPED]:
-        console.print(f"[yellow]skipped[/]: {p['path']} — {p['detail']}", highlight=False)
+        console.print(Text.assemble(("skipped", "yellow"), f": {p['path']} — {p['detail']}"), highlight=False)
     if len(skipped) > SHOW_SKIPPED:
         console.print(f"[yellow]skipped[/]: {len(skipped) - SHOW_SKIPPED} more files no connector recognises "
                       "(SELECT path, detail FROM raw.files WHERE status = 'unrecognized')", highlight=False)

@@ -115,7 +115,7 @@ def test_loading_the_same_folder_again_changes_nothing(demo_run, demo_db):
 
 def test_the_demo_exercises_every_telemetry_workload_and_storage_format(demo_run, demo_db):
     connectors = {r[0] for r in fetch_all(demo_db, "SELECT DISTINCT connector FROM raw.files")}
-    assert connectors == {"focus", "nvidia_smi", "prometheus_dcgm", "dcgm_exporter", "slurm_sacct", "workloads_csv",
+    assert connectors == {"focus", "gpu_rental_cn", "nvidia_smi", "prometheus_dcgm", "dcgm_exporter", "slurm_sacct", "workloads_csv",
                           "kubernetes_pods", "checkpoint_events", "s3_access_log"}
     kinds = dict(fetch_all(demo_db, "SELECT util_kind, count(DISTINCT gpu_key) FROM core.gpu_minutes GROUP BY 1"))
     assert kinds == {"nvidia_smi_utilization_gpu": 9, "dcgm_gpu_util": 2}
