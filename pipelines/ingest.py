@@ -39,6 +39,7 @@ class FileOutcome:
 class IngestSummary:
     outcomes: list[FileOutcome] = field(default_factory=list)
     already_loaded: int = 0
+    restated: list[str] = field(default_factory=list)  # billing files a later export replaced
 
     def by_status(self, status: str) -> list[FileOutcome]:
         return [o for o in self.outcomes if o.status == status]
@@ -77,25 +78,64 @@ def ingest_landing(
     ensure_warehouse(conn)
     connectors = connectors if connectors is not None else all_connectors()
     summary = IngestSummary()
+    # One time for the whole run: files loaded together are one export (its parts), so they never
+    # restate one another; a later run's export of the same billing period does.
+    batch_time = datetime.now(UTC)
     for path in landing_files(landing):
         rel = path.relative_to(landing).as_posix()
         sha = sha256_of(path)
         done = fetch_all(
             conn,
-            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ('loaded', 'duplicate')",
+            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ('loaded', 'duplicate', 'replaced', 'restated')",
             [rel, sha],
         )
         if done:
             summary.already_loaded += 1
             continue
-        outcome = _ingest_file(conn, path, rel, sha, timezone, connectors)
+        outcome = _ingest_file(conn, path, rel, sha, timezone, connectors, batch_time)
         summary.outcomes.append(outcome)
         log.info("%s: %s %s", rel, outcome.status, outcome.detail)
+    summary.restated = mark_restated(conn)
     return summary
 
 
-def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors) -> FileOutcome:
-    now = datetime.now(UTC)
+def mark_restated(conn) -> list[str]:
+    """Billing files every one of whose billing periods a later export covers again (same provider,
+    billing account and period) are restated: marked so, with the files that replaced them."""
+    restated = fetch_all(conn, """
+        WITH keys AS (
+            SELECT DISTINCT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
+                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart
+            FROM raw.cost_lines AS c
+            JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
+            WHERE c.BillingPeriodStart IS NOT NULL
+        ),
+        newest AS (
+            SELECT ProviderName, BillingAccountId, BillingPeriodStart, max(ingested_at) AS ingested_at
+            FROM keys GROUP BY ALL
+        ),
+        superseded AS (
+            SELECT k.path, k.sha256,
+                   bool_and(k.ingested_at < n.ingested_at) AS all_superseded
+            FROM keys AS k
+            JOIN newest AS n USING (ProviderName, BillingAccountId, BillingPeriodStart)
+            GROUP BY k.path, k.sha256
+        )
+        SELECT s.path, s.sha256,
+               (SELECT string_agg(DISTINCT k2.path, ', ') FROM keys AS k2
+                JOIN keys AS k1 ON k1.path = s.path AND k1.sha256 = s.sha256
+                 AND k2.ProviderName IS NOT DISTINCT FROM k1.ProviderName
+                 AND k2.BillingAccountId IS NOT DISTINCT FROM k1.BillingAccountId
+                 AND k2.BillingPeriodStart = k1.BillingPeriodStart
+                WHERE k2.ingested_at > k1.ingested_at) AS by_files
+        FROM superseded AS s WHERE s.all_superseded""")
+    for path, sha, by_files in restated:
+        conn.execute("UPDATE raw.files SET status = 'restated', detail = detail || '; restated by ' || ? "
+                     "WHERE path = ? AND sha256 = ?", [by_files, path, sha])
+    return [path for path, _, _ in restated]
+
+
+def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors, now: datetime) -> FileOutcome:
     size = path.stat().st_size
     detection = detect(path, connectors)
     connector = detection.connector

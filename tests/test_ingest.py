@@ -133,3 +133,57 @@ def test_a_warehouse_from_an_older_version_is_brought_up_to_the_current_schemas(
     conn.execute("ALTER TABLE raw.quarantine ALTER COLUMN reason TYPE INTEGER USING 0")
     with pytest.raises(WarehouseSchemaError, match="raw.quarantine.reason is INTEGER in the warehouse but VARCHAR"):
         ensure_warehouse(conn)
+
+
+FOCUS_HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,BillingPeriodStart,BillingPeriodEnd,ProviderName,BillingAccountId\n"
+
+
+def focus_month(amounts, month="2026-09", account="acct-1"):
+    period = f"{month}-01T00:00:00Z,2026-10-01T00:00:00Z,AWS,{account}"
+    return FOCUS_HEADER + "".join(f"{a},{a},USD,Usage,{month}-0{d + 1}T00:00:00Z,{month}-0{d + 2}T00:00:00Z,{period}\n"
+                                  for d, a in enumerate(amounts))
+
+
+def current_total(warehouse):
+    """Build core.cost_lines with its own SQL file and total it."""
+    from pipelines.warehouse import run_sql_file
+
+    conn = connect(warehouse)
+    conn.execute((REPO / "sql" / "macros.sql").read_text())
+    conn.execute("CREATE TABLE IF NOT EXISTS core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(24,10), source VARCHAR)")
+    run_sql_file(conn, "core.cost_lines", {"reporting_currency": "USD", "max_rate_age_days": 45})
+    total = fetch_all(conn, "SELECT sum(EffectiveCost), count(*) FROM core.cost_lines")[0]
+    conn.close()
+    return total
+
+
+def test_a_restated_month_replaces_the_earlier_export_and_parts_of_one_export_add_up(tmp_path):
+    from decimal import Decimal
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    # One export in two parts (the same run): both parts count.
+    (landing / "cur-2026-09-part0.csv").write_text(focus_month(["10.00", "20.00"]))
+    (landing / "cur-2026-09-part1.csv").write_text(focus_month(["5.00"]))
+    conn = connect(warehouse)
+    conn.execute("CREATE SCHEMA IF NOT EXISTS core")
+    assert ingest_landing(conn, landing).restated == []
+    conn.close()
+    assert current_total(warehouse) == (Decimal("35.000000"), 3)
+    # The provider restates the month in a new export, under new names: only it counts now.
+    (landing / "cur-2026-09-final.csv").write_text(focus_month(["11.00", "20.00", "5.00", "0.50"]))
+    conn = connect(warehouse)
+    summary = ingest_landing(conn, landing)
+    assert sorted(summary.restated) == ["cur-2026-09-part0.csv", "cur-2026-09-part1.csv"]
+    assert fetch_all(conn, "SELECT path, status FROM raw.files ORDER BY path") == [
+        ("cur-2026-09-final.csv", "loaded"), ("cur-2026-09-part0.csv", "restated"), ("cur-2026-09-part1.csv", "restated")]
+    assert "restated by cur-2026-09-final.csv" in fetch_all(conn, "SELECT detail FROM raw.files WHERE path = 'cur-2026-09-part0.csv'")[0][0]
+    conn.close()
+    assert current_total(warehouse) == (Decimal("36.500000"), 4)  # never 71.50: the month counts once
+    # Another account's month is a different key: it does not restate anything.
+    (landing / "other-account.csv").write_text(focus_month(["1.00"], account="acct-2"))
+    conn = connect(warehouse)
+    assert ingest_landing(conn, landing).restated == []
+    conn.close()
+    assert current_total(warehouse) == (Decimal("37.500000"), 5)

@@ -1,12 +1,20 @@
--- core.cost_lines: one FOCUS charge row per line of every billing file currently loaded
--- (replaced re-exports excluded), with the effective cost in the reporting currency.
+-- core.cost_lines: one FOCUS charge row per line of every billing file currently loaded, with
+-- the effective cost in the reporting currency. Re-exports never count twice: a file replaced at
+-- its path is excluded, and for each provider, billing account and billing period only the rows
+-- of the newest export (the latest ingestion run that covered it) count.
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
 CREATE OR REPLACE TABLE core.cost_lines AS
-WITH current_lines AS (
-    SELECT c.*
+WITH loaded_lines AS (
+    SELECT c.*, f.ingested_at AS export_loaded_at
     FROM raw.cost_lines AS c
     JOIN raw.files AS f
       ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
+),
+current_lines AS (
+    SELECT * EXCLUDE (export_loaded_at)
+    FROM loaded_lines
+    QUALIFY BillingPeriodStart IS NULL
+         OR export_loaded_at = max(export_loaded_at) OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart)
 ),
 rated AS (
     SELECT c.*, fx.rate AS fx_rate, fx.rate_date AS fx_rate_date, fx.source AS fx_source
