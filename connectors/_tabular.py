@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.base import ConnectorError, ReadContext
+from connectors.base import GZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
@@ -23,6 +23,13 @@ def header_fields(head: bytes, delimiter: str = ",") -> list[str]:
     text = head.decode("utf-8-sig", errors="replace")
     first = text.splitlines()[0] if text else ""
     return [f.strip() for f in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+
+
+def _input_stream(path: Path):
+    """A pyarrow input stream over the file, decompressing gzip found by content."""
+    with open(path, "rb") as fh:
+        gz = fh.read(2) == GZIP_MAGIC
+    return pa.CompressedInputStream(pa.OSFile(str(path)), "gzip") if gz else pa.OSFile(str(path))
 
 
 def stream_csv_as_strings(
@@ -36,13 +43,19 @@ def stream_csv_as_strings(
     Everything is read as text so each connector decides how to parse, and a bad value becomes a
     quarantined row instead of a failed file.
     """
-    with open(path, "rb") as fh:
-        names = header_fields(fh.read(1 << 16), delimiter)
+    with open_maybe_gzip(path) as fh:
+        try:
+            names = header_fields(fh.read(1 << 16), delimiter)
+        except (EOFError, OSError) as exc:
+            raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
     if not names or not any(names):
         raise ConnectorError(source_file, "no header line", line=1)
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ConnectorError(source_file, f"header names a column more than once: {', '.join(twice)}", line=1)
     try:
         reader = pacsv.open_csv(
-            path,
+            _input_stream(path),
             # Our own (stripped, BOM-free) names, so every column is typed as text whatever its spacing.
             read_options=pacsv.ReadOptions(
                 block_size=BLOCK_SIZE, encoding="utf8", column_names=names, skip_rows=1
@@ -63,6 +76,9 @@ def stream_csv_as_strings(
             batch = reader.read_next_batch()
         except StopIteration:
             return
+        except (EOFError, OSError) as exc:  # a gzip cut short
+            raise ConnectorError(source_file, f"file ends early after data row {rows_before}: {exc}",
+                                 line=rows_before + 2) from exc
         except pa.ArrowInvalid as exc:
             # Arrow reports the offending row itself ("Row #N"); add our running position.
             raise ConnectorError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -17,6 +18,14 @@ KINDS = tuple(SCHEMAS)  # billing, telemetry, workload, storage
 
 # How much of a file detection may look at: enough for any header, small enough to be cheap.
 SNIFF_BYTES = 64 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_maybe_gzip(path: Path):
+    """The file's bytes, decompressed when it is gzip (by content, whatever its name)."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
 
 
 class ConnectorError(Exception):
@@ -74,6 +83,12 @@ class Connector(ABC):
         Rows that cannot be accepted go to `ctx.quarantine` with a reason; a file that cannot be
         read at all raises ConnectorError.
         """
+
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        """For connectors that recognise files by their header: the columns this header lacks.
+        None for connectors that recognise files otherwise. Used to tell a user which connector a
+        rejected file came closest to, and what it missed."""
+        return None
 
     @property
     def schema(self) -> pa.Schema:

@@ -60,6 +60,12 @@ class FocusConnector(Connector):
             return _is_focus_header(set(pq.read_schema(path).names))
         return _is_focus_header(set(header_fields(head)))
 
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        if head.startswith(b"PAR1"):
+            return None
+        names = set(header_fields(head))
+        return [sorted(group)[0] for group in SIGNATURE if not names & group]
+
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         frames = self._parquet_frames(path) if _is_parquet(path) else stream_csv_as_strings(
             path, ctx.source_file, null_values=NULL_STRINGS

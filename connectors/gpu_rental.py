@@ -55,6 +55,13 @@ class GpuRentalConnector(Connector):
             return False
         return set(self.required) <= fields
 
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        try:
+            names = set(header_fields(head.decode(self.mapping.get("encoding", "utf-8")).encode()))
+        except UnicodeDecodeError:
+            return None
+        return [c for c in self.required if c not in names]
+
     def col(self, field: str) -> pl.Expr:
         return pl.col(self.columns[field]) if field in self.columns else pl.lit(None, dtype=pl.String)
 

@@ -12,7 +12,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from connectors.base import KINDS, SNIFF_BYTES, Connector
+from connectors.base import KINDS, SNIFF_BYTES, Connector, open_maybe_gzip
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
@@ -78,8 +78,11 @@ class Detection:
 
 
 def read_head(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(SNIFF_BYTES)
+    with open_maybe_gzip(path) as fh:
+        try:
+            return fh.read(SNIFF_BYTES)
+        except (EOFError, OSError):  # a gzip cut short: sniff what did arrive
+            return b""
 
 
 def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detection:
@@ -94,4 +97,20 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
                 return Detection(connector, f"recognised by {connector.name}")
         except Exception as exc:  # a sniffer bug must not hide the file from the others
             log.warning("connector %s failed while sniffing %s: %s", connector.name, path, exc)
-    return Detection(None, "no connector recognises its content (header)")
+    return Detection(None, closest_match(head, connectors))
+
+
+def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:
+    """Why no connector took the file, naming the one whose header it came closest to."""
+    best = None
+    for connector in connectors:
+        try:
+            missing = connector.missing_columns(head)
+        except Exception:  # a sniffer bug must not hide the file
+            continue
+        if missing and (best is None or len(missing) < len(best[1])):
+            best = (connector, missing)
+    reason = "no connector recognises its content (header)"
+    if best and len(best[1]) <= 3:
+        reason += f"; closest: {best[0].name}, missing {', '.join(best[1])}"
+    return reason

@@ -60,6 +60,10 @@ class SlurmSacctConnector(Connector):
     def detect(self, path: Path, head: bytes) -> bool:
         return set(REQUIRED) <= set(header_fields(head, delimiter="|"))
 
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        names = set(header_fields(head, delimiter="|"))
+        return [c for c in REQUIRED if c not in names] if "|" in head.split(b"\n", 1)[0].decode("utf-8", "replace") else None
+
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         for frame in stream_csv_as_strings(path, ctx.source_file, delimiter="|"):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]

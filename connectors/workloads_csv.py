@@ -39,6 +39,10 @@ class WorkloadsCsvConnector(Connector):
     def detect(self, path: Path, head: bytes) -> bool:
         return set(REQUIRED) <= set(header_fields(head))
 
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        names = set(header_fields(head))
+        return [c for c in REQUIRED if c not in names]
+
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         for frame in stream_csv_as_strings(path, ctx.source_file):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]

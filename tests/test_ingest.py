@@ -187,3 +187,29 @@ def test_a_restated_month_replaces_the_earlier_export_and_parts_of_one_export_ad
     assert ingest_landing(conn, landing).restated == []
     conn.close()
     assert current_total(warehouse) == (Decimal("37.500000"), 5)
+
+
+def test_compressed_truncated_encoded_and_odd_files_get_clear_outcomes(tmp_path):
+    import gzip
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    good = focus_month(["1.00", "2.00"])
+    (landing / "export.csv.gz").write_bytes(gzip.compress(good.encode()))  # compressed: read as is
+    cut = gzip.compress(focus_month([f"{n}.00" for n in range(1, 8)] * 3000).encode())
+    (landing / "cut.csv.gz").write_bytes(cut[: len(cut) // 2])  # a download that stopped half way
+    (landing / "twice.csv").write_text(FOCUS_HEADER.strip() + ",BilledCost\n")  # a column named twice
+    (landing / "latin1.csv").write_bytes(FOCUS_HEADER.encode() + "1.00,1.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,Caf\xe9,acct-9\n".encode("latin-1"))
+    (landing / "almost_focus.csv").write_text("BilledCost,EffectiveCost,ChargeCategory,ChargePeriodStart\n1,1,Usage,2026-09-01\n")
+    (landing / "empty.csv").write_text("")
+    conn = connect(tmp_path / "wh.duckdb")
+    outcomes = {o.path: o for o in ingest_landing(conn, landing).outcomes}
+    assert (outcomes["export.csv.gz"].status, outcomes["export.csv.gz"].rows_loaded) == ("loaded", 2)
+    assert outcomes["cut.csv.gz"].status == "failed" and "cut.csv.gz" in outcomes["cut.csv.gz"].detail
+    assert fetch_all(conn, "SELECT count(*) FROM raw.cost_lines WHERE x_SourceFile = 'cut.csv.gz'") == [(0,)]
+    assert outcomes["twice.csv"].status == "failed"
+    assert "header names a column more than once: BilledCost" in outcomes["twice.csv"].detail
+    assert outcomes["latin1.csv"].status == "failed" and "latin1.csv" in outcomes["latin1.csv"].detail
+    assert outcomes["almost_focus.csv"].status == "unrecognized"
+    assert outcomes["almost_focus.csv"].detail.endswith("closest: focus, missing BillingCurrency")
+    assert (outcomes["empty.csv"].status, outcomes["empty.csv"].detail) == ("unrecognized", "empty file")
