@@ -1,0 +1,79 @@
+"""AWS CUR on the public samples: totals to the cent, amortization, GPU instances."""
+
+import csv
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from connectors.aws_cur import AwsCurConnector, snake
+from connectors.base import ConnectorError
+from connectors.registry import detect
+from models.schemas import COST_LINE
+from tests.conftest import read_context, sample
+
+
+def read_all(path):
+    ctx = read_context(path.name)
+    return pa.Table.from_batches(list(AwsCurConnector().read(path, ctx)), schema=COST_LINE), ctx
+
+
+def own_total(path) -> Decimal:
+    with open(path, newline="") as fh:
+        return sum((Decimal(r["lineItem/UnblendedCost"] or 0) for r in csv.DictReader(fh)), Decimal(0))
+
+
+def test_column_names_of_both_cur_generations_meet():
+    assert snake("lineItem/UnblendedCost") == "line_item_unblended_cost"
+    assert snake("savingsPlan/SavingsPlanEffectiveCost") == "savings_plan_savings_plan_effective_cost"
+    assert snake("line_item_unblended_cost") == "line_item_unblended_cost"
+    assert snake("resourceTags/user:phase") == "tag:phase"
+
+
+def test_anonymised_cur_loads_every_row_and_reconciles_to_the_cent():
+    path = sample("billing/aws_cur_legacy_csv_focusconverters_fixture.csv")
+    assert detect(path).connector.name == "aws_cur"
+    table, ctx = read_all(path)
+    assert table.num_rows == 1281 and not ctx.quarantined
+    assert pc.sum(table["BilledCost"]).as_py().quantize(Decimal("0.01")) == own_total(path).quantize(Decimal("0.01")) == Decimal("1.68")
+    categories = {k.as_py(): v.as_py() for k, v in zip(*pc.value_counts(table["ChargeCategory"]).flatten())}
+    assert categories == {"Usage": 1269, "Tax": 12}
+    assert set(table["ServiceCategory"].to_pylist()) >= {"Storage", "Integration", "Networking"}
+
+
+@pytest.mark.parametrize("name, invoice", [("aws_cur_legacy_csv_savingsplan_koku.csv", True),
+                                           ("aws_cur_legacy_csv_savingsplan_notfinal_koku.csv", False)])
+def test_savings_plan_covered_usage_is_amortized(name, invoice):
+    table, ctx = read_all(sample(f"billing/{name}"))
+    assert table.num_rows == 3 and not ctx.quarantined
+    rows = table.to_pylist()
+    assert {r["BillingCurrency"] for r in rows} == {"NOK"}
+    assert sum(r["BilledCost"] for r in rows) == Decimal("30.000000")  # the on-demand price, billed
+    assert sum(r["EffectiveCost"] for r in rows) == Decimal("0.300000")  # what the savings plan made it cost
+    assert {r["PricingCategory"] for r in rows} == {"Committed"}
+    assert all((r["InvoiceId"] is not None) == invoice for r in rows)  # not final: no invoice yet
+
+
+def test_a_cur_whose_rows_do_not_match_its_header_fails_clearly():
+    with pytest.raises(ConnectorError, match=r"aws_cur_legacy_csv_usage_koku.csv, line 1: .*Expected 131 columns, got 130"):
+        read_all(sample("billing/aws_cur_legacy_csv_usage_koku.csv"))
+
+
+def test_gpu_instances_and_line_types(tmp_path):
+    header = ("lineItem/LineItemType,lineItem/UsageStartDate,lineItem/UsageEndDate,lineItem/UnblendedCost,"
+              "lineItem/CurrencyCode,lineItem/ProductCode,product/instanceType,reservation/EffectiveCost,"
+              "reservation/UnusedAmortizedUpfrontFeeForBillingPeriod,reservation/UnusedRecurringFee,resourceTags/user:phase\n")
+    path = tmp_path / "cur.csv"
+    path.write_text(header
+                    + "Usage,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z,40.9657,USD,AmazonEC2,p4de.24xlarge,,,,pretraining\n"
+                    + "DiscountedUsage,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z,0,USD,AmazonEC2,p5.48xlarge,30.50,,,\n"
+                    + "RIFee,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,1000,USD,AmazonEC2,,,100,20,\n"
+                    + "Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,-5,USD,AmazonEC2,,,,,\n")
+    rows = read_all(path)[0].to_pylist()
+    usage, covered, fee, credit = rows
+    assert (usage["x_GpuModel"], usage["x_GpuCount"], usage["Tags"]) == ("A100 80G", 8, '{"phase":"pretraining"}')
+    assert (covered["x_GpuModel"], covered["BilledCost"], covered["EffectiveCost"]) == ("H100", Decimal("0.000000"), Decimal("30.500000"))
+    assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"]) == ("Purchase", Decimal("1000.000000"), Decimal("120.000000"))
+    assert (credit["ChargeCategory"], credit["EffectiveCost"]) == ("Credit", Decimal("-5.000000"))
+    assert usage["ServiceCategory"] == "Compute"
