@@ -102,7 +102,7 @@ class FocusConnector(Connector):
                     raise ConnectorError(ctx.source_file, f"required FOCUS column {col.name} is missing", line=1)
                 continue
             if col.kind == TIMESTAMP:
-                expr = parse_utc(col.name, ctx.timezone)
+                expr = parse_utc(col.name, "UTC")  # FOCUS times are UTC by the spec, whatever --timezone says
             elif col.kind in _DECIMAL_TYPES:
                 t = _DECIMAL_TYPES[col.kind]
                 expr = parse_decimal(col.name, t.precision, t.scale)

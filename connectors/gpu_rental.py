@@ -87,12 +87,17 @@ class GpuRentalConnector(Connector):
                 (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
                 (pl.col("__gpus").is_null() | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
                 (pl.col("__mode").is_null(), pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
+                (~self._currency().str.contains(r"^[A-Z]{3}$").fill_null(False),
+                 pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
                 *( [(failed(self.columns["hours"], parse_decimal(self.columns["hours"], 28, 10)), "hours is not a number")]
                    if "hours" in self.columns and self.columns["hours"] in frame.columns else []),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted), self.schema, self.name, ctx)
+
+    def _currency(self) -> pl.Expr:
+        return pl.coalesce(self.col("currency").str.strip_chars().str.to_uppercase(), pl.lit(self.mapping.get("default_currency")))
 
     def _mode_words(self) -> dict[str, str]:
         return {word.lower(): mode for mode, words in self.mapping["billing_modes"].items() for word in words}
@@ -103,7 +108,13 @@ class GpuRentalConnector(Connector):
         hours = parse_decimal(self.columns["hours"], 28, 10) if present("hours") else pl.lit(None, dtype=pl.Decimal(28, 10))
         unit_price = parse_decimal(self.columns["unit_price"], 28, 12) if present("unit_price") else pl.lit(None, dtype=pl.Decimal(28, 12))
         provider = pl.coalesce(get("provider"), pl.lit(self.mapping["provider"]))
-        currency = pl.coalesce(get("currency").str.to_uppercase(), pl.lit(self.mapping.get("default_currency")))
+        currency = self._currency()
+        # Invoices name no billing period: it is the calendar month of the charge, in the
+        # provider's zone, so a re-exported month restates the earlier export.
+        zone = self.mapping.get("timezone") or "UTC"
+        month = pl.col("__start").dt.convert_time_zone(zone).dt.truncate("1mo")
+        period_start = month.dt.convert_time_zone("UTC")
+        period_end = month.dt.offset_by("1mo").dt.convert_time_zone("UTC")
         pricing = pl.col("__mode").replace_strict({m: p for m, (p, _) in PRICING.items()}, default="Other")
         frequency = pl.col("__mode").replace_strict({m: f for m, (_, f) in PRICING.items()}, default="Usage-Based")
         card_hours = hours * pl.col("__gpus").cast(pl.Decimal(28, 10))
@@ -113,6 +124,7 @@ class GpuRentalConnector(Connector):
             currency.alias("BillingCurrency"), get("account_id").alias("BillingAccountId"), get("account_id").alias("SubAccountId"),
             pl.lit("Usage").alias("ChargeCategory"), frequency.alias("ChargeFrequency"), pricing.alias("PricingCategory"),
             pl.col("__start").alias("ChargePeriodStart"), pl.col("__end").alias("ChargePeriodEnd"),
+            period_start.alias("BillingPeriodStart"), period_end.alias("BillingPeriodEnd"),
             pl.format("{}x {} {}", pl.col("__gpus"), get("gpu_model"), pl.col("__mode")).alias("ChargeDescription"),
             card_hours.alias("ConsumedQuantity"), pl.lit("GPU-Hours").alias("ConsumedUnit"),
             card_hours.alias("PricingQuantity"), pl.lit("GPU-Hours").alias("PricingUnit"),

@@ -83,7 +83,7 @@ class NvidiaSmiConnector(Connector):
             present = {src: dst for src, dst in FIELD_MAP.items() if src in frame.columns}
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
             frame = frame.with_columns(
-                pl.when(pl.col(c).str.contains(NOT_A_VALUE.pattern)).then(None).otherwise(pl.col(c)).alias(c)
+                pl.when(pl.col(c).str.contains("(?i)" + NOT_A_VALUE.pattern)).then(None).otherwise(pl.col(c)).alias(c)
                 for c in source_columns
             )
             parsed = {

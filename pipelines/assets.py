@@ -94,7 +94,7 @@ def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     for path, priority in sources:
         t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={
             "rate_date": pa.date32(), "from_currency": pa.string(), "to_currency": pa.string(),
-            "rate": pa.decimal128(24, 10), "source": pa.string()}))
+            "rate": pa.string(), "source": pa.string()}))  # parsed by the SQL, at 12 decimals
         tables.append(t.select(["rate_date", "from_currency", "to_currency", "rate", "source"])
                       .append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
     return {"fx_rates_input": pa.concat_tables(tables)}

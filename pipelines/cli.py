@@ -34,16 +34,16 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
     for name in outcome.warned_checks:
-        console.print(f"[yellow]check warned:[/] {name}")
+        console.print(Text.assemble(("check warned: ", "yellow"), name))
     for name in outcome.failed_checks:
-        console.print(f"[red]check failed:[/] {name}")
+        console.print(Text.assemble(("check failed: ", "red"), name))
     if reports:
         reports.mkdir(parents=True, exist_ok=True)
         (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
         written = [reports / "run_summary.json"]
         if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
             written.append(reports / "tco.svg")
-        console.print("written: " + ", ".join(str(p) for p in written))
+        console.print(Text("written: " + ", ".join(str(p) for p in written)))
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
@@ -59,7 +59,7 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
         target.write_text(tco.compute(conn, params_file).chart_svg())
         return True
     except Exception as exc:  # no GPU usage measured: nothing to chart
-        console.print(f"[yellow]no purchasing chart:[/] {exc}")
+        console.print(Text.assemble(("no purchasing chart: ", "yellow"), str(exc)))
         return False
     finally:
         conn.close()
@@ -120,7 +120,7 @@ def findings(
     from pipelines.warehouse import connect, fetch_all, fetch_dicts
 
     if not warehouse.exists():
-        console.print(f"[red]no warehouse at {warehouse}[/]: run `finops demo` or `finops run` first")
+        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
         raise typer.Exit(1)
     conn = connect(warehouse, read_only=True)
     try:
@@ -134,7 +134,7 @@ def findings(
         conn.close()
     by_kind = Table("kind", "findings", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
     for k, n, wasted, avoidable, currency in totals:
-        by_kind.add_row(k, str(n), f"{wasted or 0:,.2f} {currency}", f"{avoidable or 0:,.2f} {currency}")
+        by_kind.add_row(Text(k), str(n), Text(f"{wasted or 0:,.2f} {currency}"), Text(f"{avoidable or 0:,.2f} {currency}"))
     console.print(by_kind)
     table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
                   show_lines=True)
@@ -142,7 +142,7 @@ def findings(
         # Resource names and recommendations come from data: Text() shows them as typed, never as markup.
         table.add_row(str(n), r["severity"], Text(f"{r['kind']}\n{r['subkind']}"), Text(r["resource"]),
                       r["period_start"].strftime("%Y-%m-%d %H:%M"),
-                      f"{r['wasted_cost']:,.2f} {r['currency']}", f"{r['avoidable_cost']:,.2f} {r['currency']}",
+                      Text(f"{r['wasted_cost']:,.2f} {r['currency']}"), Text(f"{r['avoidable_cost']:,.2f} {r['currency']}"),
                       Text(r["recommendation"]))
     console.print(table)
 
@@ -163,7 +163,7 @@ def tco_command(
     if not warehouse.exists():
         if check:
             return
-        console.print(f"[red]no warehouse at {warehouse}[/]: run `finops demo` or `finops run` first")
+        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
         raise typer.Exit(1)
     from pipelines import tco
     from pipelines.warehouse import connect
@@ -172,7 +172,7 @@ def tco_command(
     try:
         result = tco.compute(conn, str(params) if params else None)
     except Exception as exc:  # an empty or older warehouse: say what is missing
-        console.print(f"[red]cannot price strategies:[/] {exc}")
+        console.print(Text.assemble(("cannot price strategies: ", "red"), str(exc)))
         raise typer.Exit(1) from exc
     finally:
         conn.close()
@@ -186,7 +186,7 @@ def tco_command(
                       r["elasticity"])
     console.print(table)
     best = tco.cheapest(scenario_table)
-    console.print(f"cheapest for this usage profile: [bold]{best['scenario']}[/] — {best['description']}", highlight=False)
+    console.print(Text.assemble("cheapest for this usage profile: ", (best["scenario"], "bold"), f" — {best['description']}"))
     crossings = Table("strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
@@ -196,7 +196,7 @@ def tco_command(
     if chart:
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_text(result.chart_svg())
-        console.print(f"chart written to {chart}")
+        console.print(Text(f"chart written to {chart}"))
 
 
 def _print_claims(claims_file: Path | None) -> None:
@@ -207,7 +207,8 @@ def _print_claims(claims_file: Path | None) -> None:
     for c in check_claims(claims_file):
         verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]cannot tell[/]"}[c.follows]
         recomputed = "—" if c.recomputed is None else format(c.recomputed, ".6g")
-        table.add_row(c.text, f"{c.stated} {c.unit}", recomputed, verdict, c.working, c.to_reproduce)
+        # Claims come from a user's YAML: shown as text, never as markup.
+        table.add_row(Text(c.text), Text(f"{c.stated} {c.unit}"), recomputed, verdict, Text(c.working), Text(c.to_reproduce))
     console.print(table)
 
 

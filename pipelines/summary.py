@@ -68,6 +68,6 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                         "yes" if c["cost_lines_total"] == c["attributed_total"] else "[red]NO[/]")
     console.print(balance)
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))
-    console.print(f"warehouse: {warehouse}  ({elapsed:.1f} s)")
-    console.print(f"open it:   python -c \"import duckdb; print(duckdb.connect('{warehouse}', read_only=True)"
-                  ".sql(\\\"FROM marts.spend_by_phase WHERE period = 'all'\\\"))\"", highlight=False)
+    console.print(Text(f"warehouse: {warehouse}  ({elapsed:.1f} s)"))
+    console.print(Text(f"open it:   python -c \"import duckdb; print(duckdb.connect('{warehouse}', read_only=True)"
+                  ".sql(\\\"FROM marts.spend_by_phase WHERE period = 'all'\\\"))\""), highlight=False)

@@ -100,4 +100,7 @@ def _migrate(conn: duckdb.DuckDBPyConnection, table: str, schema) -> None:
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(str(path), read_only=read_only)
+    """A connection whose timestamps come back in UTC, whatever the machine's zone."""
+    conn = duckdb.connect(str(path), read_only=read_only)
+    conn.execute("SET TimeZone = 'UTC'")
+    return conn

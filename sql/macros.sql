@@ -27,3 +27,6 @@ END;
 -- fixed to 10 decimals first, so the product itself is exact decimal arithmetic.
 CREATE OR REPLACE MACRO price_times(quantity, price) AS
     CAST(round(CAST(round(quantity, 10) AS DECIMAL(28, 10)) * price, 6) AS DECIMAL(18, 6));
+-- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
+CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
+CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));

@@ -51,3 +51,13 @@ def test_chinese_invoice_in_china_standard_time(tmp_path):
         Decimal("355.200000"), "Committed", "GPU 云", 8)
     assert (rtx["BilledCost"], rtx["PricingCategory"], rtx["x_GpuModel"]) == (Decimal("0.580000"), "Standard", "RTX 6000 Ada")
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "start '昨天' is not a time")]
+
+
+def test_currencies_must_be_iso_codes_and_months_are_billing_periods(tmp_path):
+    bad = GENERIC.replace(",usd,llm", ",[/],llm")
+    rows, ctx = read("gpu_rental_generic.yaml", bad, tmp_path, "invoice.csv")
+    assert [q["reason"] for q in ctx.quarantined][:1] == ["currency '[/]' is not an ISO 4217 code"]
+    rows, _ = read("gpu_rental_cn.yaml", CHINESE, tmp_path, "账单.csv")
+    # 2026-09-01 08:00 in Shanghai opens September there: the period starts at 2026-08-31 16:00 UTC.
+    assert rows[0]["BillingPeriodStart"] == datetime(2026, 8, 31, 16, tzinfo=UTC)
+    assert rows[0]["BillingPeriodEnd"] == datetime(2026, 9, 30, 16, tzinfo=UTC)

@@ -106,7 +106,7 @@ def test_missing_fx_rate_is_flagged_never_converted_at_one(fixture_run):
     assert row == {"x_EffectiveCostReporting": None, "x_FxStatus": "missing_rate", "x_FxRate": None}
     assert "core/cost_lines:fx_rates_found" in outcome.warned_checks
     cny = fetch_dicts(conn, "SELECT x_FxRate, x_EffectiveCostReporting FROM core.cost_lines WHERE ResourceId = 'ins-x'")[0]
-    assert cny["x_FxRate"] == Decimal("0.1408450704")  # 1 / 7.1, the bundled 2026 USD/CNY reference
+    assert cny["x_FxRate"] == Decimal("0.140845070422")  # 1 / 7.1 to 12 decimals, by integer division
     assert cny["x_EffectiveCostReporting"] == Decimal("14.084507")
 
 

@@ -93,3 +93,12 @@ def test_tco_command_on_the_demo_warehouse(demo_run):
     for text in ("purchasing strategies", "hybrid", "rent_monthly", "break-even", "cheapest for this usage profile",
                  "published claims", "79.46", "1.04"):
         assert text in result.output
+
+
+def test_claims_from_a_users_file_are_printed_as_text_not_markup(tmp_path):
+    claims = tmp_path / "claims.yaml"
+    claims.write_text('claims:\n  - {id: x, text: "[/] GPU [red]deal[/red]", kind: rate, unit: CNY, stated: 10, price: 2, quantity: 5}\n')
+    result = CliRunner().invoke(app, ["tco", "--check", "--claims", str(claims), "--warehouse", str(tmp_path / "none.duckdb")],
+                                terminal_width=250)
+    assert result.exit_code == 0, result.output
+    assert "[/] GPU [red]deal[/red]" in result.output and "yes" in result.output  # 5 × 2 = 10 follows

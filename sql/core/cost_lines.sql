@@ -29,7 +29,7 @@ SELECT
     * EXCLUDE (fx_rate, fx_rate_date, fx_source),
     $reporting_currency AS x_ReportingCurrency,
     CASE
-        WHEN BillingCurrency = $reporting_currency THEN CAST(1 AS DECIMAL(24, 10))
+        WHEN BillingCurrency = $reporting_currency THEN CAST(1 AS DECIMAL(38, 12))
         WHEN utc_day(ChargePeriodStart) - fx_rate_date <= $max_rate_age_days THEN fx_rate
     END AS x_FxRate,
     CAST(round(EffectiveCost * x_FxRate, 6) AS DECIMAL(18, 6)) AS x_EffectiveCostReporting,

@@ -8,7 +8,12 @@ WITH current AS (
     FROM raw.workloads AS w
     JOIN raw.files AS f
       ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status = 'loaded'
-    QUALIFY row_number() OVER (PARTITION BY w.workload_id ORDER BY w.x_IngestedAt DESC, w.x_SourceRow DESC) = 1
+    -- The newest state wins: an ended copy over a still-running one, the latest end, then the
+    -- latest load (files of one run share their load time).
+    QUALIFY row_number() OVER (
+        PARTITION BY w.workload_id
+        ORDER BY w.ended_at IS NOT NULL DESC, w.ended_at DESC, w.x_IngestedAt DESC, w.x_SourceFile DESC, w.x_SourceRow DESC
+    ) = 1
 ),
 rule_hits AS (
     SELECT w.workload_id, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase

@@ -21,7 +21,9 @@ per_resource AS (
     FROM egress_lines GROUP BY ALL
 ),
 catalog AS (
+    -- One price per provider and path (the lowest listed), so a multi-region catalog never fans out.
     SELECT provider, path, price_per_gb, currency, source FROM core.price_catalog WHERE unit = 'gb'
+    QUALIFY row_number() OVER (PARTITION BY provider, path ORDER BY price_per_gb, region) = 1
 ),
 pulls AS (
     SELECT resource_id AS bucket, path AS object, count(*) AS downloads, sum(bytes) / 1e9 AS total_gb,

@@ -28,7 +28,8 @@ hours AS (
            least(p.price_per_gpu_hour, coalesce(k.cheap_price, p.price_per_gpu_hour)) AS valley_price,
            k.cheap_card
     FROM busy AS b
-    JOIN marts.gpu_hour_prices AS p ON p.host = b.host AND p.period_start <= b.hour AND p.period_end > b.hour
+    JOIN marts.gpu_hour_prices AS p
+      ON b.host IN (p.host, p.resource_host) AND p.period_start <= b.hour AND p.period_end > b.hour
     LEFT JOIN cheapest_card AS k ON k.currency = p.currency
 ),
 sized AS (

@@ -65,7 +65,7 @@ priced AS (
     LEFT JOIN job_gpus AS j USING (event_id)
     LEFT JOIN telemetry AS t USING (event_id)
     LEFT JOIN marts.gpu_hour_prices AS p
-      ON p.host = c.host AND p.period_start <= c.started_at AND p.period_end > c.started_at
+      ON c.host IN (p.host, p.resource_host) AND p.period_start <= c.started_at AND p.period_end > c.started_at
     QUALIFY row_number() OVER (PARTITION BY c.event_id ORDER BY p.price_per_gpu_hour DESC NULLS LAST) = 1
 ),
 catalog AS (

@@ -35,7 +35,8 @@ run_prices AS (
     SELECT r.gpu_key, r.period_start, any_value(p.currency) AS currency,
            from_micros(sum(to_micros(p.price_per_gpu_hour)) // count(*)) AS price_per_gpu_hour
     FROM runs AS r
-    JOIN marts.gpu_hour_prices AS p ON p.host = r.host AND p.period_start < r.period_end AND p.period_end > r.period_start
+    JOIN marts.gpu_hour_prices AS p
+      ON r.host IN (p.host, p.resource_host) AND p.period_start < r.period_end AND p.period_end > r.period_start
     GROUP BY ALL
 ),
 idle_runs AS (
@@ -59,7 +60,7 @@ dark_charges AS (
     JOIN core.cost_lines AS c USING (x_ChargeId)
     WHERE NOT EXISTS (
         SELECT 1 FROM core.gpu_minutes AS m
-        WHERE m.host = p.host AND m.minute >= p.period_start AND m.minute < p.period_end
+        WHERE m.host IN (p.host, p.resource_host) AND m.minute >= p.period_start AND m.minute < p.period_end
     )
 ),
 no_telemetry AS (

@@ -78,7 +78,7 @@ held_total AS (
 ),
 parts AS (
     SELECT x_ChargeId, tag_phase AS phase, 'tag' AS method,
-           1 AS weight, 1 AS total_weight, NULL::BIGINT AS gpu_seconds,
+           1 AS weight, 1 AS total_weight, CASE WHEN paid_gpu_seconds > 0 THEN paid_gpu_seconds END AS gpu_seconds,
            json_object('tag_phase', tag_phase) AS evidence
     FROM classified WHERE tag_phase IS NOT NULL
     UNION ALL

@@ -4,7 +4,9 @@
 CREATE OR REPLACE TABLE marts.gpu_hour_prices AS
 SELECT
     x_ChargeId,
+    -- Telemetry and workloads may name the host as the resource's name or its id: keep both.
     norm_host(coalesce(ResourceName, ResourceId)) AS host,
+    norm_host(ResourceId) AS resource_host,
     ResourceId AS resource_id,
     x_GpuModel AS gpu_model,
     x_GpuCount AS gpu_count,

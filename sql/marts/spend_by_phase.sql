@@ -19,7 +19,7 @@ attributed AS (
 cost AS (
     SELECT period, phase,
            sum(amount_reporting) AS cost_reporting,
-           sum(gpu_seconds) FILTER (WHERE method IN ('workload_overlap', 'no_workload')) / 3600.0 AS gpu_hours_paid,
+           sum(gpu_seconds) FILTER (WHERE method IN ('workload_overlap', 'no_workload', 'tag')) / 3600.0 AS gpu_hours_paid,
            count(*) - count(amount_reporting) AS parts_without_fx_rate
     FROM attributed
     GROUP BY period, phase
