@@ -37,6 +37,7 @@ def stream_csv_as_strings(
     source_file: str,
     null_values: Sequence[str] = ("",),
     delimiter: str = ",",
+    encoding: str = "utf-8",
 ) -> Iterator[pl.DataFrame]:
     """Stream a headed CSV as polars frames of strings, numbering data rows from 1.
 
@@ -45,7 +46,7 @@ def stream_csv_as_strings(
     """
     with open_maybe_gzip(path) as fh:
         try:
-            names = header_fields(fh.read(1 << 16), delimiter)
+            names = header_fields(fh.read(1 << 16).decode(encoding, errors="replace").encode(), delimiter)
         except (EOFError, OSError) as exc:
             raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
     if not names or not any(names):
@@ -58,7 +59,7 @@ def stream_csv_as_strings(
             _input_stream(path),
             # Our own (stripped, BOM-free) names, so every column is typed as text whatever its spacing.
             read_options=pacsv.ReadOptions(
-                block_size=BLOCK_SIZE, encoding="utf8", column_names=names, skip_rows=1
+                block_size=BLOCK_SIZE, encoding=encoding, column_names=names, skip_rows=1
             ),
             parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=pacsv.ConvertOptions(

@@ -67,15 +67,18 @@ class GpuRentalConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         timezone = self.mapping.get("timezone") or ctx.timezone
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        encoding = self.mapping.get("encoding", "utf-8")
+        formats = tuple(self.mapping.get("time_formats") or ())
+        parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
+        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=encoding):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
                 raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=1)
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
             frame = frame.with_columns(
-                parse_utc(self.columns["start"], timezone).alias("__start"),
-                parse_utc(self.columns["end"], timezone).alias("__end"),
+                parse_time(self.columns["start"]).alias("__start"),
+                parse_time(self.columns["end"]).alias("__end"),
                 parse_decimal(self.columns["amount"], 18, 6).alias("__amount"),
                 self.col("gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
                 self.col("billing_mode").str.to_lowercase().replace_strict(self._mode_words(), default=None).alias("__mode"),

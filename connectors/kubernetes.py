@@ -91,6 +91,8 @@ class KubernetesPodsConnector(Connector):
             (pl.col("name").is_null(), "pod has no name"),
             (started.is_null(), "pod never started (no status.startTime)"),
             (pl.col("host").is_null(), "pod was never scheduled on a node"),
+            (pl.col("state").is_in(["Succeeded", "Failed"]) & pl.col("end").is_null(),
+             "pod has ended but no container reports when: it would otherwise hold its GPUs forever"),
             (pl.col("stated_phase").is_not_null() & phase.is_null(),
              pl.format("phase label '{}' is not one of " + ", ".join(WORK_PHASES), "stated_phase")),
         ])

@@ -61,3 +61,15 @@ def test_currencies_must_be_iso_codes_and_months_are_billing_periods(tmp_path):
     # 2026-09-01 08:00 in Shanghai opens September there: the period starts at 2026-08-31 16:00 UTC.
     assert rows[0]["BillingPeriodStart"] == datetime(2026, 8, 31, 16, tzinfo=UTC)
     assert rows[0]["BillingPeriodEnd"] == datetime(2026, 9, 30, 16, tzinfo=UTC)
+
+
+def test_a_gbk_encoded_invoice_reads_with_its_mapping(tmp_path):
+    import yaml
+
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_cn.yaml").read_text(encoding="utf-8"))
+    mapping["encoding"] = "gbk"  # many Chinese consoles export GBK
+    path = tmp_path / "gbk.csv"
+    path.write_bytes(CHINESE.encode("gbk"))
+    ctx = read_context("gbk.csv")
+    rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["BilledCost"] for r in rows] == [Decimal("355.200000"), Decimal("0.580000")]
