@@ -36,6 +36,7 @@ BENCH_ROLLUP ?= --gpus 1000 --days 12 --memory-limit 4GB
 bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m tests.bench
 	$(BIN)/python -m tests.bench_rollup $(BENCH_ROLLUP)
+	$(BIN)/python -m tests.bench_cur
 
 # Re-resolve every dependency from pyproject.toml into constraints.txt (run after changing deps).
 lock:
