@@ -18,6 +18,7 @@ from connectors.aws_cur import AwsCurConnector
 from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
+from connectors.gcp_billing import GcpBillingConnector
 from connectors.gpu_rental import mapping_connectors
 from connectors.kubernetes import KubernetesPodsConnector
 from connectors.node_exporter import NodeExporterDiskConnector
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 def builtin_connectors() -> list[Connector]:
     return [
-        FocusConnector(), AwsCurConnector(),
+        FocusConnector(), AwsCurConnector(), GcpBillingConnector(),
         NvidiaSmiConnector(), NvidiaSmiDmonConnector(), DcgmScrapeConnector(), PrometheusDcgmConnector(),
         AlibabaGpuTraceConnector(),
         WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),

@@ -1,0 +1,100 @@
+"""Google Cloud billing export (BigQuery standard export flattened to CSV, dotted column names).
+
+Each line becomes a Usage charge at its `cost`; each entry of its `credits` array becomes a Credit
+charge of its own (FOCUS keeps credits as their own rows), so the lines of a day sum to what the
+invoice bills. Times carry their offset; `invoice.month` (YYYYMM) is the billing period.
+"""
+
+import ast
+import csv
+import json
+from functools import cache
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.base import Connector, ReadContext
+
+CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "gcp_service_categories.csv"
+SIGNATURE = ("billing_account_id", "service.description", "sku.id", "usage_start_time", "cost", "currency")
+CREDIT = pl.Struct({"name": pl.String, "amount": pl.String, "type": pl.String})
+
+
+@cache
+def service_categories() -> dict[str, str]:
+    """GCP service description → FOCUS ServiceCategory (focus_converters' mapping, models/data/SOURCES.md)."""
+    with open(CATEGORIES, newline="") as fh:
+        return {r["ConsumedService"]: r["ServiceCategory"] for r in csv.DictReader(fh)}
+
+
+def parse_credits(text: str | None) -> list[dict]:
+    """The export writes credits as JSON or as a Python-style list (single quotes, None)."""
+    if not text or text.strip() in ("[]", ""):
+        return []
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = ast.literal_eval(text)  # a literal only: no code runs
+    return [{"name": i.get("full_name") or i.get("name"), "amount": str(i.get("amount")), "type": i.get("type")} for i in items]
+
+
+class GcpBillingConnector(Connector):
+    name = "gcp_billing"
+    kind = "billing"
+    recognises = "Google Cloud billing export flattened to CSV (billing_account_id, service.description, sku.id, cost, credits, invoice.month)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return set(SIGNATURE) <= set(header_fields(head))
+
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        names = set(header_fields(head))
+        return [c for c in SIGNATURE if c not in names] if "billing_account_id" in names else None
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        for frame in stream_csv_as_strings(path, ctx.source_file):
+            source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+            cost = parse_decimal("cost", 18, 6)
+            start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")
+            credits = pl.col("credits").map_elements(parse_credits, return_dtype=pl.List(CREDIT)) if "credits" in frame.columns \
+                else pl.lit([], dtype=pl.List(CREDIT))
+            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"))
+            reason = first_reason([
+                (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col("cost").fill_null(""))),
+                (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
+                (~pl.col("currency").str.contains(r"^[A-Z]{3}$").fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
+            ])
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns).with_columns(credits.alias("__credits"))
+            if not accepted.height:
+                continue
+            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"), pl.col("sku.description"))
+            credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
+            credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
+                                   pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))
+            yield to_canonical(pl.concat([usage, credit], how="vertical"), self.schema, self.name, ctx)
+
+    def _charges(self, frame: pl.DataFrame, amount: pl.Expr, category: pl.Expr, description: pl.Expr) -> pl.DataFrame:
+        get = lambda c: pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
+        month = pl.concat_str(get("invoice.month").str.slice(0, 4), pl.lit("-"), get("invoice.month").str.slice(4, 2), pl.lit("-01T00:00:00Z"))
+        period_start = month.str.to_datetime("%Y-%m-%dT%H:%M:%SZ", strict=False, time_unit="us", time_zone="UTC")
+        return frame.select(
+            amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("ListCost"),
+            pl.col("currency").alias("BillingCurrency"), category.alias("ChargeCategory"),
+            pl.when(category == "Usage").then(pl.lit("Usage-Based")).otherwise(pl.lit("One-Time")).alias("ChargeFrequency"),
+            pl.when(category == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
+            pl.col("__start").alias("ChargePeriodStart"), pl.coalesce("__end", "__start").alias("ChargePeriodEnd"),
+            period_start.alias("BillingPeriodStart"), period_start.dt.offset_by("1mo").alias("BillingPeriodEnd"),
+            pl.col("billing_account_id").alias("BillingAccountId"), get("project.id").alias("SubAccountId"),
+            get("project.name").alias("SubAccountName"), pl.lit("Google Cloud").alias("ProviderName"),
+            pl.lit("Google Cloud").alias("PublisherName"), pl.lit("Google Cloud").alias("InvoiceIssuerName"),
+            get("service.description").alias("ServiceName"), get("sku.id").alias("SkuId"), description.alias("ChargeDescription"),
+            get("location.region").alias("RegionId"), get("location.location").alias("RegionName"),
+            get("location.zone").alias("AvailabilityZone"),
+            pl.when(category == "Usage").then(parse_decimal("usage.amount_in_pricing_units", 28, 10)).alias("PricingQuantity") if "usage.amount_in_pricing_units" in frame.columns else pl.lit(None).alias("PricingQuantity"),
+            pl.when(category == "Usage").then(get("usage.pricing_unit")).alias("PricingUnit"),
+            get("service.description").replace_strict(service_categories(), default="Other").alias("ServiceCategory"),
+            pl.struct(get("cost_type").alias("cost_type"), get("export_time").alias("export_time")).struct.json_encode().alias("x_ExtraColumns"),
+            ROW_NUMBER,
+        )

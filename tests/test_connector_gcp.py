@@ -1,0 +1,39 @@
+"""Google Cloud billing export: usage lines plus one Credit line per applied credit."""
+
+import csv
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connectors.gcp_billing import GcpBillingConnector, parse_credits
+from connectors.registry import detect
+from models.schemas import COST_LINE
+from tests.conftest import read_context, sample
+
+
+def test_gcp_export_loads_with_credits_as_their_own_rows_and_reconciles():
+    path = sample("billing/gcp_bigquery_export_flat_2020-11_koku.csv")
+    assert detect(path).connector.name == "gcp_billing"
+    ctx = read_context(path.name)
+    table = pa.Table.from_batches(list(GcpBillingConnector().read(path, ctx)), schema=COST_LINE)
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    credits = [c for r in rows for c in parse_credits(r["credits"])]
+    assert (len(rows), len(credits)) == (25, 8) and not ctx.quarantined
+    assert table.num_rows == 25 + 8
+    cost = sum(Decimal(r["cost"]) for r in rows)
+    credited = sum(Decimal(c["amount"]) for c in credits)
+    assert pc.sum(table["BilledCost"]).as_py() == (cost + credited).quantize(Decimal("0.000001")) == Decimal("0")  # a free trial
+    by_category = {k.as_py(): v.as_py() for k, v in zip(*pc.value_counts(table["ChargeCategory"]).flatten())}
+    assert by_category == {"Usage": 25, "Credit": 8}
+    assert table["BillingPeriodStart"][0].as_py().isoformat() == "2020-11-01T00:00:00+00:00"  # invoice.month 202011
+    assert set(zip(table["ServiceName"].to_pylist(), table["ServiceCategory"].to_pylist())) == {
+        ("BigQuery", "Databases"), ("Security Command Center", "Security"), ("Stackdriver Logging", "Other")}  # an old name
+
+
+def test_credits_written_as_json_or_python_lists():
+    assert parse_credits('[{"name": "A", "amount": -1.5, "type": "SUD"}]') == [{"name": "A", "amount": "-1.5", "type": "SUD"}]
+    assert parse_credits("[{'name': 'B', 'amount': -2, 'full_name': None, 'type': 'PROMOTION'}]") == [
+        {"name": "B", "amount": "-2", "type": "PROMOTION"}]
+    assert parse_credits("[]") == [] and parse_credits(None) == []
