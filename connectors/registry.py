@@ -15,6 +15,7 @@ from pathlib import Path
 from connectors.base import KINDS, SNIFF_BYTES, Connector, open_maybe_gzip
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.aws_cur import AwsCurConnector
+from connectors.azure_cost import AzureCostConnector
 from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 def builtin_connectors() -> list[Connector]:
     return [
-        FocusConnector(), AwsCurConnector(), GcpBillingConnector(),
+        FocusConnector(), AwsCurConnector(), AzureCostConnector(), GcpBillingConnector(),
         NvidiaSmiConnector(), NvidiaSmiDmonConnector(), DcgmScrapeConnector(), PrometheusDcgmConnector(),
         AlibabaGpuTraceConnector(),
         WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),

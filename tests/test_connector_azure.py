@@ -1,0 +1,69 @@
+"""Azure cost details exports: every header variant in the samples, actual vs amortized."""
+
+import csv
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from connectors.azure_cost import AzureCostConnector, key
+from connectors.registry import detect
+from models.schemas import COST_LINE
+from tests.conftest import read_context, sample
+
+
+def read_all(path):
+    ctx = read_context(path.name)
+    table = pa.Table.from_batches(list(AzureCostConnector().read(path, ctx)), schema=COST_LINE)
+    return table, ctx
+
+
+def own_total(path) -> Decimal:
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    column = next(h for h in rows[0] if key(h) in ("costinbillingcurrency", "cost", "pretaxcost"))
+    return sum((Decimal(r[column]) for r in rows if r[column]), Decimal(0))
+
+
+def sum_of(table, column) -> Decimal:
+    return (pc.sum(table[column]).as_py() or Decimal(0)).quantize(Decimal("0.01"))
+
+
+@pytest.mark.parametrize("name, rows", [
+    ("billing/azure_ea_actual_cost_focusconverters_fixture.csv", 27),
+    ("billing/azure_payg_legacy_camelcase_koku.csv", 3),
+    ("billing/azure_payg_legacy_costreport_koku.csv", 3),
+    ("billing/azure_export_header_variants_opencost/Enterprise.csv", 1),
+    ("billing/azure_export_header_variants_opencost/EnterpriseCamel.csv", 1),
+    ("billing/azure_export_header_variants_opencost/PayAsYouGo.csv", 1),
+])
+def test_header_variants_load_and_reconcile_to_the_cent(name, rows):
+    path = sample(name)
+    assert detect(path).connector.name == "azure_cost"
+    table, ctx = read_all(path)
+    assert table.num_rows == rows and not ctx.quarantined
+    assert sum_of(table, "BilledCost") == own_total(path).quantize(Decimal("0.01"))
+
+
+def test_actual_and_amortized_exports_of_one_month():
+    actual, _ = read_all(sample("billing/azure_ea_actual_cost_finopstoolkit.csv"))
+    amortized, _ = read_all(sample("billing/azure_ea_amortized_cost_finopstoolkit.csv"))
+    # Actual: the reservation purchase is billed, and amortized away from EffectiveCost.
+    assert (actual.num_rows, sum_of(actual, "BilledCost"), sum_of(actual, "EffectiveCost")) == (11, Decimal("8.55"), Decimal("5.30"))
+    assert "Purchase" in actual["ChargeCategory"].to_pylist()
+    # Amortized: covered usage carries its share of the commitment as EffectiveCost and bills nothing.
+    assert (amortized.num_rows, sum_of(amortized, "EffectiveCost")) == (28, own_total(sample("billing/azure_ea_amortized_cost_finopstoolkit.csv")).quantize(Decimal("0.01")))
+    assert sum_of(amortized, "BilledCost") < sum_of(amortized, "EffectiveCost")
+    assert set(amortized["PricingCategory"].to_pylist()) >= {"Committed"}
+
+
+def test_a_fake_currency_and_an_empty_row_are_quarantined_not_loaded():
+    table, ctx = read_all(sample("billing/azure_ea_export_v2_koku.csv"))
+    assert table.num_rows == 0 and [q["reason"] for q in ctx.quarantined] == ["currency 'MC' is not an ISO 4217 code"] * 5
+    table, ctx = read_all(sample("billing/azure_export_header_variants_opencost/BOM.csv"))
+    assert table.num_rows == 0 and [q["reason"] for q in ctx.quarantined] == ["cost '' is not a number"]
+
+
+def test_localized_headers_carry_the_english_name():
+    assert key("Kosten (Cost)") == "cost" and key("CostInBillingCurrency") == "costinbillingcurrency"
