@@ -24,6 +24,7 @@ from connectors.gpu_rental import mapping_connectors
 from connectors.kubernetes import KubernetesPodsConnector
 from connectors.node_exporter import NodeExporterDiskConnector
 from connectors.nvidia_smi import NvidiaSmiConnector
+from connectors.oci_cost import OciCostConnector
 from connectors.nvidia_smi_dmon import NvidiaSmiDmonConnector
 from connectors.s3_access_log import S3AccessLogConnector
 from connectors.slurm import SlurmSacctConnector
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 def builtin_connectors() -> list[Connector]:
     return [
-        FocusConnector(), AwsCurConnector(), AzureCostConnector(), GcpBillingConnector(),
+        FocusConnector(), AwsCurConnector(), AzureCostConnector(), GcpBillingConnector(), OciCostConnector(),
         NvidiaSmiConnector(), NvidiaSmiDmonConnector(), DcgmScrapeConnector(), PrometheusDcgmConnector(),
         AlibabaGpuTraceConnector(),
         WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),

@@ -10,9 +10,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from pipelines import progress
 from pipelines.settings import DEMO_DIR, FinopsSettings
 
 app = typer.Typer(help="gpu-finops: AI (GPU) spend from invoices and telemetry, attributed to ML phases.",
@@ -28,7 +30,22 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     from pipelines.summary import print_summary, summary_dict
 
     started = time.perf_counter()
-    with console.status("running the asset graph (ingest → core → marts, with checks)…"):
+    if console.is_terminal:
+        # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=True) as bar:
+            task = bar.add_task("loading landing files", total=None)
+
+            def show(done: int, total: int, path: str, rows: int, mb_per_s: float) -> None:
+                bar.update(task, completed=done, total=total,
+                           description=f"{path}: {rows:,} rows at {mb_per_s:,.1f} MB/s")
+
+            progress.set_reporter(show)
+            try:
+                outcome = run_graph(settings, warehouse)
+            finally:
+                progress.set_reporter(None)
+    else:
         outcome = run_graph(settings, warehouse)
     elapsed = time.perf_counter() - started
     summary = summary_dict(warehouse)

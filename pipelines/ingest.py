@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ import duckdb
 from connectors.base import Connector, ConnectorError, ReadContext
 from connectors.registry import all_connectors, detect
 from models.schemas import RAW_TABLES
+from pipelines import progress
 from pipelines.warehouse import ensure_warehouse, fetch_all
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,8 @@ def ingest_landing(
     # One time for the whole run: files loaded together are one export (its parts), so they never
     # restate one another; a later run's export of the same billing period does.
     batch_time = datetime.now(UTC)
-    for path in landing_files(landing):
+    files = landing_files(landing)
+    for position, path in enumerate(files, start=1):
         rel = path.relative_to(landing).as_posix()
         sha = sha256_of(path)
         done = fetch_all(
@@ -92,7 +95,10 @@ def ingest_landing(
         if done:
             summary.already_loaded += 1
             continue
+        started = time.perf_counter()
         outcome = _ingest_file(conn, path, rel, sha, timezone, connectors, batch_time)
+        seconds = max(time.perf_counter() - started, 1e-6)
+        progress.report(position, len(files), rel, outcome.rows_loaded, path.stat().st_size / 2**20 / seconds)
         summary.outcomes.append(outcome)
         log.info("%s: %s %s", rel, outcome.status, outcome.detail)
     summary.restated = mark_restated(conn)

@@ -125,3 +125,25 @@ def test_missing_required_column_fails_the_file_naming_it(tmp_path):
 def test_detect_claims_focus_and_not_telemetry():
     assert detect(sample(FOCUS_SAMPLE)).connector.name == "focus"
     assert detect(sample("telemetry/nvidia_smi_query_gpu_h100_h200_l40s_idle_load.csv")).connector.name != "focus"
+
+
+SPEC_EXAMPLES = sorted(p.name for p in (sample("billing/focus12_spec_examples/commitment_discount_usage_scenario_1.csv").parent).glob("*.csv"))
+
+
+@pytest.mark.parametrize("name", SPEC_EXAMPLES)
+def test_focus_1_2_commitment_examples_keep_billed_and_effective_cost(tmp_path, name):
+    """The spec's commitment purchase and usage examples: BilledCost and EffectiveCost exactly as written."""
+    source = sample(f"billing/focus12_spec_examples/{name}")
+    lines = source.read_text().splitlines()
+    path = tmp_path / name
+    path.write_text("\n".join([lines[0] + ",BillingCurrency"] + [(l + ",USD") if l.strip() else l for l in lines[1:]]) + "\n")
+    table, ctx = read_all(path)
+    rows = [r for r in csv.DictReader(open(source, newline="")) if any(v for v in r.values())]
+    # Two of the spec's own examples write an impossible time (2023-02-01T30:00:00Z): quarantined, named.
+    rejected = {q["x_SourceRow"] for q in ctx.quarantined}
+    assert all(q["reason"].startswith("ChargePeriodEnd is not a valid timestamp") for q in ctx.quarantined)
+    assert table.num_rows + len(rejected) == len(rows)
+    kept = [r for n, r in enumerate(rows, start=1) if n not in rejected]
+    for column in ("BilledCost", "EffectiveCost"):
+        own = sum((Decimal(r[column]) for r in kept if r[column] not in ("", "NULL")), Decimal(0))
+        assert (pc.sum(table[column]).as_py() or Decimal(0)) == own.quantize(Decimal("0.000001")), column

@@ -213,3 +213,17 @@ def test_compressed_truncated_encoded_and_odd_files_get_clear_outcomes(tmp_path)
     assert outcomes["almost_focus.csv"].status == "unrecognized"
     assert outcomes["almost_focus.csv"].detail.endswith("closest: focus, missing BillingCurrency")
     assert (outcomes["empty.csv"].status, outcomes["empty.csv"].detail) == ("unrecognized", "empty file")
+
+
+def test_each_loaded_file_is_reported_for_progress(tmp_path, landing):
+    from pipelines import progress
+
+    seen = []
+    progress.set_reporter(lambda done, total, path, rows, rate: seen.append((done, total, path, rows, rate > 0)))
+    try:
+        ingest_landing(connect(tmp_path / "wh.duckdb"), landing)
+    finally:
+        progress.set_reporter(None)
+    assert [(d, t, p, r) for d, t, p, r, _ in seen] == [
+        (1, 3, "billing/focus.csv", 1000), (2, 3, "cluster_summary.csv", 0), (3, 3, "host=h100-01/smi.csv", 8)]
+    assert all(fast for *_, fast in seen)

@@ -1,0 +1,77 @@
+"""Oracle Cloud (OCI) cost reports into FOCUS charges.
+
+A line is one resource's usage in an interval: `cost/myCost` is what the tenancy pays for it
+(BilledCost and EffectiveCost), `cost/unitPrice` × `usage/billedQuantity` its list price.
+Corrections (`lineItem/isCorrection` = true) keep their sign and carry ChargeClass Correction.
+`tags/NAMESPACE.KEY` columns become the Tags object.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.base import Connector, ReadContext
+
+SIGNATURE = ("lineItem/intervalUsageStart", "product/service", "cost/myCost", "cost/currencyCode")
+CATEGORIES = {"COMPUTE": "Compute", "BLOCK_STORAGE": "Storage", "OBJECT_STORAGE": "Storage", "DATABASE": "Databases",
+              "MYSQL": "Databases", "NETWORK": "Networking", "TELEMETRY": "Management and Governance"}
+
+
+class OciCostConnector(Connector):
+    name = "oci_cost"
+    kind = "billing"
+    recognises = "Oracle Cloud cost reports (lineItem/…, product/…, cost/myCost, cost/currencyCode)"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return set(SIGNATURE) <= set(header_fields(head))
+
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        names = set(header_fields(head))
+        return [c for c in SIGNATURE if c not in names] if "cost/myCost" in names else None
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        for frame in stream_csv_as_strings(path, ctx.source_file):
+            source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+            get = lambda c: pl.col(c).str.strip_chars() if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
+            cost = parse_decimal("cost/myCost", 18, 6)
+            start, end = parse_utc("lineItem/intervalUsageStart", "UTC"), parse_utc("lineItem/intervalUsageEnd", "UTC")
+            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"))
+            reason = first_reason([
+                (pl.col("__cost").is_null(), pl.format("cost/myCost '{}' is not a number", pl.col("cost/myCost").fill_null(""))),
+                (pl.col("__start").is_null(), pl.format("lineItem/intervalUsageStart '{}' is not a time",
+                                                        pl.col("lineItem/intervalUsageStart").fill_null(""))),
+                (~get("cost/currencyCode").str.contains(r"^[A-Z]{3}$").fill_null(False),
+                 pl.format("currency '{}' is not an ISO 4217 code", get("cost/currencyCode").fill_null(""))),
+            ])
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
+            if not accepted.height:
+                continue
+            tag_columns = [c for c in accepted.columns if c.startswith("tags/")]
+            tags = pl.struct([pl.col(c).alias(c.removeprefix("tags/")) for c in tag_columns]).struct.json_encode() if tag_columns \
+                else pl.lit(None, dtype=pl.String)
+            quantity = parse_decimal("usage/billedQuantity", 28, 10)
+            unit_price = parse_decimal("cost/unitPrice", 28, 12)
+            out = accepted.select(
+                pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"),
+                pl.coalesce((quantity * unit_price).cast(pl.Decimal(18, 6)), pl.col("__cost")).alias("ListCost"),
+                get("cost/currencyCode").alias("BillingCurrency"), pl.lit("Usage").alias("ChargeCategory"),
+                pl.when(get("lineItem/isCorrection") == "true").then(pl.lit("Correction")).alias("ChargeClass"),
+                pl.lit("Usage-Based").alias("ChargeFrequency"), pl.lit("Standard").alias("PricingCategory"),
+                pl.col("__start").alias("ChargePeriodStart"), pl.coalesce("__end", "__start").alias("ChargePeriodEnd"),
+                get("lineItem/tenantId").alias("BillingAccountId"), get("product/compartmentId").alias("SubAccountId"),
+                get("product/compartmentName").alias("SubAccountName"), pl.lit("Oracle").alias("ProviderName"),
+                pl.lit("Oracle").alias("PublisherName"), pl.lit("Oracle").alias("InvoiceIssuerName"),
+                get("product/service").alias("ServiceName"),
+                get("product/service").replace_strict(CATEGORIES, default="Other").alias("ServiceCategory"),
+                get("product/Description").alias("ChargeDescription"), get("cost/productSku").alias("SkuId"),
+                get("product/region").alias("RegionId"), get("product/availabilityDomain").alias("AvailabilityZone"),
+                get("product/resourceId").alias("ResourceId"), quantity.alias("ConsumedQuantity"),
+                get("cost/skuUnitDescription").alias("ConsumedUnit"), unit_price.alias("ListUnitPrice"),
+                get("cost/subscriptionId").alias("CommitmentDiscountId"), tags.alias("Tags"),
+                pl.struct(get("lineItem/referenceNo").alias("reference_no")).struct.json_encode().alias("x_ExtraColumns"),
+                ROW_NUMBER,
+            )
+            yield to_canonical(out, self.schema, self.name, ctx)
