@@ -8,7 +8,9 @@ PricingModel): usage a reservation or savings plan covered bills nothing and is 
 amortized cost; a commitment purchase bills its price and is effective at zero.
 """
 
+import csv
 import re
+from functools import cache
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,23 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+
+SERVICES = Path(__file__).resolve().parent.parent / "models" / "data" / "azure_services.csv"
+
+
+@cache
+def service_categories() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """finops-toolkit's service table: resource type → category and subcategory, consumed service → category."""
+    by_type, sub_by_type, by_service = {}, {}, {}
+    with open(SERVICES, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["ResourceType"]:
+                by_type.setdefault(r["ResourceType"].lower(), r["ServiceCategory"])
+                sub_by_type.setdefault(r["ResourceType"].lower(), r["ServiceSubcategory"])
+            if r["ConsumedService"]:
+                by_service.setdefault(r["ConsumedService"].lower(), r["ServiceCategory"])
+    return by_type, sub_by_type, by_service
+
 
 ALIASES = {
     "cost": ("costinbillingcurrency", "cost", "pretaxcost"),
@@ -41,6 +60,9 @@ ALIASES = {
     "reservation": ("reservationid",),
     "tags": ("tags",),
     "publisher": ("publishername",),
+    "consumed_service": ("consumedservice",),
+    "pricing_currency": ("pricingcurrency", "pricingcurrencycode"),
+    "exchange_rate": ("exchangeratepricingtobilling", "exchangerate"),
 }
 CATEGORY = {"Usage": "Usage", "Purchase": "Purchase", "Refund": "Credit", "Tax": "Tax",
             "RoundingAdjustment": "Adjustment", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage"}
@@ -98,6 +120,9 @@ class AzureCostConnector(Connector):
             covered = committed & (charge_type == "Usage")
             purchase_of_commitment = (charge_type == "Purchase") & (committed | get("reservation").is_not_null())
             zero = pl.lit(0).cast(pl.Decimal(18, 6))
+            by_type, sub_by_type, by_service = service_categories()
+            resource_type = get("resource_id").str.to_lowercase().str.extract(r"/providers/([^/]+/[^/]+)")
+            rate = parse_decimal(fields["exchange_rate"], 28, 12) if "exchange_rate" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
             tags = get("tags")
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
@@ -126,7 +151,16 @@ class AzureCostConnector(Connector):
                 else pl.lit(None).alias("ConsumedQuantity"),
                 get("unit").alias("ConsumedUnit"),
                 parse_decimal(fields["unit_price"], 28, 12).alias("ListUnitPrice") if "unit_price" in fields else pl.lit(None).alias("ListUnitPrice"),
-                tags.alias("Tags"), pl.lit("Other").alias("ServiceCategory"),
+                tags.alias("Tags"),
+                pl.coalesce(resource_type.replace_strict(by_type, default=None),
+                            get("consumed_service").str.to_lowercase().replace_strict(by_service, default=None),
+                            pl.lit("Other")).alias("ServiceCategory"),
+                resource_type.replace_strict(sub_by_type, default=None).alias("ServiceSubcategory"),
+                get("pricing_currency").str.to_uppercase().alias("PricingCurrency"),
+                # Costs are in the billing currency; the pricing-currency cost divides by the exchange rate.
+                pl.when(get("pricing_currency").is_not_null() & rate.is_not_null() & (rate > 0))
+                  .then((pl.col("__cost").cast(pl.Decimal(38, 12)) / rate).cast(pl.Decimal(18, 6)))
+                  .alias("PricingCurrencyEffectiveCost"),
                 ROW_NUMBER,
             )
             yield to_canonical(out, self.schema, self.name, ctx)

@@ -109,20 +109,22 @@ def mark_restated(conn) -> list[str]:
     """Billing files every one of whose billing periods a later export covers again (same provider,
     billing account and period) are restated: marked so, with the files that replaced them."""
     restated = fetch_all(conn, """
-        WITH keys AS (
-            SELECT DISTINCT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
-                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart
+        WITH lines AS (
+            SELECT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
+                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
+                   bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS final
             FROM raw.cost_lines AS c
             JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
             WHERE c.BillingPeriodStart IS NOT NULL
         ),
+        keys AS (SELECT DISTINCT * FROM lines),
         newest AS (
-            SELECT ProviderName, BillingAccountId, BillingPeriodStart, max(ingested_at) AS ingested_at
+            SELECT ProviderName, BillingAccountId, BillingPeriodStart, max((ingested_at, final)) AS rank
             FROM keys GROUP BY ALL
         ),
         superseded AS (
             SELECT k.path, k.sha256,
-                   bool_and(k.ingested_at < n.ingested_at) AS all_superseded
+                   bool_and((k.ingested_at, k.final) < n.rank) AS all_superseded
             FROM keys AS k
             JOIN newest AS n USING (ProviderName, BillingAccountId, BillingPeriodStart)
             GROUP BY k.path, k.sha256
@@ -133,7 +135,7 @@ def mark_restated(conn) -> list[str]:
                  AND k2.ProviderName IS NOT DISTINCT FROM k1.ProviderName
                  AND k2.BillingAccountId IS NOT DISTINCT FROM k1.BillingAccountId
                  AND k2.BillingPeriodStart = k1.BillingPeriodStart
-                WHERE k2.ingested_at > k1.ingested_at) AS by_files
+                WHERE (k2.ingested_at, k2.final) > (k1.ingested_at, k1.final)) AS by_files
         FROM superseded AS s WHERE s.all_superseded""")
     for path, sha, by_files in restated:
         conn.execute("UPDATE raw.files SET status = 'restated', detail = detail || '; restated by ' || ? "

@@ -77,3 +77,25 @@ def test_gpu_instances_and_line_types(tmp_path):
     assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"]) == ("Purchase", Decimal("1000.000000"), Decimal("120.000000"))
     assert (credit["ChargeCategory"], credit["EffectiveCost"]) == ("Credit", Decimal("-5.000000"))
     assert usage["ServiceCategory"] == "Compute"
+
+
+def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tmp_path):
+    import shutil
+
+    from pipelines.ingest import ingest_landing
+    from pipelines.warehouse import connect, fetch_all
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(sample("billing/aws_cur_legacy_csv_savingsplan_koku.csv"), landing / "aws_cur_legacy_csv_savingsplan_koku.csv")
+    # The sample pair names two payer accounts (9999999999999 open, 0099999999999 final), which by
+    # the restatement key are two accounts; the open file is given the final's account here.
+    open_month = sample("billing/aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").read_text()
+    (landing / "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").write_text(open_month.replace(",9999999999999,", ",0099999999999,"))
+    conn = connect(tmp_path / "wh.duckdb")
+    summary = ingest_landing(conn, landing)
+    assert summary.restated == ["aws_cur_legacy_csv_savingsplan_notfinal_koku.csv"]
+    status = dict(fetch_all(conn, "SELECT path, status FROM raw.files"))
+    assert status == {"aws_cur_legacy_csv_savingsplan_koku.csv": "loaded",
+                      "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv": "restated"}
+    conn.close()

@@ -67,3 +67,11 @@ def test_a_fake_currency_and_an_empty_row_are_quarantined_not_loaded():
 
 def test_localized_headers_carry_the_english_name():
     assert key("Kosten (Cost)") == "cost" and key("CostInBillingCurrency") == "costinbillingcurrency"
+
+
+def test_service_categories_and_pricing_currency():
+    table, _ = read_all(sample("billing/azure_ea_actual_cost_focusconverters_fixture.csv"))
+    assert set(table["ServiceCategory"].to_pylist()) == {"Integration", "Compute", "Storage", "Networking"}
+    camel, _ = read_all(sample("billing/azure_export_header_variants_opencost/EnterpriseCamel.csv"))
+    row = camel.to_pylist()[0]
+    assert (row["PricingCurrency"], row["PricingCurrencyEffectiveCost"], row["BilledCost"]) == ("USD", Decimal("0.012000"), Decimal("0.012000"))

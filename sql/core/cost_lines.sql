@@ -5,16 +5,20 @@
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
 CREATE OR REPLACE TABLE core.cost_lines AS
 WITH loaded_lines AS (
-    SELECT c.*, f.ingested_at AS export_loaded_at
+    SELECT c.*, f.ingested_at AS export_loaded_at,
+           -- An export whose lines carry invoice ids is final: it outranks a not-final export of
+           -- the same period loaded in the same run (AWS before and after month-end).
+           bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS export_final
     FROM raw.cost_lines AS c
     JOIN raw.files AS f
       ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
 ),
 current_lines AS (
-    SELECT * EXCLUDE (export_loaded_at)
+    SELECT * EXCLUDE (export_loaded_at, export_final)
     FROM loaded_lines
     QUALIFY BillingPeriodStart IS NULL
-         OR export_loaded_at = max(export_loaded_at) OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart)
+         OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
+            OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart)
 ),
 rated AS (
     SELECT c.*, fx.rate AS fx_rate, fx.rate_date AS fx_rate_date, fx.source AS fx_source
