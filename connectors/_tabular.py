@@ -172,3 +172,30 @@ def to_canonical(frame: pl.DataFrame, schema: pa.Schema, connector: str, ctx: Re
         else:
             arrays.append(pa.nulls(frame.height, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+PARQUET_BATCH_ROWS = 64 * 1024
+
+
+def is_parquet(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"PAR1"
+
+
+def stream_parquet_as_strings(path: Path, null_values: Sequence[str] = ("",)) -> Iterator[pl.DataFrame]:
+    """Parquet row groups as frames of text, numbered like CSV rows, so one parser serves both
+    formats (structs and maps become JSON)."""
+    import pyarrow.parquet as pq
+
+    rows_before = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        frame = pl.from_arrow(batch)
+        frame = frame.with_columns(
+            (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct)
+             else pl.col(c).cast(pl.String) if not isinstance(dt, pl.List) else pl.col(c).list.join(","))
+            for c, dt in frame.schema.items()
+        ).with_columns(pl.col(pl.String).replace({s: None for s in null_values}))
+        yield frame.with_columns(
+            pl.int_range(rows_before + 1, rows_before + 1 + frame.height, dtype=pl.Int64).alias(ROW_NUMBER)
+        )
+        rows_before += frame.height

@@ -17,8 +17,8 @@ import polars as pl
 import pyarrow as pa
 
 from connectors._tabular import (
-    ROW_NUMBER, failed, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings,
-    to_canonical,
+    ROW_NUMBER, failed, first_reason, header_fields, is_parquet, parse_decimal, parse_utc, split_rejected,
+    stream_csv_as_strings, stream_parquet_as_strings, to_canonical,
 )
 from connectors.base import Connector, ReadContext
 from models.gpus import instance_gpus_expr
@@ -54,6 +54,10 @@ class AwsCurConnector(Connector):
     recognises = "AWS Cost and Usage Reports: legacy CSV (lineItem/… headers, optionally gzip) and CUR 2.0 snake_case names"
 
     def detect(self, path: Path, head: bytes) -> bool:
+        if head.startswith(b"PAR1"):
+            import pyarrow.parquet as pq
+
+            return set(SIGNATURE) <= {snake(n) for n in pq.read_schema(path).names}
         return set(SIGNATURE) <= {snake(n) for n in header_fields(head)}
 
     def missing_columns(self, head: bytes) -> list[str] | None:
@@ -61,7 +65,8 @@ class AwsCurConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if names & set(SIGNATURE) else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        frames = stream_parquet_as_strings(path) if is_parquet(path) else stream_csv_as_strings(path, ctx.source_file)
+        for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             frame = frame.rename({c: snake(c) for c in source_columns})
             renamed = [c for c in frame.columns if c != ROW_NUMBER]

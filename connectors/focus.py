@@ -19,10 +19,12 @@ from connectors._tabular import (
     failed,
     first_reason,
     header_fields,
+    is_parquet,
     parse_decimal,
     parse_utc,
     split_rejected,
     stream_csv_as_strings,
+    stream_parquet_as_strings,
     to_canonical,
 )
 from connectors.base import Connector, ConnectorError, ReadContext
@@ -43,7 +45,6 @@ NULL_STRINGS = ("", "NULL", "null")
 # Extension columns this project defines itself: read into typed columns, not into x_ExtraColumns.
 OWN_EXTENSIONS = ("x_GpuModel", "x_GpuCount")
 _DECIMAL_TYPES = {MONEY: MONEY_TYPE, PRICE: PRICE_TYPE, QUANTITY: QUANTITY_TYPE}
-PARQUET_BATCH_ROWS = 64 * 1024
 
 
 def _is_focus_header(names: set[str]) -> bool:
@@ -67,27 +68,13 @@ class FocusConnector(Connector):
         return [sorted(group)[0] for group in SIGNATURE if not names & group]
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        frames = self._parquet_frames(path) if _is_parquet(path) else stream_csv_as_strings(
+        frames = stream_parquet_as_strings(path, NULL_STRINGS) if is_parquet(path) else stream_csv_as_strings(
             path, ctx.source_file, null_values=NULL_STRINGS
         )
         for frame in frames:
             accepted = self._normalise(frame, ctx)
             if accepted.height:
                 yield to_canonical(accepted, self.schema, self.name, ctx)
-
-    def _parquet_frames(self, path: Path) -> Iterator[pl.DataFrame]:
-        """Parquet columns arrive typed; turn them to text so one parser serves both formats."""
-        rows_before = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
-            frame = pl.from_arrow(batch)
-            frame = frame.with_columns(
-                (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct) else pl.col(c).cast(pl.String))
-                for c, dt in frame.schema.items()
-            ).with_columns(pl.col(pl.String).replace({s: None for s in NULL_STRINGS}))
-            yield frame.with_columns(
-                pl.int_range(rows_before + 1, rows_before + 1 + frame.height, dtype=pl.Int64).alias(ROW_NUMBER)
-            )
-            rows_before += frame.height
 
     def _normalise(self, frame: pl.DataFrame, ctx: ReadContext) -> pl.DataFrame:
         frame = frame.rename({old: new for old, new in RENAMED_COLUMNS.items() if old in frame.columns and new not in frame.columns})
@@ -135,8 +122,3 @@ class FocusConnector(Connector):
             extra_json.alias("x_ExtraColumns"),
             pl.col(ROW_NUMBER),
         )
-
-
-def _is_parquet(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(4) == b"PAR1"

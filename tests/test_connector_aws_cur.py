@@ -99,3 +99,21 @@ def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tm
     assert status == {"aws_cur_legacy_csv_savingsplan_koku.csv": "loaded",
                       "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv": "restated"}
     conn.close()
+
+
+def test_cur_2_parquet_with_typed_columns(tmp_path):
+    import polars as pl
+
+    source = sample("billing/aws_cur_legacy_csv_focusconverters_fixture.csv")
+    frame = pl.read_csv(source, infer_schema_length=0)
+    frame = frame.rename({c: snake(c) for c in frame.columns}).with_columns(
+        pl.col("line_item_unblended_cost").cast(pl.Float64),  # CUR 2.0 Parquet types its costs
+        pl.col("line_item_usage_start_date").str.to_datetime(time_zone="UTC"),
+    )
+    path = tmp_path / "cur2.parquet"
+    frame.write_parquet(path)
+    assert detect(path).connector.name == "aws_cur"
+    table, ctx = read_all(path)
+    assert table.num_rows == 1281 and not ctx.quarantined
+    assert pc.sum(table["BilledCost"]).as_py().quantize(Decimal("0.01")) == Decimal("1.68")
+    assert table["ChargePeriodStart"][0].as_py().isoformat().endswith("+00:00")
