@@ -10,6 +10,7 @@ import csv
 import json
 from functools import cache
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import polars as pl
@@ -30,6 +31,49 @@ def service_categories() -> dict[str, str]:
         return {r["ConsumedService"]: r["ServiceCategory"] for r in csv.DictReader(fh)}
 
 
+def flat_keys(record: dict, prefix: str = "") -> list[str]:
+    """{"service": {"description": …}} → ["service.description"]: the CSV flattening's names."""
+    keys = []
+    for name, value in record.items():
+        if isinstance(value, dict):
+            keys += flat_keys(value, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
+
+
+def flatten(record: dict, prefix: str = "") -> dict[str, str | None]:
+    row: dict[str, str | None] = {}
+    for name, value in record.items():
+        if isinstance(value, dict):
+            row.update(flatten(value, f"{prefix}{name}."))
+        elif isinstance(value, list):
+            row[prefix + name] = json.dumps(value)
+        else:
+            row[prefix + name] = None if value is None else str(value)
+    return row
+
+
+def stream_json_lines(path: Path, ctx: ReadContext, chunk: int = 50_000) -> Iterator[pl.DataFrame]:
+    """The BigQuery export as JSON lines, flattened to the CSV export's dotted columns, in chunks."""
+    with open(path, encoding="utf-8") as fh:
+        number = 0
+        while lines := list(islice(fh, chunk)):
+            rows = []
+            for line in lines:
+                number += 1
+                if not line.strip():
+                    continue
+                try:
+                    rows.append({**flatten(json.loads(line)), ROW_NUMBER: number})
+                except ValueError as exc:
+                    ctx.quarantine("gcp_billing", number, f"not a JSON object: {exc}", line.rstrip("\n"))
+            if rows:
+                columns = sorted({k for r in rows for k in r if k != ROW_NUMBER})
+                yield pl.DataFrame([{c: r.get(c) for c in columns} | {ROW_NUMBER: r[ROW_NUMBER]} for r in rows],
+                                   schema={**{c: pl.String for c in columns}, ROW_NUMBER: pl.Int64})
+
+
 def parse_credits(text: str | None) -> list[dict]:
     """The export writes credits as JSON or as a Python-style list (single quotes, None)."""
     if not text or text.strip() in ("[]", ""):
@@ -44,9 +88,16 @@ def parse_credits(text: str | None) -> list[dict]:
 class GcpBillingConnector(Connector):
     name = "gcp_billing"
     kind = "billing"
-    recognises = "Google Cloud billing export flattened to CSV (billing_account_id, service.description, sku.id, cost, credits, invoice.month)"
+    recognises = "Google Cloud billing export, flattened CSV or BigQuery JSON lines (billing_account_id, service.description, sku.id, cost, credits, invoice.month)"
 
     def detect(self, path: Path, head: bytes) -> bool:
+        if head.lstrip().startswith(b"{"):
+            first = head.lstrip().split(b"\n", 1)[0]
+            try:
+                record = json.loads(first)
+            except ValueError:
+                return False
+            return isinstance(record, dict) and set(SIGNATURE) <= set(flat_keys(record))
         return set(SIGNATURE) <= set(header_fields(head))
 
     def missing_columns(self, head: bytes) -> list[str] | None:
@@ -54,7 +105,10 @@ class GcpBillingConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if "billing_account_id" in names else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        with open(path, "rb") as fh:
+            is_json = fh.read(1024).lstrip().startswith(b"{")
+        frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file)
+        for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             cost = parse_decimal("cost", 18, 6)
             start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")

@@ -37,3 +37,30 @@ def test_credits_written_as_json_or_python_lists():
     assert parse_credits("[{'name': 'B', 'amount': -2, 'full_name': None, 'type': 'PROMOTION'}]") == [
         {"name": "B", "amount": "-2", "type": "PROMOTION"}]
     assert parse_credits("[]") == [] and parse_credits(None) == []
+
+
+def test_the_same_export_as_json_lines(tmp_path):
+    import ast
+    import json
+
+    csv_path = sample("billing/gcp_bigquery_export_flat_2020-11_koku.csv")
+    lines = []
+    with open(csv_path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            nested: dict = {}
+            for name, value in r.items():
+                if name in ("credits", "labels", "project.labels", "system_labels"):
+                    value = ast.literal_eval(value) if value else []
+                target = nested
+                *parents, leaf = name.split(".")
+                for p in parents:
+                    target = target.setdefault(p, {})
+                target[leaf] = value if value != "" else None
+            lines.append(json.dumps(nested))
+    path = tmp_path / "export.json"
+    path.write_text("\n".join(lines) + "\n")
+    assert detect(path).connector.name == "gcp_billing"
+    ctx = read_context(path.name)
+    table = pa.Table.from_batches(list(GcpBillingConnector().read(path, ctx)), schema=COST_LINE)
+    assert table.num_rows == 33 and not ctx.quarantined
+    assert pc.sum(table["BilledCost"]).as_py() == Decimal("0")
