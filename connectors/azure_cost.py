@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+from models.gpus import instance_gpus_expr
 
 SERVICES = Path(__file__).resolve().parent.parent / "models" / "data" / "azure_services.csv"
 
@@ -63,6 +64,8 @@ ALIASES = {
     "consumed_service": ("consumedservice",),
     "pricing_currency": ("pricingcurrency", "pricingcurrencycode"),
     "exchange_rate": ("exchangeratepricingtobilling", "exchangerate"),
+    "additional_info": ("additionalinfo",),
+    "meter_subcategory": ("metersubcategory",),
 }
 CATEGORY = {"Usage": "Usage", "Purchase": "Purchase", "Refund": "Credit", "Tax": "Tax",
             "RoundingAdjustment": "Adjustment", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage"}
@@ -123,6 +126,10 @@ class AzureCostConnector(Connector):
             by_type, sub_by_type, by_service = service_categories()
             resource_type = get("resource_id").str.to_lowercase().str.extract(r"/providers/([^/]+/[^/]+)")
             rate = parse_decimal(fields["exchange_rate"], 28, 12) if "exchange_rate" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
+            # The VM size is in AdditionalInfo's ServiceType (e.g. Standard_ND96amsr_A100_v4).
+            vm_size = pl.coalesce(get("additional_info").str.extract(r'"ServiceType"\s*:\s*"([^"]+)"'),
+                                  get("meter_subcategory").str.extract(r"(Standard_[A-Za-z0-9_]+)"))
+            gpus = instance_gpus_expr(vm_size)
             tags = get("tags")
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
@@ -152,6 +159,7 @@ class AzureCostConnector(Connector):
                 get("unit").alias("ConsumedUnit"),
                 parse_decimal(fields["unit_price"], 28, 12).alias("ListUnitPrice") if "unit_price" in fields else pl.lit(None).alias("ListUnitPrice"),
                 tags.alias("Tags"),
+                gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
                 pl.coalesce(resource_type.replace_strict(by_type, default=None),
                             get("consumed_service").str.to_lowercase().replace_strict(by_service, default=None),
                             pl.lit("Other")).alias("ServiceCategory"),

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+from models.gpus import gpu_model_expr
 
 CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "gcp_service_categories.csv"
 SIGNATURE = ("billing_account_id", "service.description", "sku.id", "usage_start_time", "cost", "currency")
@@ -143,6 +144,15 @@ class GcpBillingConnector(Connector):
             pl.col("billing_account_id").alias("BillingAccountId"), get("project.id").alias("SubAccountId"),
             get("project.name").alias("SubAccountName"), pl.lit("Google Cloud").alias("ProviderName"),
             pl.lit("Google Cloud").alias("PublisherName"), pl.lit("Google Cloud").alias("InvoiceIssuerName"),
+            # GPU time is its own SKU ("Nvidia Tesla A100 GPU running in Americas"), metered in GPU-seconds.
+            pl.when((category == "Usage") & get("sku.description").str.contains(r"(?i)\bGPU\b"))
+              .then(gpu_model_expr(get("sku.description").str.replace(r"(?i)^nvidia\s+(tesla\s+)?", "")
+                                   .str.replace(r"(?i)\s+GPU.*$", ""))).alias("x_GpuModel"),
+            pl.when((category == "Usage") & get("sku.description").str.contains(r"(?i)\bGPU\b")
+                    & (get("usage.unit") == "seconds"))
+              .then((get("usage.amount").cast(pl.Float64, strict=False)
+                     / (pl.col("__end") - pl.col("__start")).dt.total_seconds()).round(0).cast(pl.Int32))
+              .alias("x_GpuCount"),
             get("service.description").alias("ServiceName"), get("sku.id").alias("SkuId"), description.alias("ChargeDescription"),
             get("location.region").alias("RegionId"), get("location.location").alias("RegionName"),
             get("location.zone").alias("AvailabilityZone"),

@@ -75,3 +75,13 @@ def test_service_categories_and_pricing_currency():
     camel, _ = read_all(sample("billing/azure_export_header_variants_opencost/EnterpriseCamel.csv"))
     row = camel.to_pylist()[0]
     assert (row["PricingCurrency"], row["PricingCurrencyEffectiveCost"], row["BilledCost"]) == ("USD", Decimal("0.012000"), Decimal("0.012000"))
+
+
+def test_gpu_vm_size_from_additional_info(tmp_path):
+    path = tmp_path / "azure.csv"
+    path.write_text("SubscriptionId,MeterCategory,MeterId,Date,CostInBillingCurrency,BillingCurrencyCode,ResourceId,AdditionalInfo,ChargeType\n"
+                    's-1,Virtual Machines,m-1,09/01/2026,786.48,USD,/subscriptions/s-1/providers/Microsoft.Compute/virtualMachines/gpu-1,'
+                    '"{""ServiceType"": ""Standard_ND96amsr_A100_v4"", ""VMName"": ""gpu-1""}",Usage\n')
+    table, ctx = read_all(path)
+    row = table.to_pylist()[0]
+    assert (row["x_GpuModel"], row["x_GpuCount"], row["ServiceCategory"]) == ("A100 80G", 8, "Compute")

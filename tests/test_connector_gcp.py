@@ -64,3 +64,12 @@ def test_the_same_export_as_json_lines(tmp_path):
     table = pa.Table.from_batches(list(GcpBillingConnector().read(path, ctx)), schema=COST_LINE)
     assert table.num_rows == 33 and not ctx.quarantined
     assert pc.sum(table["BilledCost"]).as_py() == Decimal("0")
+
+
+def test_gpu_skus_give_model_and_count(tmp_path):
+    header = "billing_account_id,service.description,sku.id,sku.description,usage_start_time,usage_end_time,cost,currency,usage.amount,usage.unit,credits,invoice.month\n"
+    path = tmp_path / "gpu.csv"
+    path.write_text(header + "A-1,Compute Engine,9E4A,Nvidia Tesla A100 GPU running in Americas,"
+                    "2026-09-01 00:00:00+00:00,2026-09-01 01:00:00+00:00,11.76,USD,28800,seconds,[],202609\n")
+    row = pa.Table.from_batches(list(GcpBillingConnector().read(path, read_context("gpu.csv"))), schema=COST_LINE).to_pylist()[0]
+    assert (row["x_GpuModel"], row["x_GpuCount"]) == ("A100 40G", 8)  # 8 GPU-hours in one hour
