@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from decimal import Decimal
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -138,10 +139,18 @@ def failed(column: str, parsed: pl.Expr) -> pl.Expr:
 
 
 def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, connector: str,
-                   raw_columns: Sequence[str]) -> pl.DataFrame:
-    """Send rows with a non-null `reason` to the quarantine; return the accepted rows."""
+                   raw_columns: Sequence[str], amount: pl.Expr | None = None) -> pl.DataFrame:
+    """Send rows with a non-null `reason` to the quarantine; return the accepted rows.
+
+    `amount` (billing files) is the row's money as the source states it: its total over all rows
+    and over the rejected ones is added to the context, for the reconciliation check.
+    """
     frame = frame.with_columns(reason.alias("__reason"))
     rejected = frame.filter(pl.col("__reason").is_not_null())
+    if amount is not None:
+        totals = frame.select(amount.sum().alias("all"), amount.filter(pl.col("__reason").is_not_null()).sum().alias("bad"))
+        ctx.source_total += Decimal(str(totals.item(0, "all") or 0))
+        ctx.quarantined_total += Decimal(str(totals.item(0, "bad") or 0))
     for row in rejected.iter_rows(named=True):
         record = {c: row[c] for c in raw_columns if c in row}
         ctx.quarantine(connector, row[ROW_NUMBER], row["__reason"], record)

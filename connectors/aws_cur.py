@@ -81,7 +81,7 @@ class AwsCurConnector(Connector):
                 (start.is_null(), pl.format("lineItem/UsageStartDate '{}' is not a time", pl.col("line_item_usage_start_date").fill_null(""))),
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, renamed)
+            accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"])
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, money, start, end), self.schema, self.name, ctx)
 
@@ -111,7 +111,7 @@ class AwsCurConnector(Connector):
         gpus = instance_gpus_expr(get("product_instance_type"))
         quantity = parse_decimal("line_item_usage_amount", 28, 10) if "line_item_usage_amount" in frame.columns else pl.lit(None)
         return frame.select(
-            billed.alias("BilledCost"), effective.alias("EffectiveCost"),
+            billed.alias("BilledCost"), effective.alias("EffectiveCost"), billed.alias("x_SourceCost"),
             pl.coalesce(money["pricing_public_on_demand_cost"], billed).alias("ListCost"),
             get("line_item_currency_code").str.to_uppercase().alias("BillingCurrency"),
             kind.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),

@@ -115,7 +115,7 @@ class AzureCostConnector(Connector):
                 (~pl.col("__currency").str.contains(r"^[A-Z]{3}$").fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", pl.col("__currency").fill_null(""))),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
             if not accepted.height:
                 continue
             charge_type = get("charge_type").fill_null("Usage")
@@ -136,7 +136,8 @@ class AzureCostConnector(Connector):
             out = accepted.select(
                 pl.when(covered).then(zero).otherwise(pl.col("__cost")).alias("BilledCost"),
                 pl.when(purchase_of_commitment).then(zero).otherwise(pl.col("__cost")).alias("EffectiveCost"),
-                pl.col("__cost").alias("ListCost"), pl.col("__currency").alias("BillingCurrency"),
+                pl.col("__cost").alias("ListCost"), pl.col("__cost").alias("x_SourceCost"),
+                pl.col("__currency").alias("BillingCurrency"),
                 charge_type.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),
                 pl.when(charge_type.is_in(["UnusedReservation", "UnusedSavingsPlan"])).then(pl.lit("Unused"))
                   .when(covered).then(pl.lit("Used")).alias("CommitmentDiscountStatus"),

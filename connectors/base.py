@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,6 +48,10 @@ class ReadContext:
     source_sha256: str = ""
     timezone: str = "UTC"  # for sources that write local wall-clock times
     quarantined: list[dict] = field(default_factory=list)
+    # Billing files: the money the file states on every row it has (its own cost column), and the
+    # part of it on rows sent to quarantine, so loaded + quarantined = source can be checked.
+    source_total: Decimal = Decimal(0)
+    quarantined_total: Decimal = Decimal(0)
 
     def quarantine(self, connector: str, source_row: int, reason: str, record: object) -> None:
         self.quarantined.append(

@@ -115,10 +115,11 @@ class FocusConnector(Connector):
             "ChargePeriodEnd is before ChargePeriodStart",
         ))
 
-        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, source_columns)
+        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, source_columns, amount=parsed["BilledCost"])
         extra_json = pl.struct(extras).struct.json_encode() if extras else pl.lit(None, dtype=pl.String)
         return accepted.select(
             *(expr.alias(name) for name, expr in parsed.items()),
             extra_json.alias("x_ExtraColumns"),
+            parsed["BilledCost"].alias("x_SourceCost"),
             pl.col(ROW_NUMBER),
         )

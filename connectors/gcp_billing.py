@@ -8,6 +8,7 @@ invoice bills. Times carry their offset; `invoice.month` (YYYYMM) is the billing
 import ast
 import csv
 import json
+from decimal import Decimal
 from functools import cache
 from collections.abc import Iterator
 from itertools import islice
@@ -121,13 +122,16 @@ class GcpBillingConnector(Connector):
                 (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
                 (~pl.col("currency").str.contains(r"^[A-Z]{3}$").fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns).with_columns(credits.alias("__credits"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost")).with_columns(
+                credits.alias("__credits"))
             if not accepted.height:
                 continue
             usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"), pl.col("sku.description"))
             credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
             credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
                                    pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))
+            # Credits are money the file states too: they belong in its source total.
+            ctx.source_total += Decimal(str(credit.select(pl.col("BilledCost").sum()).item() or 0))
             yield to_canonical(pl.concat([usage, credit], how="vertical"), self.schema, self.name, ctx)
 
     def _charges(self, frame: pl.DataFrame, amount: pl.Expr, category: pl.Expr, description: pl.Expr) -> pl.DataFrame:
@@ -135,7 +139,7 @@ class GcpBillingConnector(Connector):
         month = pl.concat_str(get("invoice.month").str.slice(0, 4), pl.lit("-"), get("invoice.month").str.slice(4, 2), pl.lit("-01T00:00:00Z"))
         period_start = month.str.to_datetime("%Y-%m-%dT%H:%M:%SZ", strict=False, time_unit="us", time_zone="UTC")
         return frame.select(
-            amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("ListCost"),
+            amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("ListCost"), amount.alias("x_SourceCost"),
             pl.col("currency").alias("BillingCurrency"), category.alias("ChargeCategory"),
             pl.when(category == "Usage").then(pl.lit("Usage-Based")).otherwise(pl.lit("One-Time")).alias("ChargeFrequency"),
             pl.when(category == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),

@@ -95,7 +95,7 @@ class GpuRentalConnector(Connector):
                 *( [(failed(self.columns["hours"], parse_decimal(self.columns["hours"], 28, 10)), "hours is not a number")]
                    if "hours" in self.columns and self.columns["hours"] in frame.columns else []),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted), self.schema, self.name, ctx)
 
@@ -122,7 +122,7 @@ class GpuRentalConnector(Connector):
         frequency = pl.col("__mode").replace_strict({m: f for m, (_, f) in PRICING.items()}, default="Usage-Based")
         card_hours = hours * pl.col("__gpus").cast(pl.Decimal(28, 10))
         return frame.select(
-            pl.col("__amount").alias("BilledCost"), pl.col("__amount").alias("EffectiveCost"),
+            pl.col("__amount").alias("BilledCost"), pl.col("__amount").alias("EffectiveCost"), pl.col("__amount").alias("x_SourceCost"),
             pl.coalesce((card_hours * unit_price).cast(pl.Decimal(18, 6)), pl.col("__amount")).alias("ListCost"),
             currency.alias("BillingCurrency"), get("account_id").alias("BillingAccountId"), get("account_id").alias("SubAccountId"),
             pl.lit("Usage").alias("ChargeCategory"), frequency.alias("ChargeFrequency"), pricing.alias("PricingCategory"),

@@ -46,7 +46,7 @@ class OciCostConnector(Connector):
                 (~get("cost/currencyCode").str.contains(r"^[A-Z]{3}$").fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", get("cost/currencyCode").fill_null(""))),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns)
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
             if not accepted.height:
                 continue
             tag_columns = [c for c in accepted.columns if c.startswith("tags/")]
@@ -55,7 +55,7 @@ class OciCostConnector(Connector):
             quantity = parse_decimal("usage/billedQuantity", 28, 10)
             unit_price = parse_decimal("cost/unitPrice", 28, 12)
             out = accepted.select(
-                pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"),
+                pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"), pl.col("__cost").alias("x_SourceCost"),
                 pl.coalesce((quantity * unit_price).cast(pl.Decimal(18, 6)), pl.col("__cost")).alias("ListCost"),
                 get("cost/currencyCode").alias("BillingCurrency"), pl.lit("Usage").alias("ChargeCategory"),
                 pl.when(get("lineItem/isCorrection") == "true").then(pl.lit("Correction")).alias("ChargeClass"),

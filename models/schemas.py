@@ -38,6 +38,8 @@ COST_LINE = pa.schema(
     + [
         pa.field("x_GpuModel", pa.string()),
         pa.field("x_GpuCount", pa.int32()),
+        # The line's amount as the source file states it (its own cost column), for reconciliation.
+        pa.field("x_SourceCost", MONEY_TYPE),
         # Columns of the source file that FOCUS does not define (provider `x_` columns included),
         # kept as one JSON object so nothing a provider sent is lost.
         pa.field("x_ExtraColumns", pa.string()),

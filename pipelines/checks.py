@@ -146,6 +146,25 @@ def raw_rows_reconcile(warehouse: DuckDBResource) -> AssetCheckResult:
     return AssetCheckResult(passed=not broken, metadata={"unreconciled_files": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
+@asset_check(asset=key_of("raw.files"), blocking=True,
+             description="per billing file, the money it states = the money loaded + the money quarantined, to the cent")
+def billing_money_reconciles(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        broken = fetch_dicts(conn, """
+            WITH loaded AS (
+                SELECT x_SourceFile, x_SourceSha256, sum(x_SourceCost) AS loaded_total
+                FROM raw.cost_lines GROUP BY ALL
+            )
+            SELECT f.path, f.source_total, coalesce(l.loaded_total, 0) AS loaded_total, f.quarantined_total
+            FROM raw.files AS f
+            LEFT JOIN loaded AS l ON l.x_SourceFile = f.path AND l.x_SourceSha256 = f.sha256
+            WHERE f.kind = 'billing' AND f.source_total IS NOT NULL
+              AND round(f.source_total, 2) <> round(coalesce(l.loaded_total, 0) + f.quarantined_total, 2)""")
+        files = fetch_all(conn, "SELECT count(*) FROM raw.files WHERE kind = 'billing' AND source_total IS NOT NULL")[0][0]
+    return AssetCheckResult(passed=not broken, metadata={
+        "billing_files": files, "unreconciled": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+
+
 @asset_check(asset=key_of("raw.files"), description="no landing file failed to load")
 def no_failed_files(warehouse: DuckDBResource) -> AssetCheckResult:
     with warehouse.get_connection() as conn:
@@ -155,5 +174,5 @@ def no_failed_files(warehouse: DuckDBResource) -> AssetCheckResult:
 
 ALL_CHECKS = [
     focus_required_not_null, focus_allowed_values, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
-    attribution_conserves_money, phases_add_up, raw_rows_reconcile, no_failed_files,
+    attribution_conserves_money, phases_add_up, raw_rows_reconcile, billing_money_reconciles, no_failed_files,
 ]

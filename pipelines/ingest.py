@@ -173,7 +173,8 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
             conn.execute("INSERT INTO raw.quarantine BY NAME SELECT * FROM incoming_quarantine")
             conn.unregister("incoming_quarantine")
         detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
-        _record(conn, rel, sha, size, connector.name, connector.kind, "loaded", loaded, quarantined, detail, now)
+        totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
+        _record(conn, rel, sha, size, connector.name, connector.kind, "loaded", loaded, quarantined, detail, now, totals)
         # New content at a path already loaded is a re-export of that file: it replaces the old one.
         conn.execute(
             """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
@@ -189,12 +190,12 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
         return FileOutcome(rel, "failed", connector.name, detail=message)
 
 
-def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now) -> None:
+def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None)) -> None:
     # A file retried after a failure or a new connector replaces its earlier verdict.
     conn.execute("DELETE FROM raw.files WHERE path = ? AND sha256 = ?", [rel, sha])
     conn.execute(
-        """INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status,
-                                  rows_read, rows_loaded, rows_quarantined, detail, ingested_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, detail, now],
+        """INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, rows_read, rows_loaded,
+                                  rows_quarantined, source_total, quarantined_total, detail, ingested_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, *totals, detail, now],
     )

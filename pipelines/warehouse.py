@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS raw.files (
     rows_read BIGINT NOT NULL DEFAULT 0,
     rows_loaded BIGINT NOT NULL DEFAULT 0,
     rows_quarantined BIGINT NOT NULL DEFAULT 0,
+    source_total DECIMAL(38, 6),      -- billing files: the money the file states, all rows
+    quarantined_total DECIMAL(38, 6), -- billing files: the part of it on quarantined rows
     detail VARCHAR,
     ingested_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (path, sha256)
@@ -75,6 +77,8 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     for schema in SCHEMAS_IN_WAREHOUSE:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     conn.execute(RAW_REGISTRY_DDL)
+    for column in ("source_total", "quarantined_total"):  # added after the first release
+        conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} DECIMAL(38, 6)")
     for table, schema in [*((t, SCHEMAS[k]) for k, t in RAW_TABLES.items()), ("raw.quarantine", QUARANTINE)]:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(schema)}\n)")
         _migrate(conn, table, schema)

@@ -28,3 +28,27 @@ def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypat
     assert fetch_all(conn, "SELECT count(*) FROM marts.tco_scenarios") == [(0,)]
     conn.close()
     assert (tmp_path / "reports" / "run_summary.json").exists()
+
+
+def test_run_over_every_public_sample_conserves_and_reconciles_money(tmp_path, monkeypatch):
+    """Every billing and telemetry sample in one landing folder, as a new user would try it."""
+    from tests.conftest import SAMPLES
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    warehouse = tmp_path / "wh.duckdb"
+    result = CliRunner().invoke(app, ["run", "--landing", str(SAMPLES), "--warehouse", str(warehouse)], terminal_width=200)
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "check failed" not in result.output
+    conn = connect(warehouse, read_only=True)
+    try:
+        connectors = dict(fetch_all(conn, "SELECT connector, count(*) FROM raw.files WHERE status = 'loaded' GROUP BY 1"))
+        assert {"focus", "aws_cur", "azure_cost", "gcp_billing", "oci_cost", "nvidia_smi", "dcgm_exporter", "alibaba_gpu_trace"} <= set(connectors)
+        assert fetch_all(conn, """SELECT count(*) FROM (SELECT x_ChargeId FROM core.cost_lines GROUP BY 1 HAVING count(*) > 1)""") == [(0,)]
+        unbalanced = fetch_all(conn, """
+            SELECT c.BillingCurrency, sum(c.EffectiveCost), (SELECT sum(a.amount_billing) FROM marts.cost_attribution a
+                JOIN core.cost_lines l USING (x_ChargeId) WHERE l.BillingCurrency = c.BillingCurrency)
+            FROM core.cost_lines c GROUP BY 1 HAVING sum(c.EffectiveCost) <> (SELECT sum(a.amount_billing) FROM marts.cost_attribution a
+                JOIN core.cost_lines l USING (x_ChargeId) WHERE l.BillingCurrency = c.BillingCurrency)""")
+        assert unbalanced == []
+    finally:
+        conn.close()

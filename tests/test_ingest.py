@@ -227,3 +227,17 @@ def test_each_loaded_file_is_reported_for_progress(tmp_path, landing):
     assert [(d, t, p, r) for d, t, p, r, _ in seen] == [
         (1, 3, "billing/focus.csv", 1000), (2, 3, "cluster_summary.csv", 0), (3, 3, "host=h100-01/smi.csv", 8)]
     assert all(fast for *_, fast in seen)
+
+
+def test_billing_money_reconciles_per_file_including_quarantined_rows(tmp_path):
+    from decimal import Decimal
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    text = focus_month(["10.00", "20.00", "5.25"]).replace("2026-09-02T00:00:00Z,2026-09-03", "not a time,2026-09-03")
+    (landing / "focus.csv").write_text(text)  # the 20.00 line has no valid start: quarantined, money kept in view
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    assert fetch_all(conn, "SELECT rows_loaded, rows_quarantined, source_total, quarantined_total FROM raw.files") == [
+        (2, 1, Decimal("35.250000"), Decimal("20.000000"))]
+    assert fetch_all(conn, "SELECT sum(x_SourceCost) FROM raw.cost_lines") == [(Decimal("15.250000"),)]

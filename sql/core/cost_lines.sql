@@ -29,7 +29,9 @@ rated AS (
      AND fx.rate_date <= utc_day(c.ChargePeriodStart)
 )
 SELECT
-    md5(x_SourceSha256 || ':' || x_SourceRow) AS x_ChargeId,
+    -- One source row can give several charges (a GCP line and its credits): number them, stably.
+    md5(x_SourceSha256 || ':' || x_SourceRow || ':' || row_number() OVER (
+        PARTITION BY x_SourceSha256, x_SourceRow ORDER BY ChargeCategory DESC, ChargeDescription, BilledCost)) AS x_ChargeId,
     * EXCLUDE (fx_rate, fx_rate_date, fx_source),
     $reporting_currency AS x_ReportingCurrency,
     CASE
