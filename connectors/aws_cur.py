@@ -112,6 +112,7 @@ class AwsCurConnector(Connector):
         quantity = parse_decimal("line_item_usage_amount", 28, 10) if "line_item_usage_amount" in frame.columns else pl.lit(None)
         return frame.select(
             billed.alias("BilledCost"), effective.alias("EffectiveCost"), billed.alias("x_SourceCost"),
+            get("identity_line_item_id").alias("x_SourceLineId"),
             pl.coalesce(money["pricing_public_on_demand_cost"], billed).alias("ListCost"),
             get("line_item_currency_code").str.to_uppercase().alias("BillingCurrency"),
             kind.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),

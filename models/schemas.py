@@ -40,6 +40,9 @@ COST_LINE = pa.schema(
         pa.field("x_GpuCount", pa.int32()),
         # The line's amount as the source file states it (its own cost column), for reconciliation.
         pa.field("x_SourceCost", MONEY_TYPE),
+        # The provider's own id of the line (AWS identity/LineItemId), where it has one: the same
+        # line in a later or final export restates it, whatever account or file name it came with.
+        pa.field("x_SourceLineId", pa.string()),
         # Columns of the source file that FOCUS does not define (provider `x_` columns included),
         # kept as one JSON object so nothing a provider sent is lost.
         pa.field("x_ExtraColumns", pa.string()),

@@ -109,14 +109,23 @@ def mark_restated(conn) -> list[str]:
     """Billing files every one of whose billing periods a later export covers again (same provider,
     billing account and period) are restated: marked so, with the files that replaced them."""
     restated = fetch_all(conn, """
-        WITH lines AS (
+        WITH all_lines AS (
             SELECT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
-                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
+                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart, c.x_SourceLineId, c.ChargePeriodStart,
                    bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS final
             FROM raw.cost_lines AS c
             JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
-            WHERE c.BillingPeriodStart IS NOT NULL
         ),
+        -- Files every line of which a later or final export carries again, by the provider's line id.
+        line_flags AS (
+            SELECT path, sha256,
+                   x_SourceLineId IS NOT NULL
+                   AND (ingested_at, final) < max((ingested_at, final))
+                       OVER (PARTITION BY ProviderName, x_SourceLineId, ChargePeriodStart) AS restated_line
+            FROM all_lines
+        ),
+        by_line AS (SELECT path, sha256, bool_and(restated_line) AS all_restated FROM line_flags GROUP BY ALL),
+        lines AS (SELECT * EXCLUDE (x_SourceLineId, ChargePeriodStart) FROM all_lines WHERE BillingPeriodStart IS NOT NULL),
         keys AS (SELECT DISTINCT * FROM lines),
         newest AS (
             SELECT ProviderName, BillingAccountId, BillingPeriodStart, max((ingested_at, final)) AS rank
@@ -136,7 +145,12 @@ def mark_restated(conn) -> list[str]:
                  AND k2.BillingAccountId IS NOT DISTINCT FROM k1.BillingAccountId
                  AND k2.BillingPeriodStart = k1.BillingPeriodStart
                 WHERE (k2.ingested_at, k2.final) > (k1.ingested_at, k1.final)) AS by_files
-        FROM superseded AS s WHERE s.all_superseded""")
+        FROM superseded AS s WHERE s.all_superseded
+        UNION
+        SELECT b.path, b.sha256, 'a later or final export of the same line items'
+        FROM by_line AS b
+        WHERE b.all_restated
+          AND NOT EXISTS (SELECT 1 FROM superseded AS s WHERE s.path = b.path AND s.sha256 = b.sha256 AND s.all_superseded)""")
     for path, sha, by_files in restated:
         conn.execute("UPDATE raw.files SET status = 'restated', detail = detail || '; restated by ' || ? "
                      "WHERE path = ? AND sha256 = ?", [by_files, path, sha])

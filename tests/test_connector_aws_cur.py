@@ -87,11 +87,10 @@ def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tm
 
     landing = tmp_path / "landing"
     landing.mkdir()
-    shutil.copy(sample("billing/aws_cur_legacy_csv_savingsplan_koku.csv"), landing / "aws_cur_legacy_csv_savingsplan_koku.csv")
-    # The sample pair names two payer accounts (9999999999999 open, 0099999999999 final), which by
-    # the restatement key are two accounts; the open file is given the final's account here.
-    open_month = sample("billing/aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").read_text()
-    (landing / "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").write_text(open_month.replace(",9999999999999,", ",0099999999999,"))
+    # The pair names two payer accounts (9999999999999 open, 0099999999999 final) but the same three
+    # line items (identity/LineItemId): the final export's lines restate the open one's.
+    for name in ("aws_cur_legacy_csv_savingsplan_notfinal_koku.csv", "aws_cur_legacy_csv_savingsplan_koku.csv"):
+        shutil.copy(sample(f"billing/{name}"), landing / name)
     conn = connect(tmp_path / "wh.duckdb")
     summary = ingest_landing(conn, landing)
     assert summary.restated == ["aws_cur_legacy_csv_savingsplan_notfinal_koku.csv"]
@@ -99,6 +98,10 @@ def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tm
     assert status == {"aws_cur_legacy_csv_savingsplan_koku.csv": "loaded",
                       "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv": "restated"}
     conn.close()
+    # And the totals never include both: core.cost_lines keeps only the final month's 30 NOK.
+    from tests.test_ingest import current_total
+
+    assert current_total(tmp_path / "wh.duckdb") == (Decimal("0.300000"), 3)  # EffectiveCost after the savings plan
 
 
 def test_cur_2_parquet_with_typed_columns(tmp_path):

@@ -1,7 +1,9 @@
 -- core.cost_lines: one FOCUS charge row per line of every billing file currently loaded, with
 -- the effective cost in the reporting currency. Re-exports never count twice: a file replaced at
 -- its path is excluded, and for each provider, billing account and billing period only the rows
--- of the newest export (the latest ingestion run that covered it) count.
+-- of the newest export (the latest ingestion run that covered it) count; a final export (with
+-- invoice ids) outranks an open one of the same run; and a line the provider identifies
+-- (x_SourceLineId) counts once, from the newest or final export that carries it.
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
 CREATE OR REPLACE TABLE core.cost_lines AS
 WITH loaded_lines AS (
@@ -16,9 +18,12 @@ WITH loaded_lines AS (
 current_lines AS (
     SELECT * EXCLUDE (export_loaded_at, export_final)
     FROM loaded_lines
-    QUALIFY BillingPeriodStart IS NULL
-         OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
-            OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart)
+    QUALIFY (BillingPeriodStart IS NULL
+             OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
+                OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart))
+        AND (x_SourceLineId IS NULL
+             OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
+                OVER (PARTITION BY ProviderName, x_SourceLineId, ChargePeriodStart))
 ),
 rated AS (
     SELECT c.*, fx.rate AS fx_rate, fx.rate_date AS fx_rate_date, fx.source AS fx_source
