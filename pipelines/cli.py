@@ -60,11 +60,26 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
         written = [reports / "run_summary.json"]
         if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
             written.append(reports / "tco.svg")
+        written.append(_write_daily_report(warehouse, reports, settings.tco_params_file))
         console.print(Text("written: " + ", ".join(str(p) for p in written)))
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
     return 0
+
+
+def _write_daily_report(warehouse: Path, reports: Path, params_file: str | None) -> Path:
+    """The report of the last day with charges, beside the run summary."""
+    from pipelines.report import write_report
+    from pipelines.warehouse import connect, fetch_all
+
+    conn = connect(warehouse, read_only=True)
+    try:
+        day = fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0] if fetch_all(
+            conn, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'marts' AND table_name = 'daily_cost'")[0][0] else None
+        return write_report(conn, day, reports, params_file) / "report.html" if day else reports
+    finally:
+        conn.close()
 
 
 def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> bool:
@@ -125,6 +140,33 @@ def demo(
                   f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
     settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")
     raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings))
+
+
+@app.command()
+def report(
+    date_: Annotated[str | None, typer.Option("--date", help="Day to report (YYYY-MM-DD); default: the last day with charges.")] = None,
+    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.")] = DEMO_DIR / "warehouse.duckdb",
+    out: Annotated[Path, typer.Option(help="Folder for <date>/report.html, report.md, report.json.")] = DEMO_DIR / "reports",
+) -> None:
+    """(Re)build a day's report from the warehouse."""
+    from datetime import date as Date
+
+    from pipelines.report import write_report
+    from pipelines.warehouse import connect, fetch_all
+
+    if not warehouse.exists():
+        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
+        raise typer.Exit(1)
+    conn = connect(warehouse, read_only=True)
+    try:
+        day = Date.fromisoformat(date_) if date_ else fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0]
+        if day is None:
+            console.print("nothing to report: marts.daily_cost is empty")
+            raise typer.Exit(1)
+        folder = write_report(conn, day, out)
+    finally:
+        conn.close()
+    console.print(Text(f"report for {day}: {folder / 'report.html'}, report.md, report.json"))
 
 
 @app.command()
