@@ -32,6 +32,11 @@ def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilizat
     lines.set_ylabel(f"thousand {currency}")
     lines.set_title("where strategies break even")
     lines.legend(fontsize=7)
+    return to_svg(fig)
+
+
+def to_svg(fig) -> str:
+    """The figure as an SVG document, and the figure closed."""
     fig.tight_layout()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg")

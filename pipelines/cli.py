@@ -25,6 +25,16 @@ console = Console(width=None if sys.stdout.isatty() else 140)
 warnings.filterwarnings("ignore", message=".*include_sources.*")
 
 
+def _open_warehouse(warehouse: Path):
+    """A read-only connection to an existing warehouse, or a clear exit when there is none."""
+    from pipelines.warehouse import connect
+
+    if not warehouse.exists():
+        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
+        raise typer.Exit(1)
+    return connect(warehouse, read_only=True)
+
+
 def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings) -> int:
     from pipelines.runner import run_graph
     from pipelines.summary import print_summary, summary_dict
@@ -152,12 +162,9 @@ def report(
     from datetime import date as Date
 
     from pipelines.report import write_report
-    from pipelines.warehouse import connect, fetch_all
+    from pipelines.warehouse import fetch_all
 
-    if not warehouse.exists():
-        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
-        raise typer.Exit(1)
-    conn = connect(warehouse, read_only=True)
+    conn = _open_warehouse(warehouse)
     try:
         day = Date.fromisoformat(date_) if date_ else fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0]
         if day is None:
@@ -176,12 +183,9 @@ def findings(
     kind: Annotated[str | None, typer.Option(help="Only this kind: egress, slow_disk_idle, unused_gpu.")] = None,
 ) -> None:
     """The hidden costs found, ranked by the money that could have been saved."""
-    from pipelines.warehouse import connect, fetch_all, fetch_dicts
+    from pipelines.warehouse import fetch_all, fetch_dicts
 
-    if not warehouse.exists():
-        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
-        raise typer.Exit(1)
-    conn = connect(warehouse, read_only=True)
+    conn = _open_warehouse(warehouse)
     try:
         rows = fetch_dicts(conn, """
             SELECT * FROM findings.hidden_costs WHERE kind = coalesce(?, kind)
@@ -219,15 +223,11 @@ def tco_command(
     """Compare 3-year purchasing strategies for the GPU-hours actually used (and check published claims)."""
     if check:
         _print_claims(claims)
-    if not warehouse.exists():
-        if check:
-            return
-        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
-        raise typer.Exit(1)
+        if not warehouse.exists():
+            return  # the claims need no warehouse
     from pipelines import tco
-    from pipelines.warehouse import connect
 
-    conn = connect(warehouse, read_only=True)
+    conn = _open_warehouse(warehouse)
     try:
         result = tco.compute(conn, str(params) if params else None)
     except Exception as exc:  # an empty or older warehouse: say what is missing

@@ -5,7 +5,6 @@ Every value from data is escaped before it reaches HTML or Markdown.
 """
 
 import html
-import io
 import json
 from datetime import date, timedelta
 from decimal import Decimal
@@ -52,7 +51,7 @@ def daily_chart_svg(rows: list[dict]) -> str | None:
     """Stacked daily cost by phase over the 30 days up to the report's date."""
     if not rows:
         return None
-    from pipelines.charts import plt
+    from pipelines.charts import plt, to_svg
 
     days = sorted({r["day"] for r in rows})
     phases = sorted({r["phase"] for r in rows})
@@ -65,11 +64,7 @@ def daily_chart_svg(rows: list[dict]) -> str | None:
     ax.set_title("daily cost by phase (reporting currency)")
     ax.tick_params(axis="x", labelrotation=90, labelsize=7)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
-    plt.close(fig)
-    return buffer.getvalue()
+    return to_svg(fig)
 
 
 def _svg_body(svg: str | None) -> str:
