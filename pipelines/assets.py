@@ -12,6 +12,7 @@ from dagster_duckdb import DuckDBResource
 from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
+from pipelines.daily_assets import DAILY_ASSETS
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
@@ -164,6 +165,9 @@ findings_hidden_costs = sql_asset("findings.hidden_costs",
                                   ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu",
                                    "findings.overprovisioned_inference", "core.fx_rates"],
                                   "findings.hidden_costs: every leak, ranked by avoidable cost", "findings")
+marts_daily_series = sql_asset("marts.daily_series", ["marts.cost_attribution", "core.cost_lines"],
+                               "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB",
+                               "marts")
 marts_gpu_hours_profile = sql_asset("marts.gpu_hours_profile", ["core.workloads", "core.gpu_minutes", "core.cost_lines"],
                                     "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts")
 
@@ -198,5 +202,5 @@ ALL_ASSETS = [
     ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
     core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
     price_catalog_asset, marts_gpu_hour_prices, findings_egress, findings_slow_disk_idle, findings_unused_gpu,
-    findings_overprovisioned_inference, findings_hidden_costs,
+    findings_overprovisioned_inference, findings_hidden_costs, marts_daily_series, *DAILY_ASSETS,
 ]

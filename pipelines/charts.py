@@ -46,3 +46,54 @@ def to_svg(fig) -> str:
 
 def as_float(value) -> float:
     return float(value) if isinstance(value, Decimal) else value
+
+
+def anomaly_charts(panels: list[dict]) -> str:
+    """One small panel per anomaly: actual (solid) against expected (dashed), alerted days in red."""
+    cols = min(len(panels), 2)
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.8 * rows), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        days = [d.isoformat()[5:] for d in panel["days"]]
+        ax.plot(days, [as_float(v) for v in panel["actual"]], color="#1f77b4", label="actual")
+        ax.plot(days, [as_float(v) for v in panel["expected"]], color="#7f7f7f", linestyle="--", label="expected")
+        alert_x = [d for d, f in zip(days, panel["flagged"]) if f]
+        alert_y = [as_float(v) for v, f in zip(panel["actual"], panel["flagged"]) if f]
+        ax.scatter(alert_x, alert_y, color="#d62728", zorder=3, label="anomalous")
+        ax.set_title(panel["title"][:80], fontsize=9)
+        ax.tick_params(axis="x", labelrotation=90, labelsize=6)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    return to_svg(fig)
+
+
+def hidden_costs_chart(findings: list[dict]) -> str:
+    """The top hidden costs by avoidable cost (reporting currency), largest on top."""
+    rows = [f for f in findings if f.get("avoidable_cost_reporting") is not None]
+    fig, ax = plt.subplots(figsize=(11, 0.45 * max(len(rows), 1) + 1.2))
+    labels = [f"{f['kind']}/{f['subkind']}: {str(f['resource'])[:48]}" for f in rows]
+    values = [float(f["avoidable_cost_reporting"]) for f in rows]
+    ax.barh(labels, values, color="#ff7f0e")
+    ax.invert_yaxis()
+    ax.set_xlabel(f"avoidable cost ({rows[0]['reporting_currency'] if rows else ''})")
+    ax.set_title("top hidden costs")
+    ax.tick_params(axis="y", labelsize=7)
+    return to_svg(fig)
+
+
+def utilization_chart(phases: list[dict]) -> str:
+    """GPU utilization of each phase this month, against its typical range where there is one."""
+    rows = [p for p in phases if p.get("utilization_pct") is not None]
+    fig, ax = plt.subplots(figsize=(11, 3.2))
+    names = [p["phase"] for p in rows]
+    ax.bar(names, [float(p["utilization_pct"]) for p in rows], color="#2ca02c", label="measured")
+    for i, p in enumerate(rows):
+        if p.get("typical_util_pct_low") is not None:
+            ax.plot([i - 0.4, i + 0.4], [float(p["typical_util_pct_low"])] * 2, color="black", linestyle=":")
+            ax.plot([i - 0.4, i + 0.4], [float(p["typical_util_pct_high"])] * 2, color="black", linestyle=":")
+    ax.set_ylabel("busy / paid GPU-hours (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("utilization by phase (dotted: typical range)")
+    return to_svg(fig)

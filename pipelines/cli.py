@@ -35,10 +35,13 @@ def _open_warehouse(warehouse: Path):
     return connect(warehouse, read_only=True)
 
 
-def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings) -> int:
+def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of=None) -> int:
+    from datetime import UTC, datetime
+
     from pipelines.runner import run_graph
     from pipelines.summary import print_summary, summary_dict
 
+    as_of = as_of or datetime.now(UTC).date()
     started = time.perf_counter()
     if console.is_terminal:
         # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
@@ -52,11 +55,11 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
 
             progress.set_reporter(show)
             try:
-                outcome = run_graph(settings, warehouse)
+                outcome = run_graph(settings, warehouse, as_of=as_of)
             finally:
                 progress.set_reporter(None)
     else:
-        outcome = run_graph(settings, warehouse)
+        outcome = run_graph(settings, warehouse, as_of=as_of)
     elapsed = time.perf_counter() - started
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
@@ -64,32 +67,19 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
         console.print(Text.assemble(("check warned: ", "yellow"), name))
     for name in outcome.failed_checks:
         console.print(Text.assemble(("check failed: ", "red"), name))
-    if reports:
-        reports.mkdir(parents=True, exist_ok=True)
-        (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
-        written = [reports / "run_summary.json"]
-        if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
-            written.append(reports / "tco.svg")
-        written.append(_write_daily_report(warehouse, reports, settings.tco_params_file))
-        console.print(Text("written: " + ", ".join(str(p) for p in written)))
+    reports = reports or Path(settings.reports_dir or warehouse.parent / "reports")
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    written = [reports / "run_summary.json"]
+    if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
+        written.append(reports / "tco.svg")
+    if (reports / as_of.isoformat() / "report.html").exists():
+        written.append(reports / as_of.isoformat() / "report.html")
+    console.print(Text("written: " + ", ".join(str(p) for p in written)))
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
     return 0
-
-
-def _write_daily_report(warehouse: Path, reports: Path, params_file: str | None) -> Path:
-    """The report of the last day with charges, beside the run summary."""
-    from pipelines.report import write_report
-    from pipelines.warehouse import connect, fetch_all
-
-    conn = connect(warehouse, read_only=True)
-    try:
-        day = fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0] if fetch_all(
-            conn, "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'marts' AND table_name = 'daily_cost'")[0][0] else None
-        return write_report(conn, day, reports, params_file) / "report.html" if day else reports
-    finally:
-        conn.close()
 
 
 def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> bool:
@@ -120,14 +110,25 @@ def run(
                                                      exists=True, dir_okay=False)] = None,
     charge_rules: Annotated[Path | None, typer.Option(help="Your own charge rules YAML (SKU, sub-account, resource, service).",
                                                       exists=True, dir_okay=False)] = None,
+    planned_runs: Annotated[Path | None, typer.Option(help="Calendar of planned runs (YAML) whose spend is expected.",
+                                                      exists=True, dir_okay=False)] = None,
+    as_of: Annotated[str | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
+                                                   "before. Default: today (UTC).")] = None,
+    webhook_url: Annotated[str | None, typer.Option(envvar="FINOPS_WEBHOOK_URL", show_envvar=True,
+                                                    help="Slack-compatible webhook for the report's headline.")] = None,
 ) -> None:
-    """Run the whole graph over any folder of exports and telemetry."""
+    """Run the whole graph over any folder of exports and telemetry, and write the day's report."""
+    from datetime import date as Date
+
+    reports = (reports or warehouse.resolve().parent / "reports").resolve()
     settings = FinopsSettings(landing_dir=str(landing.resolve()), timezone=timezone,
                               reporting_currency=reporting_currency.upper(),
                               fx_rates_file=str(fx_rates.resolve()) if fx_rates else None,
                               phase_rules_file=str(phase_rules.resolve()) if phase_rules else None,
-                              charge_rules_file=str(charge_rules.resolve()) if charge_rules else None)
-    raise typer.Exit(_run(landing, warehouse.resolve(), reports, settings))
+                              charge_rules_file=str(charge_rules.resolve()) if charge_rules else None,
+                              planned_runs_file=str(planned_runs.resolve()) if planned_runs else None,
+                              reports_dir=str(reports), webhook_url=webhook_url)
+    raise typer.Exit(_run(landing, warehouse.resolve(), reports, settings, Date.fromisoformat(as_of) if as_of else None))
 
 
 @app.command()
@@ -137,6 +138,8 @@ def demo(
     control: Annotated[bool, typer.Option("--control", help="The control scenario: the same story without hidden costs.")] = False,
 ) -> None:
     """Write the bundled scenario and run the whole graph on it."""
+    from datetime import date as Date
+
     from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
 
     out = out.resolve()
@@ -148,29 +151,46 @@ def demo(
         truths = write_scenario(out, seed, leaks=not control)
     console.print(f"scenario written to {out / 'landing'} ({truths['rows']['cost_lines']} charge lines, "
                   f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
-    settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")
-    raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings))
+    settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD",
+                              planned_runs_file=truths["planned_runs_file"], reports_dir=str(out / "reports"))
+    # The scenario's "today": two days after its last billed day, so the report scores that day.
+    raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings,
+                          Date.fromisoformat(truths["report_date"])))
 
 
 @app.command()
 def report(
-    date_: Annotated[str | None, typer.Option("--date", help="Day to report (YYYY-MM-DD); default: the last day with charges.")] = None,
+    date_: Annotated[str | None, typer.Option("--date", help="The report's date (YYYY-MM-DD); it covers the day two days "
+                                                           "before. Default: two days after the last day with charges.")] = None,
     warehouse: Annotated[Path, typer.Option(help="Warehouse to read.")] = DEMO_DIR / "warehouse.duckdb",
     out: Annotated[Path, typer.Option(help="Folder for <date>/report.html, report.md, report.json.")] = DEMO_DIR / "reports",
+    planned_runs: Annotated[Path | None, typer.Option(help="Calendar of planned runs (YAML), as the run used.",
+                                                      exists=True, dir_okay=False)] = None,
 ) -> None:
-    """(Re)build a day's report from the warehouse."""
+    """(Re)build any day's report from the warehouse (anomalies as last scored)."""
     from datetime import date as Date
+    from datetime import timedelta
 
-    from pipelines.report import write_report
+    from pipelines.anomalies import read_planned_runs
+    from pipelines.report import AnomalyOptions, write_report
+    from pipelines.settings import settings_from_env
     from pipelines.warehouse import fetch_all
 
+    settings = settings_from_env()[0]
+    options = AnomalyOptions(settings.anomaly_rules(),
+                             tuple(read_planned_runs(str(planned_runs) if planned_runs else settings.planned_runs_file)),
+                             settings.anomaly_lag_days, settings.anomaly_rescore_days)
     conn = _open_warehouse(warehouse)
     try:
-        day = Date.fromisoformat(date_) if date_ else fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0]
-        if day is None:
-            console.print("nothing to report: marts.daily_cost is empty")
-            raise typer.Exit(1)
-        folder = write_report(conn, day, out)
+        if date_:
+            day = Date.fromisoformat(date_)
+        else:
+            last = fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0]
+            if last is None:
+                console.print("nothing to report: marts.daily_cost is empty")
+                raise typer.Exit(1)
+            day = last + timedelta(days=settings.anomaly_lag_days)
+        folder, _ = write_report(conn, day, out, settings.tco_params_file, options)
     finally:
         conn.close()
     console.print(Text(f"report for {day}: {folder / 'report.html'}, report.md, report.json"))

@@ -590,5 +590,24 @@ def write_scenario(out: Path, seed: int = 7, leaks: bool = True) -> dict:
         "leaks": leak_truths(utils, jobs, leaks),
         "with_leaks": leaks,
     }
+    truths["planned_runs_file"] = str(write_planned_runs(out))
+    # The scenario's "today": two days after its last billed day (bills arrive late).
+    truths["report_date"] = (day(DAYS - 1) + timedelta(days=2)).date().isoformat()
     (out / "truths.json").write_text(json.dumps(truths, indent=2, default=str))
     return truths
+
+
+def write_planned_runs(out: Path) -> Path:
+    """The team's calendar: the pre-training run and the fine-tuning campaign after it were
+    scheduled, so their spend (and its end) is expected. Idle cards and dataset pulls are not."""
+    path = out / "planned_runs.yaml"
+    path.write_text(
+        "# Planned runs: spend in these spans is expected; anomaly detection does not alert on it.\n"
+        "planned_runs:\n"
+        f"  - name: pretrain-llm-7b\n    start: {day(0).date()}\n    end: {day(PRETRAIN_DAYS - 1).date()}\n"
+        "    phase: pretraining\n"
+        "    note: 20-day pre-training run on gpu-a100-01, booked in the quarterly plan\n"
+        f"  - name: llm-7b-finetuning-campaign\n    start: {day(PRETRAIN_DAYS).date()}\n    end: {day(DAYS - 1).date()}\n"
+        "    phase: finetuning\n"
+        "    note: fine-tuning sweeps on the pre-training host once pre-training ends\n")
+    return path

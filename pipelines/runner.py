@@ -3,12 +3,14 @@
 import os
 import shutil
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 from dagster import DagsterInstance, materialize
 
 from pipelines.assets import ALL_ASSETS
 from pipelines.checks import ALL_CHECKS
+from pipelines.daily_assets import ANOMALY_OP, REPORT_OP, WEBHOOK_OP
 from pipelines.definitions import warehouse_resource
 from pipelines.settings import REPO_ROOT, FinopsSettings
 
@@ -32,9 +34,17 @@ class GraphRun:
     warned_checks: list[str]
 
 
+def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
+    """Run config of the whole graph: the run's date for the daily assets, and the console's level."""
+    ops = {op: {"config": {"as_of": as_of.isoformat() if as_of else None}} for op in (ANOMALY_OP, REPORT_OP, WEBHOOK_OP)}
+    # Step-by-step events stay in the instance (and the UI); the terminal gets warnings and errors.
+    return {"ops": ops, "loggers": {"console": {"config": {"log_level": log_level}}}}
+
+
 def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,
-              log_level: str = "WARNING") -> GraphRun:
-    """Materialize every asset and run every check; the warehouse file is created if missing."""
+              log_level: str = "WARNING", as_of: date | None = None) -> GraphRun:
+    """Materialize every asset and run every check; the warehouse file is created if missing.
+    `as_of` is the run's date (default today, UTC): the report and anomaly scoring follow it."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     if instance is None:
         ensure_dagster_home()
@@ -44,8 +54,7 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
         resources={"warehouse": warehouse_resource(str(warehouse)), "settings": settings},
         instance=instance,
         raise_on_error=False,
-        # Step-by-step events stay in the instance (and the UI); the terminal gets warnings and errors.
-        run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+        run_config=run_config(as_of, log_level),
     )
     failed, warned = [], []
     for evaluation in result.get_asset_check_evaluations():

@@ -42,6 +42,30 @@ class FinopsSettings(ConfigurableResource):
     inference_min_ratio: float = Field(default=4.0, description="Peak/valley ratio from which inference counts as over-provisioned.")
     min_finding_cost: float = Field(default=0.10, description="Smallest wasted cost (reporting currency) listed in findings.hidden_costs.")
 
+    # Anomaly detection (models/anomalies.py; documented in the README).
+    planned_runs_file: str | None = Field(default=None, description="YAML calendar of planned runs whose spend is expected.")
+    anomaly_min_z: float = Field(default=3.5, description="Robust z-score (MAD-scaled) from which a day can be anomalous.")
+    anomaly_min_cost_change: float = Field(default=10.0, description="Smallest cost change alerted (reporting currency).")
+    anomaly_min_gpu_hours_change: float = Field(default=8.0, description="Smallest GPU-hours change alerted.")
+    anomaly_min_egress_gb_change: float = Field(default=50.0, description="Smallest egress change alerted (GB).")
+    anomaly_min_day_share: float = Field(default=0.005, description="Smallest change alerted, as a share of the day's total.")
+    anomaly_min_relative: float = Field(default=0.20, description="Smallest change alerted, relative to the expected value.")
+    anomaly_lag_days: int = Field(default=2, description="Days between the run and the day it scores (bills arrive late).")
+    anomaly_rescore_days: int = Field(default=30, description="Days re-scored each run, so restated bills are judged again.")
+    # The daily report and its delivery.
+    reports_dir: str | None = Field(default=None, description="Folder for <date>/report.*; default: reports/ beside the warehouse.")
+    webhook_url: str | None = Field(default=None, description="Slack-compatible incoming webhook the report summary is posted to.")
+    webhook_timeout_s: float = Field(default=10.0, description="Timeout of one webhook attempt (seconds).")
+    webhook_retries: int = Field(default=3, description="Retries of a failed webhook delivery (connection errors, 429, 5xx).")
+
+    def anomaly_rules(self):
+        from models.anomalies import AnomalyRules
+
+        return AnomalyRules(min_z=self.anomaly_min_z, min_day_share=self.anomaly_min_day_share,
+                            min_relative=self.anomaly_min_relative,
+                            floors={"cost": self.anomaly_min_cost_change, "gpu_hours": self.anomaly_min_gpu_hours_change,
+                                    "egress_gb": self.anomaly_min_egress_gb_change})
+
     def sql_params(self) -> dict[str, object]:
         return {
             "reporting_currency": self.reporting_currency.upper(),
@@ -79,5 +103,8 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         tco_params_file=os.environ.get("FINOPS_TCO_PARAMS") or None,
         charge_rules_file=os.environ.get("FINOPS_CHARGE_RULES") or None,
         price_catalog_file=os.environ.get("FINOPS_PRICE_CATALOG") or None,
+        planned_runs_file=os.environ.get("FINOPS_PLANNED_RUNS") or None,
+        reports_dir=os.environ.get("FINOPS_REPORTS") or None,
+        webhook_url=os.environ.get("FINOPS_WEBHOOK_URL") or None,
     )
     return settings, str(Path(warehouse).resolve())

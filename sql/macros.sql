@@ -30,3 +30,9 @@ CREATE OR REPLACE MACRO price_times(quantity, price) AS
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));
+-- A charge line that moves data out (internet or cross-region), as findings.egress and
+-- marts.daily_series both recognise it.
+CREATE OR REPLACE MACRO is_egress_line(consumed_unit, consumed_quantity, service_category, description, sku, service_name) AS
+    consumed_unit IN ('GB', 'GiB', 'gb') AND consumed_quantity > 0
+    AND (service_category = 'Networking' OR description ILIKE '%transfer out%' OR description ILIKE '%egress%'
+         OR sku ILIKE '%DataTransfer-Out%' OR service_name ILIKE '%data transfer%');

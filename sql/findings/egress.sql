@@ -11,9 +11,7 @@ WITH egress_lines AS (
            CAST(ConsumedQuantity AS DECIMAL(24, 6)) AS gb,
            CASE WHEN concat_ws(' ', ChargeDescription, SkuId) ILIKE '%region%' THEN 'cross_region' ELSE 'internet' END AS path
     FROM core.cost_lines
-    WHERE ConsumedUnit IN ('GB', 'GiB', 'gb') AND ConsumedQuantity > 0
-      AND (ServiceCategory = 'Networking' OR ChargeDescription ILIKE '%transfer out%' OR ChargeDescription ILIKE '%egress%'
-           OR SkuId ILIKE '%DataTransfer-Out%' OR ServiceName ILIKE '%data transfer%')
+    WHERE is_egress_line(ConsumedUnit, ConsumedQuantity, ServiceCategory, ChargeDescription, SkuId, ServiceName)
 ),
 per_resource AS (
     SELECT provider, resource, resource_id, BillingCurrency AS currency, sum(gb) AS gb, sum(EffectiveCost) AS cost,

@@ -1,0 +1,260 @@
+"""Spend anomalies: a robust, explainable baseline for each daily series, gates, and episodes.
+
+A series is one provider × sub-account × service × phase, for one metric: cost (reporting
+currency), GPU-hours or egress GB. Values travel as integer micro-units (Int64), so medians of
+money are exact and nothing here rounds an amount.
+
+- Baseline: the median of the same weekday over the last 4–8 weeks; with fewer than
+  `weekday_min_weeks` such days, the median of the last 28 days. Scale: 1.4826 × the median
+  absolute deviation (MAD) of the same points.
+- A day is anomalous when every gate passes: robust z ≥ `min_z`; absolute change ≥ max(the
+  metric's floor, `min_day_share` of the day's total of that metric); relative change ≥
+  `min_relative`. A flat series has MAD 0: any change is then infinitely unusual by z, and the
+  absolute and relative gates decide alone.
+- Too little history for either baseline: only the "new spend" rule applies (a series that never
+  spent before, now above the floor).
+- Planned runs (a calendar of spans) make their spend expected, and its going away after the end.
+
+Pure functions over polars frames; `pipelines/anomalies.py` reads and writes the warehouse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import yaml
+
+KEY = ["provider", "sub_account", "service", "phase"]
+METRICS = ("cost", "gpu_hours", "egress_gb")
+MICROS = 1_000_000
+Z_CAP = 1e6  # a flat baseline gives an infinite z; stored capped so JSON and charts can carry it
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class AnomalyRules:
+    min_z: float = 3.5
+    # Smallest absolute change worth an alert, per metric (reporting currency, GPU-hours, GB).
+    floors: dict[str, float] = field(default_factory=lambda: {"cost": 10.0, "gpu_hours": 8.0, "egress_gb": 50.0})
+    min_day_share: float = 0.005
+    min_relative: float = 0.20
+    weekday_min_weeks: int = 4
+    weekday_max_weeks: int = 8
+    rolling_days: int = 28
+    rolling_min_days: int = 14
+
+    def floor_micros(self, metric: str) -> int:
+        return int(round(self.floors.get(metric, 0.0) * MICROS))
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A span of expected spend: matching series are not alerted from `start` to `end`, nor for
+    falling back afterwards (while the baseline still holds the run's spend)."""
+
+    name: str
+    start: date
+    end: date
+    provider: str | None = None
+    sub_account: str | None = None
+    service: str | None = None
+    phase: str | None = None
+
+    def condition(self, memory_days: int) -> pl.Expr:
+        # During the run any change is expected; after it, its spend going away is expected for as
+        # long as the baseline still remembers it.
+        during = pl.col("day").is_between(self.start, self.end)
+        after = pl.col("day").is_between(self.end + timedelta(days=1), self.end + timedelta(days=memory_days)) & (
+            pl.col("direction") == "down")
+        cond = during | after
+        for column in KEY:
+            wanted = getattr(self, column)
+            if wanted is not None:
+                cond = cond & (pl.col(column).str.to_lowercase() == str(wanted).lower())
+        return cond
+
+
+def load_planned_runs(path: Path | None) -> list[PlannedRun]:
+    """The planned-runs calendar (YAML: `planned_runs: [{name, start, end, provider?, sub_account?,
+    service?, phase?}]`). A malformed entry is an error naming it: a silently ignored calendar
+    would alert on every planned run."""
+    if path is None:
+        return []
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    runs = []
+    for i, entry in enumerate(doc.get("planned_runs") or [], start=1):
+        try:
+            start, end = _as_date(entry["start"]), _as_date(entry["end"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: planned run {i} ({entry!r}) needs start and end dates (YYYY-MM-DD): {exc}") from exc
+        if end < start:
+            raise ValueError(f"{path}: planned run {i} ends ({end}) before it starts ({start})")
+        unknown = set(entry) - {"name", "start", "end", "note", *KEY}
+        if unknown:
+            raise ValueError(f"{path}: planned run {i} has unknown fields {sorted(unknown)}; allowed: name, start, end, note, {', '.join(KEY)}")
+        runs.append(PlannedRun(str(entry.get("name") or f"planned run {i}"), start, end,
+                               **{k: (str(entry[k]) if entry.get(k) is not None else None) for k in KEY}))
+    return runs
+
+
+def _as_date(value) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(str(value))
+
+
+def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyRules(),
+          planned: list[PlannedRun] = ()) -> pl.DataFrame:
+    """Score every series on each of `days` against its own history.
+
+    `series`: day, provider, sub_account, service, phase, metric, value (Int64 micro-units; null
+    = unknown). Returns one row per series, metric and scored day with the baseline, the gates
+    and the verdict (`flagged`, `kind`, `direction`, `suppressed_by`).
+    """
+    known = series.lazy().filter(pl.col("value").is_not_null())
+    targets = known.filter(pl.col("day").is_in(days)).rename({"value": "actual"})
+    history = known.select([*KEY, "metric", pl.col("day").alias("h_day"), pl.col("value").alias("h")])
+    lookback = rules.weekday_max_weeks * 7
+    pairs = (targets.join(history, on=[*KEY, "metric"])
+             .with_columns(lag=(pl.col("day") - pl.col("h_day")).dt.total_days())
+             .filter(pl.col("lag").is_between(1, max(lookback, rules.rolling_days))))
+    same_weekday = (pl.col("lag") % 7 == 0) & (pl.col("lag") <= lookback)
+    rolling = pl.col("lag") <= rules.rolling_days
+
+    def median_mad(cond: pl.Expr, prefix: str) -> list[pl.Expr]:
+        points = pl.col("h").filter(cond)
+        return [cond.sum().alias(f"{prefix}_n"), points.median().alias(f"{prefix}_median"),
+                (points - points.median()).abs().median().alias(f"{prefix}_mad"),
+                points.abs().max().alias(f"{prefix}_max")]
+
+    baselines = pairs.group_by([*KEY, "metric", "day"]).agg(
+        *median_mad(same_weekday, "wd"), *median_mad(rolling, "roll"),
+        pl.col("h").abs().max().alias("history_max"))
+    scored = targets.join(baselines, on=[*KEY, "metric", "day"], how="left")
+
+    use_weekday = pl.col("wd_n").fill_null(0) >= rules.weekday_min_weeks
+    use_rolling = pl.col("roll_n").fill_null(0) >= rules.rolling_min_days
+    never_spent = pl.col("history_max").fill_null(0) == 0
+    scored = scored.with_columns(
+        baseline_method=pl.when(use_weekday).then(pl.lit("same_weekday"))
+        .when(use_rolling).then(pl.lit("rolling_28d"))
+        .when(never_spent).then(pl.lit("new_spend_rule"))
+        .otherwise(pl.lit("insufficient_history")),
+        baseline_points=pl.when(use_weekday).then("wd_n").when(use_rolling).then("roll_n").otherwise(0).cast(pl.Int64),
+        expected=pl.when(use_weekday).then("wd_median").when(use_rolling).then("roll_median")
+        .when(never_spent).then(0.0).otherwise(None),
+        mad=pl.when(use_weekday).then("wd_mad").when(use_rolling).then("roll_mad").when(never_spent).then(0.0).otherwise(None),
+    )
+    day_total = pl.col("actual").abs().sum().over(["metric", "day"])
+    change = pl.col("actual") - pl.col("expected")
+    scale = pl.max_horizontal(pl.col("mad") * MAD_TO_SIGMA, pl.lit(1.0))  # one micro-unit: never divide by 0
+    floor = pl.col("metric").replace_strict({m: rules.floor_micros(m) for m in METRICS}, default=0, return_dtype=pl.Int64)
+    scored = scored.with_columns(
+        day_total=day_total,
+        change=change,
+        z=(change / scale).clip(-Z_CAP, Z_CAP),
+        relative_change=pl.when(pl.col("expected") != 0).then(change / pl.col("expected").abs())
+        .when(change != 0).then(pl.lit(Z_CAP)).otherwise(0.0).clip(-Z_CAP, Z_CAP),
+        min_change=pl.max_horizontal(floor.cast(pl.Float64), day_total * rules.min_day_share),
+    )
+    scored = scored.with_columns(
+        gate_z=pl.col("z").abs() >= rules.min_z,
+        gate_absolute=pl.col("change").abs() >= pl.col("min_change"),
+        gate_relative=pl.col("relative_change").abs() >= rules.min_relative,
+    ).with_columns(
+        flagged=(pl.col("expected").is_not_null() & pl.col("gate_z") & pl.col("gate_absolute") & pl.col("gate_relative"))
+        .fill_null(False),
+        direction=pl.when(pl.col("change") >= 0).then(pl.lit("up")).otherwise(pl.lit("down")),
+        kind=pl.when(never_spent & (pl.col("actual") != 0)).then(pl.lit("new"))
+        .when((pl.col("actual") == 0) & (pl.col("expected") != 0)).then(pl.lit("removed"))
+        .otherwise(pl.lit("changed")),
+    ).with_columns(suppressed_by=_suppression(planned, max(rules.weekday_max_weeks * 7, rules.rolling_days)))
+    return (scored.select([
+        "day", *KEY, "metric", "actual", "expected", "baseline_method", "baseline_points", "mad", "z", "change",
+        "relative_change", "day_total", "min_change", "gate_z", "gate_absolute", "gate_relative", "flagged", "kind",
+        "direction", "suppressed_by"])
+        .sort(["day", "metric", *KEY]).collect())
+
+
+def _suppression(planned, memory_days: int) -> pl.Expr:
+    expr = pl.lit(None, dtype=pl.String)
+    for run in reversed(list(planned)):  # the first matching run of the calendar names it
+        expr = pl.when(run.condition(memory_days)).then(pl.lit(run.name)).otherwise(expr)
+    return expr
+
+
+def episodes(scores: pl.DataFrame) -> list[dict]:
+    """Consecutive alerted days of one series in one direction, as episodes.
+
+    An episode is open while its last day is the series' last scored day; otherwise it resolved
+    on the next scored day (back to normal). Its impact is the sum of actual − expected.
+    """
+    group = [*KEY, "metric"]
+    alerted = pl.col("flagged") & pl.col("suppressed_by").is_null()
+    frame = (scores.filter(pl.col("expected").is_not_null()).sort([*group, "day"])
+             .with_columns(state=pl.when(alerted).then(pl.when(pl.col("direction") == "up").then(1).otherwise(-1)).otherwise(0))
+             .with_columns(run=(pl.col("state") != pl.col("state").shift(1)).fill_null(True).cum_sum().over(group),
+                           next_day=pl.col("day").shift(-1).over(group)))
+    out = []
+    for (_, rows) in frame.filter(pl.col("state") != 0).group_by([*group, "run"], maintain_order=True):
+        rows = rows.sort("day")
+        first, last = rows.row(0, named=True), rows.row(-1, named=True)
+        peak = rows.sort(pl.col("change").abs(), descending=True).row(0, named=True)
+        out.append({
+            **{k: first[k] for k in group},
+            "direction": first["direction"], "kind": first["kind"],
+            "first_day": first["day"], "last_day": last["day"], "days": rows.height,
+            "resolved_on": last["next_day"],
+            "peak_day": peak["day"], "actual": peak["actual"], "expected": peak["expected"], "z": peak["z"],
+            "baseline_method": peak["baseline_method"], "baseline_points": peak["baseline_points"],
+            "impact": float(rows["change"].sum()),
+        })
+    return out
+
+
+def identity(episode: dict) -> tuple:
+    return (episode["metric"], *(episode[k] for k in KEY), episode["direction"])
+
+
+def anomaly_id(episode: dict) -> str:
+    text = "|".join(str(v) for v in (*identity(episode), episode["first_day"]))
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def reconcile(existing: list[dict], fresh: list[dict], window: tuple[date, date], now: datetime) -> list[dict]:
+    """The anomalies table after a re-score of `window` (first and last scored day).
+
+    - A fresh episode overlapping or continuing a stored one of the same series and direction
+      updates it (same anomaly_id; its first day stays if it began before the window).
+    - A stored episode inside the window that no fresh one matches disappeared on restatement:
+      status resolved, resolution 'restated' (kept, never deleted).
+    - Other fresh episodes are new anomalies, detected now.
+    Returns the rows to write (changed or new); untouched stored rows are not returned.
+    """
+    window_start, window_end = window
+    matched: set[str] = set()
+    rows = []
+    for ep in fresh:
+        prior = next((a for a in existing if a["anomaly_id"] not in matched and identity(a) == identity(ep)
+                      and a["first_day"] <= ep["last_day"] and ep["first_day"] <= a["last_day"] + timedelta(days=1)), None)
+        row = {**ep, "status": "resolved" if ep["resolved_on"] else "open",
+               "resolution": "back_to_normal" if ep["resolved_on"] else None,
+               "last_scored_at": now}
+        if prior is None:
+            row.update(anomaly_id=anomaly_id(ep), first_detected_at=now,
+                       resolved_at=now if ep["resolved_on"] else None)
+        else:
+            matched.add(prior["anomaly_id"])
+            first_day = prior["first_day"] if prior["first_day"] < window_start else ep["first_day"]
+            row.update(anomaly_id=prior["anomaly_id"], first_detected_at=prior["first_detected_at"], first_day=first_day,
+                       days=ep["days"] + max((window_start - prior["first_day"]).days, 0) if first_day < window_start else ep["days"],
+                       resolved_at=(prior.get("resolved_at") or now) if ep["resolved_on"] else None)
+        rows.append(row)
+    for a in existing:
+        in_window = a["last_day"] >= window_start and a["first_day"] <= window_end
+        if a["anomaly_id"] in matched or not in_window or a.get("resolution") == "restated":
+            continue
+        rows.append({**a, "status": "resolved", "resolution": "restated", "resolved_at": now, "last_scored_at": now})
+    return rows
