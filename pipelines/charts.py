@@ -39,7 +39,7 @@ def to_svg(fig) -> str:
     """The figure as an SVG document, and the figure closed."""
     fig.tight_layout()
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg")
+    fig.savefig(buffer, format="svg", metadata={"Date": None})  # the same data draws the same file
     plt.close(fig)
     return buffer.getvalue()
 

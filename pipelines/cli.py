@@ -177,8 +177,10 @@ def report(
     from pipelines.warehouse import fetch_all
 
     settings = settings_from_env()[0]
-    options = AnomalyOptions(settings.anomaly_rules(),
-                             tuple(read_planned_runs(str(planned_runs) if planned_runs else settings.planned_runs_file)),
+    # The demo keeps its calendar beside the warehouse; the run's own calendar wins when given.
+    beside = warehouse.parent / "planned_runs.yaml"
+    calendar = str(planned_runs) if planned_runs else settings.planned_runs_file or (str(beside) if beside.exists() else None)
+    options = AnomalyOptions(settings.anomaly_rules(), tuple(read_planned_runs(calendar)),
                              settings.anomaly_lag_days, settings.anomaly_rescore_days)
     conn = _open_warehouse(warehouse)
     try:

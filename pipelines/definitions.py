@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from dagster import Definitions, define_asset_job, in_process_executor
+from dagster import Definitions, in_process_executor
 from dagster_duckdb import DuckDBResource
 
 from pipelines.assets import ALL_ASSETS
+from pipelines.automation import daily_report_schedule, finops_job, landing_sensor
 from pipelines.checks import ALL_CHECKS
 from pipelines.settings import FinopsSettings, settings_from_env
-
-# The whole graph, ingest to marts, as one job (the daily schedule of a later issue runs it).
-finops_job = define_asset_job("finops_all", selection="*")
 
 
 class WarehouseResource(DuckDBResource):
@@ -37,6 +35,8 @@ def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definiti
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
         jobs=[finops_job],
+        schedules=[daily_report_schedule],
+        sensors=[landing_sensor],
         resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings},
         # One process writes the DuckDB file: DuckDB allows a single writer process per file.
         executor=in_process_executor,

@@ -31,10 +31,10 @@ def read_context(source_file: str = "test.csv", timezone: str = "UTC") -> ReadCo
                        source_sha256="0" * 64)
 
 
-def run_pipeline(landing: Path, warehouse: Path, **settings):
-    """Materialize the whole asset graph on an ephemeral Dagster instance."""
+def run_pipeline(landing: Path, warehouse: Path, as_of=None, **settings):
+    """Materialize the whole asset graph on an ephemeral Dagster instance (`as_of`: the run's date)."""
     with DagsterInstance.ephemeral() as instance:
-        return run_graph(FinopsSettings(landing_dir=str(landing), **settings), warehouse, instance=instance)
+        return run_graph(FinopsSettings(landing_dir=str(landing), **settings), warehouse, instance=instance, as_of=as_of)
 
 
 @dataclass

@@ -1,0 +1,251 @@
+"""The daily report end to end: anomalies found in the bundled scenario, planned runs suppressed,
+restated bills resolving their anomaly, the report rendered in a real browser, the webhook, and
+the schedule and sensor that start it all."""
+
+import json
+import threading
+from datetime import date, datetime, timedelta, UTC
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from tests.conftest import run_pipeline
+
+FOCUS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,BillingPeriodStart,"
+                "BillingPeriodEnd,ProviderName,BillingAccountId,SubAccountId,ServiceName,ResourceId,SkuId,RegionId\n")
+
+
+# -- the bundled scenario ---------------------------------------------------------------------
+
+def test_the_injected_spike_is_reported_with_its_explanation(demo_db, demo_run):
+    spike = date.fromisoformat(demo_run.truths["spike_day"])
+    rows = fetch_dicts(demo_db, """SELECT * FROM findings.anomalies WHERE metric = 'cost' AND service = 'AWS Data Transfer'
+                                   ORDER BY first_day""")
+    first = rows[0]
+    assert (first["first_day"], first["kind"], first["direction"], first["days"]) == (spike, "changed", "up", 1)
+    # Five pulls of the 300 GB dataset at 0.09 USD/GB, on a day that usually has none.
+    assert (first["actual"], first["expected"], first["change"]) == (Decimal("135.000000"), Decimal("0.000000"), Decimal("135.000000"))
+    assert first["driver"] == "usage" and first["status"] == "resolved" and first["resolution"] == "back_to_normal"
+    explanation = json.loads(first["explanation"])
+    assert explanation["usage_actual"] == 1500.0 and explanation["usage_unit"] == "GB"
+    assert explanation["contributors"]["resource"][0]["value"] == "llm-datasets"
+    # The egress usage series tells the same story in GB.
+    assert fetch_all(demo_db, """SELECT actual FROM findings.anomalies WHERE metric = 'egress_gb' AND first_day = ?""", [spike]) == [
+        (Decimal("1500.000000"),)]
+
+
+def test_idle_cards_are_an_open_anomaly_and_planned_runs_are_suppressed(demo_db):
+    idle = fetch_dicts(demo_db, "SELECT * FROM findings.anomalies WHERE metric = 'cost' AND phase = 'idle' AND status = 'open'")
+    assert len(idle) == 1 and idle[0]["last_day"] == date(2026, 10, 10) and idle[0]["driver"] == "usage"
+    # The pre-training run ending and the fine-tuning campaign starting are in the calendar: their
+    # days pass every gate but are not alerted.
+    assert fetch_all(demo_db, """SELECT count(*) FROM findings.anomalies WHERE phase IN ('pretraining', 'finetuning')""") == [(0,)]
+    suppressed = dict(fetch_all(demo_db, """SELECT suppressed_by, count(*) FROM findings.anomaly_scores
+                                            WHERE flagged AND suppressed_by IS NOT NULL GROUP BY ALL"""))
+    assert set(suppressed) == {"pretrain-llm-7b", "llm-7b-finetuning-campaign"}
+    # Purchases, credits, taxes and adjustments never enter the series.
+    assert fetch_all(demo_db, "SELECT count(*) FROM marts.daily_series WHERE cost IS NULL") == [(0,)]
+
+
+def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
+    folder = demo_run.out / "reports" / "2026-10-12"
+    page = (folder / "report.html").read_text()
+    for title in ("Anomalies in the last 30 days", "Expected vs actual", "Planned runs (spend expected, not alerted)",
+                  "Top hidden costs", "Spend by phase this month", "Cost on 2026-10-10", "Daily cost by phase",
+                  "Purchasing strategy (3-year TCO, CNY)"):
+        assert title in page, title
+    # Daily cost, expected vs actual, top hidden costs, utilization by phase, purchasing.
+    assert page.count("<svg") == 5
+    # Self-contained: nothing for a browser to fetch (namespace URIs in SVG are names, not fetches).
+    assert not any(marker in page for marker in ('src="http', "src='http", 'href="http', "url(http", "<link", "<script", "<img"))
+    machine = json.loads((folder / "report.json").read_text())
+    assert machine["scored_day"] == "2026-10-10"
+    assert any(a["service"] == "AWS Data Transfer" and a["first_day"] == "2026-09-26" for a in machine["anomalies"])
+    assert machine["headline"]["lines"][0] == "Cost on 2026-10-10: 64.78 USD"
+    markdown = (folder / "report.md").read_text()
+    assert "AWS Data Transfer (AWS 210987654321, unattributed): cost 135.00 USD on 2026-09-26" in markdown
+
+
+def test_the_report_renders_its_charts_in_a_browser(demo_run, tmp_path):
+    from tests.browser import color_pixel_share, find_or_install_chromium, screenshot
+
+    browser, reason = find_or_install_chromium()
+    if browser is None:
+        pytest.skip(f"no headless browser to render the report: {reason}")
+    png = screenshot(demo_run.out / "reports" / "2026-10-12" / "report.html", tmp_path / "report.png", 1280, 5200)
+    shares = {name: color_pixel_share(png, rgb) for name, rgb in {
+        "actual lines and fine-tuning bars (blue)": (0x1f, 0x77, 0xb4),
+        "hidden-cost bars (orange)": (0xff, 0x7f, 0x0e),
+        "utilization bars (green)": (0x2c, 0xa0, 0x2c),
+        "anomalous days (red)": (0xd6, 0x27, 0x28),
+    }.items()}
+    assert all(share > 0.0005 for share in shares.values()), shares
+
+
+def test_rebuilding_a_past_days_report_from_the_cli(demo_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    result = CliRunner().invoke(app, ["report", "--date", "2026-09-28", "--warehouse", str(demo_run.out / "warehouse.duckdb"),
+                                      "--out", str(tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    machine = json.loads((tmp_path / "2026-09-28" / "report.json").read_text())
+    assert machine["scored_day"] == "2026-09-26"
+    spike = [a for a in machine["anomalies"] if a["service"] == "AWS Data Transfer" and a["metric"] == "cost"]
+    assert spike and spike[0]["new"]  # on its own day's report the spike is the alert
+    assert "NEW: AWS Data Transfer" in "\n".join(machine["headline"]["lines"])
+
+
+# -- restatement --------------------------------------------------------------------------------
+
+def focus_rows(first: date, amounts: list[str], period: str) -> str:
+    start, end = f"{period}-01T00:00:00Z", (date.fromisoformat(f"{period}-01") + timedelta(days=32)).replace(day=1).isoformat() + "T00:00:00Z"
+    lines = []
+    for i, amount in enumerate(amounts):
+        d = first + timedelta(days=i)
+        lines.append(f"{amount},{amount},USD,Usage,{d}T00:00:00Z,{d + timedelta(days=1)}T00:00:00Z,{start},{end},AWS,acct-1,"
+                     f"team-a,Amazon EC2,i-0abc,BoxUsage:p4d.24xlarge,us-east-1\n")
+    return FOCUS_HEADER + "".join(lines)
+
+
+def test_restating_a_day_resolves_its_anomaly_and_keeps_it(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    august = [f"{100 + (i % 7):.2f}" for i in range(31)]
+    september = [f"{100 + ((i + 31) % 7):.2f}" for i in range(30)]
+    spiky = list(september)
+    spiky[20] = "900.00"  # 2026-09-21: a p4d left running over a weekend, or a billing error
+    (landing / "focus-2026-08.csv").write_text(focus_rows(date(2026, 8, 1), august, "2026-08"))
+    (landing / "focus-2026-09.csv").write_text(focus_rows(date(2026, 9, 1), spiky, "2026-09"))
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2)).success
+    conn = connect(warehouse, read_only=True)
+    first = fetch_dicts(conn, "SELECT anomaly_id, status, resolution, first_day, actual FROM findings.anomalies WHERE metric = 'cost'")
+    conn.close()
+    assert [(a["first_day"], a["status"], a["resolution"], a["actual"]) for a in first] == [
+        (date(2026, 9, 21), "resolved", "back_to_normal", Decimal("900.000000"))]
+
+    # The provider restates September: the spike was a billing error.
+    (landing / "focus-2026-09-restated.csv").write_text(focus_rows(date(2026, 9, 1), september, "2026-09"))
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 3)).success
+    conn = connect(warehouse, read_only=True)
+    after = fetch_dicts(conn, "SELECT anomaly_id, status, resolution, resolved_at FROM findings.anomalies WHERE metric = 'cost'")
+    assert fetch_all(conn, "SELECT count(*) FROM findings.anomaly_scores WHERE flagged") == [(0,)]
+    conn.close()
+    assert [(a["anomaly_id"], a["status"], a["resolution"]) for a in after] == [(first[0]["anomaly_id"], "resolved", "restated")]
+    assert after[0]["resolved_at"] is not None
+
+
+def test_a_clean_bill_yields_no_anomaly_and_an_empty_section(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "focus-2026-08.csv").write_text(focus_rows(date(2026, 8, 1), [f"{100 + (i % 7):.2f}" for i in range(31)], "2026-08"))
+    (landing / "focus-2026-09.csv").write_text(focus_rows(date(2026, 9, 1), [f"{100 + ((i + 31) % 7):.2f}" for i in range(30)], "2026-09"))
+    warehouse = tmp_path / "wh.duckdb"
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2)).success
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, "SELECT count(*) FROM findings.anomalies") == [(0,)]
+    assert fetch_all(conn, "SELECT count(*), count(DISTINCT day) FROM findings.anomaly_scores WHERE metric = 'cost'") == [(30, 30)]
+    conn.close()
+    machine = json.loads((tmp_path / "reports" / "2026-10-02" / "report.json").read_text())
+    assert machine["anomalies"] == [] and machine["headline"]["lines"][1].startswith("0 new anomalies")
+
+
+# -- the webhook, end to end -----------------------------------------------------------------------
+
+class Recorder(BaseHTTPRequestHandler):
+    status = 200
+    received: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).received.append(json.loads(body))
+        self.send_response(type(self).status)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def chat_server():
+    handler = type("Handler", (Recorder,), {"received": [], "status": 200})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/services/T0/B0/SECRET", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_run_posts_the_headline_and_a_failing_endpoint_fails_only_delivery(tmp_path, chat_server):
+    url, handler = chat_server
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    spiky = [f"{100 + ((i + 31) % 7):.2f}" for i in range(30)]
+    spiky[29] = "<script>alert(1)</script>"  # a malformed amount: quarantined, never rendered raw
+    (landing / "focus-2026-08.csv").write_text(focus_rows(date(2026, 8, 1), [f"{100 + (i % 7):.2f}" for i in range(31)], "2026-08"))
+    (landing / "focus-2026-09.csv").write_text(focus_rows(date(2026, 9, 1), spiky, "2026-09"))
+    warehouse = tmp_path / "wh.duckdb"
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2), webhook_url=url, webhook_retries=0).success
+    assert len(handler.received) == 1
+    payload = handler.received[0]
+    assert payload["text"].startswith("gpu-finops daily report — 2026-10-02")
+    assert "<script>" not in json.dumps(payload)
+    # The endpoint breaks: the report is still written; the delivery step alone fails.
+    handler.status = 500
+    (tmp_path / "reports" / "2026-10-03").mkdir(parents=True, exist_ok=True)
+    outcome = run_pipeline(landing, warehouse, as_of=date(2026, 10, 3), webhook_url=url, webhook_retries=1,
+                           webhook_timeout_s=2.0)
+    assert not outcome.success
+    assert (tmp_path / "reports" / "2026-10-03" / "report.html").exists()
+    assert len(handler.received) == 3  # one delivered, then two attempts (one retry) refused
+
+
+# -- the schedule and the sensor ----------------------------------------------------------------------
+
+def test_the_schedule_runs_the_whole_graph_at_six_utc_for_its_day():
+    from dagster import build_schedule_context
+
+    from pipelines.automation import daily_report_schedule
+
+    assert daily_report_schedule.cron_schedule == "0 6 * * *" and daily_report_schedule.execution_timezone == "UTC"
+    context = build_schedule_context(scheduled_execution_time=datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
+    request = daily_report_schedule.evaluate_tick(context).run_requests[0]
+    assert request.run_key == "daily-2026-11-30"
+    assert request.run_config["ops"]["anomalies"]["config"]["as_of"] == "2026-11-30"
+    assert request.run_config["ops"]["reports__daily"]["config"]["as_of"] == "2026-11-30"
+    assert daily_report_schedule.job_name == "finops_all"
+
+
+def test_the_sensor_starts_a_run_when_files_land_and_not_otherwise(tmp_path):
+    from dagster import build_sensor_context
+
+    from pipelines.automation import landing_sensor
+    from pipelines.settings import FinopsSettings
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    settings = FinopsSettings(landing_dir=str(landing))
+
+    def tick(cursor):
+        context = build_sensor_context(cursor=cursor, resources={"settings": settings})
+        result = landing_sensor.evaluate_tick(context)
+        return result, context.cursor
+
+    (landing / "focus.csv").write_text(FOCUS_HEADER)
+    result, cursor = tick(None)
+    assert len(result.run_requests) == 1 and result.run_requests[0].tags["finops/landing_files"] == "1"
+    result, same = tick(cursor)
+    assert result.run_requests == [] and "no new or changed files" in result.skip_message and same == cursor
+    (landing / "later.csv").write_text(FOCUS_HEADER)
+    result, _ = tick(cursor)
+    assert len(result.run_requests) == 1 and result.run_requests[0].run_key != f"landing-{cursor}"
+    missing = FinopsSettings(landing_dir=str(tmp_path / "nowhere"))
+    result = landing_sensor.evaluate_tick(build_sensor_context(resources={"settings": missing}))
+    assert "does not exist" in result.skip_message
