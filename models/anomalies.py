@@ -33,6 +33,7 @@ METRICS = ("cost", "gpu_hours", "egress_gb")
 MICROS = 1_000_000
 Z_CAP = 1e6  # a flat baseline gives an infinite z; stored capped so JSON and charts can carry it
 MAD_TO_SIGMA = 1.4826
+SERIES_PER_BATCH = 2000  # series whose baselines are computed together (bounds memory)
 
 
 @dataclass(frozen=True)
@@ -114,25 +115,18 @@ def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyR
     and the verdict (`flagged`, `kind`, `direction`, `suppressed_by`).
     """
     known = series.lazy().filter(pl.col("value").is_not_null())
+    # Each series gets an integer id, so the day × history pairs carry numbers, not key strings.
+    keys = known.select([*KEY, "metric"]).unique().with_row_index("sid").collect()
+    known = known.join(keys.lazy(), on=[*KEY, "metric"]).select("sid", "day", "value").collect()
     targets = known.filter(pl.col("day").is_in(days)).rename({"value": "actual"})
-    history = known.select([*KEY, "metric", pl.col("day").alias("h_day"), pl.col("value").alias("h")])
-    lookback = rules.weekday_max_weeks * 7
-    pairs = (targets.join(history, on=[*KEY, "metric"])
-             .with_columns(lag=(pl.col("day") - pl.col("h_day")).dt.total_days())
-             .filter(pl.col("lag").is_between(1, max(lookback, rules.rolling_days))))
-    same_weekday = (pl.col("lag") % 7 == 0) & (pl.col("lag") <= lookback)
-    rolling = pl.col("lag") <= rules.rolling_days
-
-    def median_mad(cond: pl.Expr, prefix: str) -> list[pl.Expr]:
-        points = pl.col("h").filter(cond)
-        return [cond.sum().alias(f"{prefix}_n"), points.median().alias(f"{prefix}_median"),
-                (points - points.median()).abs().median().alias(f"{prefix}_mad"),
-                points.abs().max().alias(f"{prefix}_max")]
-
-    baselines = pairs.group_by([*KEY, "metric", "day"]).agg(
-        *median_mad(same_weekday, "wd"), *median_mad(rolling, "roll"),
-        pl.col("h").abs().max().alias("history_max"))
-    scored = targets.join(baselines, on=[*KEY, "metric", "day"], how="left")
+    # Baselines a batch of series at a time: the day × history pairs of all series at once would
+    # hold rescore days × 56 rows per series in memory.
+    batch = (pl.col("sid") // SERIES_PER_BATCH).alias("batch")
+    history_batches = known.with_columns(batch).partition_by("batch", as_dict=True, include_key=False)
+    baselines = pl.concat([_baselines(part, history_batches[key], rules)
+                           for key, part in targets.with_columns(batch).partition_by("batch", as_dict=True, include_key=False).items()]
+                          or [_baselines(targets, known, rules)])
+    scored = targets.lazy().join(baselines.lazy(), on=["sid", "day"], how="left").join(keys.lazy(), on="sid")
 
     use_weekday = pl.col("wd_n").fill_null(0) >= rules.weekday_min_weeks
     use_rolling = pl.col("roll_n").fill_null(0) >= rules.rolling_min_days
@@ -176,6 +170,27 @@ def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyR
         "relative_change", "day_total", "min_change", "gate_z", "gate_absolute", "gate_relative", "flagged", "kind",
         "direction", "suppressed_by"])
         .sort(["day", "metric", *KEY]).collect())
+
+
+def _baselines(targets: pl.DataFrame, known: pl.DataFrame, rules: AnomalyRules) -> pl.DataFrame:
+    """Per series and scored day: count, median, MAD and largest magnitude of the same-weekday
+    points and of the rolling points, and the largest magnitude of all history looked at."""
+    history = known.lazy().select("sid", pl.col("day").alias("h_day"), pl.col("value").alias("h"))
+    lookback = rules.weekday_max_weeks * 7
+    pairs = (targets.lazy().join(history, on="sid")
+             .with_columns(lag=(pl.col("day") - pl.col("h_day")).dt.total_days())
+             .filter(pl.col("lag").is_between(1, max(lookback, rules.rolling_days))))
+    same_weekday = (pl.col("lag") % 7 == 0) & (pl.col("lag") <= lookback)
+    rolling = pl.col("lag") <= rules.rolling_days
+
+    def median_mad(cond: pl.Expr, prefix: str) -> list[pl.Expr]:
+        points = pl.col("h").filter(cond)
+        return [cond.sum().alias(f"{prefix}_n"), points.median().alias(f"{prefix}_median"),
+                (points - points.median()).abs().median().alias(f"{prefix}_mad")]
+
+    return pairs.group_by(["sid", "day"]).agg(
+        *median_mad(same_weekday, "wd"), *median_mad(rolling, "roll"),
+        pl.col("h").abs().max().alias("history_max")).collect()
 
 
 def _suppression(planned, memory_days: int) -> pl.Expr:
