@@ -116,7 +116,7 @@ def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyR
     """
     known = series.lazy().filter(pl.col("value").is_not_null())
     # Each series gets an integer id, so the day × history pairs carry numbers, not key strings.
-    keys = known.select([*KEY, "metric"]).unique().with_row_index("sid").collect()
+    keys = known.select([*KEY, "metric"]).unique(maintain_order=True).with_row_index("sid").collect()
     known = known.join(keys.lazy(), on=[*KEY, "metric"]).select("sid", "day", "value").collect()
     targets = known.filter(pl.col("day").is_in(days)).rename({"value": "actual"})
     # Baselines a batch of series at a time: the day × history pairs of all series at once would
@@ -130,7 +130,9 @@ def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyR
 
     use_weekday = pl.col("wd_n").fill_null(0) >= rules.weekday_min_weeks
     use_rolling = pl.col("roll_n").fill_null(0) >= rules.rolling_min_days
-    never_spent = pl.col("history_max").fill_null(0) == 0
+    # Never spent: history was looked at and was all zero. No history at all (a provider's first
+    # billed day) says nothing either way.
+    never_spent = pl.col("history_max").is_not_null() & (pl.col("history_max") == 0)
     scored = scored.with_columns(
         baseline_method=pl.when(use_weekday).then(pl.lit("same_weekday"))
         .when(use_rolling).then(pl.lit("rolling_28d"))
@@ -204,7 +206,8 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
     """Consecutive alerted days of one series in one direction, as episodes.
 
     An episode is open while its last day is the series' last scored day; otherwise it resolved
-    on the next scored day (back to normal). Its impact is the sum of actual − expected.
+    on the next scored day (back to normal). `daily` keeps each alerted day's actual, expected and
+    z, so an episode longer than one re-score window keeps its whole history.
     """
     group = [*KEY, "metric"]
     alerted = pl.col("flagged") & pl.col("suppressed_by").is_null()
@@ -216,60 +219,88 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
     for (_, rows) in frame.filter(pl.col("state") != 0).group_by([*group, "run"], maintain_order=True):
         rows = rows.sort("day")
         first, last = rows.row(0, named=True), rows.row(-1, named=True)
-        peak = rows.sort(pl.col("change").abs(), descending=True).row(0, named=True)
-        out.append({
-            **{k: first[k] for k in group},
-            "direction": first["direction"], "kind": first["kind"],
-            "first_day": first["day"], "last_day": last["day"], "days": rows.height,
-            "resolved_on": last["next_day"],
-            "peak_day": peak["day"], "actual": peak["actual"], "expected": peak["expected"], "z": peak["z"],
-            "baseline_method": peak["baseline_method"], "baseline_points": peak["baseline_points"],
-            "impact": float(rows["change"].sum()),
-        })
+        daily = [{"day": r["day"], "actual": int(r["actual"]), "expected": int(round(r["expected"])), "z": r["z"],
+                  "baseline_method": r["baseline_method"], "baseline_points": r["baseline_points"]}
+                 for r in rows.iter_rows(named=True)]
+        out.append({**{k: first[k] for k in group}, "direction": first["direction"], "kind": first["kind"],
+                    "resolved_on": last["next_day"], "daily": daily, **from_daily(daily)})
     return out
+
+
+def from_daily(daily: list[dict]) -> dict:
+    """An episode's span, duration, peak day and impact (Σ actual − expected), from its days."""
+    peak = max(daily, key=lambda d: (abs(d["actual"] - d["expected"]), d["day"]))
+    return {"first_day": daily[0]["day"], "last_day": daily[-1]["day"], "days": len(daily), "peak_day": peak["day"],
+            "actual": peak["actual"], "expected": peak["expected"], "z": peak["z"],
+            "baseline_method": peak["baseline_method"], "baseline_points": peak["baseline_points"],
+            "impact": sum(d["actual"] - d["expected"] for d in daily)}
 
 
 def identity(episode: dict) -> tuple:
     return (episode["metric"], *(episode[k] for k in KEY), episode["direction"])
 
 
-def anomaly_id(episode: dict) -> str:
-    text = "|".join(str(v) for v in (*identity(episode), episode["first_day"]))
+def new_anomaly_id(episode: dict, now: datetime) -> str:
+    """Unique per detection: the series, direction and first day as first seen, and when."""
+    text = "|".join(str(v) for v in (*identity(episode), episode["first_day"], now.isoformat()))
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def reconcile(existing: list[dict], fresh: list[dict], window: tuple[date, date], now: datetime) -> list[dict]:
-    """The anomalies table after a re-score of `window` (first and last scored day).
+EXPLAINED = ("unit", "driver", "summary", "explanation")
 
+
+def reconcile(existing: list[dict], fresh: list[dict], window: tuple[date, date], now: datetime) -> list[dict]:
+    """The anomalies table after a re-score of `window` (its first and last scored day).
+
+    Stored rows carry `daily` (their alerted days). Days before the window were not re-scored and
+    stay as they were; days inside it are replaced by this scoring.
     - A fresh episode overlapping or continuing a stored one of the same series and direction
-      updates it (same anomaly_id; its first day stays if it began before the window).
+      updates it (same anomaly_id). A stored episode that began before the window continues only
+      into a fresh episode that starts on the window's first day.
     - A stored episode inside the window that no fresh one matches disappeared on restatement:
-      status resolved, resolution 'restated' (kept, never deleted).
+      resolved, resolution 'restated' (kept, never deleted). If it began before the window, its
+      days there stand: it is cut back to them and resolved back to normal.
+    - A stored open episode that ended before the window with no scored days since: resolved,
+      'no_data' (its series is no longer billed).
     - Other fresh episodes are new anomalies, detected now.
     Returns the rows to write (changed or new); untouched stored rows are not returned.
     """
     window_start, window_end = window
+    live = [a for a in existing if a.get("resolution") != "restated"]
     matched: set[str] = set()
     rows = []
     for ep in fresh:
-        prior = next((a for a in existing if a["anomaly_id"] not in matched and identity(a) == identity(ep)
-                      and a["first_day"] <= ep["last_day"] and ep["first_day"] <= a["last_day"] + timedelta(days=1)), None)
-        row = {**ep, "status": "resolved" if ep["resolved_on"] else "open",
-               "resolution": "back_to_normal" if ep["resolved_on"] else None,
-               "last_scored_at": now}
+        prior = next((a for a in live if a["anomaly_id"] not in matched and identity(a) == identity(ep)
+                      and a["first_day"] <= ep["last_day"] and ep["first_day"] <= a["last_day"] + timedelta(days=1)
+                      and (a["first_day"] >= window_start or ep["first_day"] == window_start)), None)
+        status = {"status": "resolved" if ep["resolved_on"] else "open",
+                  "resolution": "back_to_normal" if ep["resolved_on"] else None, "last_scored_at": now}
         if prior is None:
-            row.update(anomaly_id=anomaly_id(ep), first_detected_at=now,
-                       resolved_at=now if ep["resolved_on"] else None)
-        else:
-            matched.add(prior["anomaly_id"])
-            first_day = prior["first_day"] if prior["first_day"] < window_start else ep["first_day"]
-            row.update(anomaly_id=prior["anomaly_id"], first_detected_at=prior["first_detected_at"], first_day=first_day,
-                       days=ep["days"] + max((window_start - prior["first_day"]).days, 0) if first_day < window_start else ep["days"],
-                       resolved_at=(prior.get("resolved_at") or now) if ep["resolved_on"] else None)
-        rows.append(row)
-    for a in existing:
-        in_window = a["last_day"] >= window_start and a["first_day"] <= window_end
-        if a["anomaly_id"] in matched or not in_window or a.get("resolution") == "restated":
+            rows.append({**ep, **status, "anomaly_id": new_anomaly_id(ep, now), "first_detected_at": now,
+                         "resolved_at": now if ep["resolved_on"] else None})
             continue
-        rows.append({**a, "status": "resolved", "resolution": "restated", "resolved_at": now, "last_scored_at": now})
+        matched.add(prior["anomaly_id"])
+        daily = [d for d in prior["daily"] if d["day"] < window_start] + ep["daily"]
+        kind = prior["kind"] if daily[0]["day"] < ep["daily"][0]["day"] else ep["kind"]
+        row = {**ep, **status, **from_daily(daily), "daily": daily, "kind": kind,
+               "anomaly_id": prior["anomaly_id"], "first_detected_at": prior["first_detected_at"],
+               "resolved_at": (prior.get("resolved_at") or now) if ep["resolved_on"] else None}
+        if row["peak_day"] < window_start:  # the explanation of the peak stands from when it was scored
+            row.update({k: prior.get(k) for k in EXPLAINED})
+        rows.append(row)
+    for a in live:
+        if a["anomaly_id"] in matched or a["first_day"] > window_end:
+            continue
+        if a["last_day"] < window_start:
+            if a["status"] == "open" and a["last_day"] < window_start - timedelta(days=1):
+                rows.append({**a, "status": "resolved", "resolution": "no_data", "resolved_at": now, "last_scored_at": now})
+            continue
+        before = [d for d in a["daily"] if d["day"] < window_start]
+        if before:
+            rows.append({**a, **from_daily(before), "daily": before, "status": "resolved", "resolution": "back_to_normal",
+                         "resolved_on": window_start, "resolved_at": now, "last_scored_at": now})
+        else:
+            rows.append({**a, "status": "resolved", "resolution": "restated", "resolved_at": now, "last_scored_at": now})
+    ids = [r["anomaly_id"] for r in rows]
+    assert len(ids) == len(set(ids)), "reconcile produced one anomaly twice"
     return rows

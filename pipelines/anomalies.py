@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from models.anomalies import KEY, MICROS, AnomalyRules, PlannedRun, episodes, reconcile, score
-from pipelines.warehouse import SQL_DIR, fetch_dicts, run_sql_file
+from pipelines.warehouse import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text
 
 USAGE_UNITS = {"gpu_hours": "GPU-hours", "egress_gb": "GB"}
 STILL = 0.05  # a usage or unit-price change under 5 % counts as unchanged when naming the driver
@@ -141,6 +141,7 @@ UPDATE_SCHEMA = pa.schema([
     ("baseline_method", pa.string()), ("baseline_points", pa.int32()), ("driver", pa.string()), ("summary", pa.string()),
     ("explanation", pa.string()), ("first_detected_at", pa.timestamp("us", tz="UTC")),
     ("resolved_at", pa.timestamp("us", tz="UTC")), ("last_scored_at", pa.timestamp("us", tz="UTC")),
+    ("daily", pa.string()),
 ])
 
 
@@ -152,50 +153,69 @@ class DetectionResult:
     suppressed: int
     new: list[str]
     resolved_by_restatement: list[str]
+    skipped: str | None = None  # why findings.anomalies was left as it was
 
 
 def detect(conn, as_of: date, rules: AnomalyRules, planned: list[PlannedRun], currency: str,
            lag_days: int = 2, rescore_days: int = 30, now: datetime | None = None) -> DetectionResult:
-    """Re-score the window ending `lag_days` before `as_of` and merge the episodes into findings.anomalies."""
+    """Re-score the window ending `lag_days` before `as_of` and merge the episodes into
+    findings.anomalies, in one transaction with findings.anomaly_scores and the run's record."""
     now = now or datetime.now(UTC)
     window = window_for(as_of, lag_days, rescore_days)
+    conn.execute(sql_text("findings.anomaly_runs"))
+    conn.execute(sql_text("findings.anomalies").split("-- merge")[0])  # the table, before reading it
+    latest = fetch_value(conn, "SELECT max(scored_day) FROM findings.anomaly_runs")
+    if latest is not None and window.scored_day < latest:
+        return DetectionResult(window, 0, 0, 0, [], [], skipped=(
+            f"scored day {window.scored_day} is before the latest scored day {latest}: anomalies only move forward"))
     series = load_series(conn)
     scores = score(series, window.days, rules, planned)
-    conn.register("anomaly_scores_input", scores.to_arrow())
-    run_sql_file(conn, "findings.anomaly_scores", {"reporting_currency": currency})
-    conn.unregister("anomaly_scores_input")
-
-    fresh = []
-    for ep in episodes(scores):
-        ep.update(explain(conn, ep, scores, series, rules, currency))
-        fresh.append(ep)
-    conn.execute((SQL_DIR / "findings" / "anomalies.sql").read_text().split("-- merge")[0])  # the table, before reading it
-    existing = fetch_dicts(conn, "SELECT * FROM findings.anomalies")
+    fresh = [{**ep, **explain(conn, ep, scores, series, rules, currency)} for ep in episodes(scores)]
+    existing = [_stored(a) for a in fetch_dicts(conn, "SELECT * FROM findings.anomalies")]
     updates = reconcile(existing, fresh, (window.first_day, window.scored_day), now)
-    conn.register("anomaly_updates", pa.Table.from_pylist([_update_row(u) for u in updates], schema=UPDATE_SCHEMA))
-    run_sql_file(conn, "findings.anomalies")
-    conn.unregister("anomaly_updates")
     alerted = scores.filter(pl.col("flagged"))
+    flagged = alerted.filter(pl.col("suppressed_by").is_null()).height
+    suppressed = alerted.height - flagged
     # The first run over a history is a backfill: it finds everything at once, and alerts only on
     # what starts on the scored day. Later runs alert on every episode they find first.
-    backfill = not existing
+    backfill = latest is None
     new = [u["anomaly_id"] for u in updates
            if u["first_detected_at"] == now and (not backfill or u["first_day"] == window.scored_day)]
-    return DetectionResult(window, scores.height, alerted.filter(pl.col("suppressed_by").is_null()).height,
-                           alerted.filter(pl.col("suppressed_by").is_not_null()).height, new,
-                           [u["anomaly_id"] for u in updates if u["resolution"] == "restated" and u["resolved_at"] == now])
+    restated = [u["anomaly_id"] for u in updates if u["resolution"] == "restated" and u["resolved_at"] == now]
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        conn.register("anomaly_scores_input", scores.to_arrow())
+        run_sql_file(conn, "findings.anomaly_scores", {"reporting_currency": currency})
+        conn.register("anomaly_updates", pa.Table.from_pylist([_update_row(u) for u in updates], schema=UPDATE_SCHEMA))
+        conn.execute(sql_text("findings.anomalies"))
+        conn.execute("INSERT INTO findings.anomaly_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [now, as_of, window.first_day, window.scored_day, flagged, suppressed, len(new), len(restated)])
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        for name in ("anomaly_scores_input", "anomaly_updates"):
+            conn.unregister(name)
+    return DetectionResult(window, scores.height, flagged, suppressed, new, restated)
+
+
+def _stored(row: dict) -> dict:
+    """A findings.anomalies row as `reconcile` reads it: its alerted days parsed."""
+    daily = json.loads(row["daily"]) if isinstance(row.get("daily"), str) else (row.get("daily") or [])
+    return {**row, "daily": [{**d, "day": date.fromisoformat(d["day"])} for d in daily]}
 
 
 def _update_row(row: dict) -> dict:
-    """One findings.anomalies row: fresh episodes carry micro-units, stored rows carry decimals."""
+    """One findings.anomalies row: rebuilt rows carry micro-units, stored ones decimals."""
     out = {name: row.get(name) for name in UPDATE_SCHEMA.names}
     for name in ("actual", "expected", "impact"):
         value = row.get(name)
         out[name] = value if isinstance(value, Decimal) else money(value)
-    if "change" not in row or not isinstance(row.get("change"), Decimal):
-        out["change"] = None if out["actual"] is None or out["expected"] is None else out["actual"] - out["expected"]
+    out["change"] = None if out["actual"] is None or out["expected"] is None else out["actual"] - out["expected"]
     if isinstance(out["explanation"], dict):
         out["explanation"] = json.dumps(out["explanation"], default=str)
+    out["daily"] = json.dumps(row.get("daily") or [], default=str)
     return out
 
 

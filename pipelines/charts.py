@@ -8,6 +8,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+# Labels come from data (services, resources): a `$` in them is text, never mathtext to parse.
+matplotlib.rcParams["text.parse_math"] = False
+
 
 def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilization: float, currency: str, years: int) -> str:
     """Left: each strategy's TCO. Right: cost against fleet utilization for the strategies whose

@@ -73,8 +73,13 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     written = [reports / "run_summary.json"]
     if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
         written.append(reports / "tco.svg")
-    if (reports / as_of.isoformat() / "report.html").exists():
-        written.append(reports / as_of.isoformat() / "report.html")
+    day_report = reports / as_of.isoformat()
+    if (day_report / "report.html").exists():
+        written.append(day_report / "report.html")
+        headline = json.loads((day_report / "report.json").read_text())["headline"]
+        console.print(Text(headline["title"], style="bold"))
+        for line in headline["lines"]:
+            console.print(Text("  " + line))
     console.print(Text("written: " + ", ".join(str(p) for p in written)))
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")

@@ -4,6 +4,7 @@ Each takes the run's date (`as_of`, default today in UTC) as config, so the 06:0
 backfill and `finops run --as-of` all say which day they are about.
 """
 
+import json
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -19,6 +20,7 @@ POOL = "duckdb_warehouse"
 ANOMALY_OP = "anomalies"
 REPORT_OP = "reports__daily"  # op names of keyed assets: the key joined by __
 WEBHOOK_OP = "reports__webhook"
+DELIVERY_RECEIPT = "webhook_delivered.json"  # beside the report: the day's headline went out
 
 
 class RunDate(Config):
@@ -56,10 +58,13 @@ def anomalies_asset(context: AssetExecutionContext, config: RunDate, warehouse: 
                                   settings.anomaly_lag_days, settings.anomaly_rescore_days)
         open_count = fetch_value(conn, "SELECT count(*) FROM findings.anomalies WHERE status = 'open'")
         total = fetch_value(conn, "SELECT count(*) FROM findings.anomalies")
+    if result.skipped:
+        context.log.warning(result.skipped)
     context.log.info(f"scored {result.window.first_day}..{result.window.scored_day}: {result.flagged} anomalous series-days, "
                      f"{result.suppressed} suppressed by planned runs, {len(result.new)} new anomalies")
     yield MaterializeResult(asset_key=AssetKey(["findings", "anomaly_scores"]), metadata={
         "rows": result.scored_rows, "first_day": str(result.window.first_day), "scored_day": str(result.window.scored_day),
+        "skipped": result.skipped or "",
         "flagged": result.flagged, "suppressed_by_planned_runs": result.suppressed})
     yield MaterializeResult(asset_key=AssetKey(["findings", "anomalies"]), metadata={
         "rows": total, "open": open_count, "new": MetadataValue.json(result.new),
@@ -76,10 +81,12 @@ def daily_report_asset(context: AssetExecutionContext, config: RunDate, warehous
 
     options = AnomalyOptions(settings.anomaly_rules(), tuple(anomalies.read_planned_runs(settings.planned_runs_file)),
                              settings.anomaly_lag_days, settings.anomaly_rescore_days)
+    folder = reports_dir(settings, warehouse) / config.day().isoformat()
     with warehouse.get_connection() as conn:
         _prepare(conn)
-        new_ids = _new_anomalies(context)
-        folder, data = write_report(conn, config.day(), reports_dir(settings, warehouse), settings.tco_params_file, options, new_ids)
+        # A later run the same day (the sensor's) keeps the morning run's alerts marked new.
+        new_ids = sorted(set(_new_anomalies(context)) | set(_alerts_already_reported(folder)))
+        folder, data = write_report(conn, config.day(), folder.parent, settings.tco_params_file, options, new_ids)
     title, lines = headline(data)
     return MaterializeResult(metadata={
         "folder": str(folder), "html": MetadataValue.path(str(folder / "report.html")), "scored_day": data["scored_day"],
@@ -96,21 +103,33 @@ def _new_anomalies(context: AssetExecutionContext) -> list[str]:
     return list(value.value) if value is not None else []
 
 
+def _alerts_already_reported(folder: Path) -> list[str]:
+    try:
+        earlier = json.loads((folder / "report.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [a["anomaly_id"] for a in earlier.get("anomalies", []) if a.get("new")]
+
+
 @asset(key=AssetKey(["reports", "webhook"]), deps=[AssetKey(["reports", "daily"])], group_name="reports",
        description="The report's headline posted to a Slack-compatible webhook (when FINOPS_WEBHOOK_URL is set)")
 def report_webhook_asset(context: AssetExecutionContext, config: RunDate, warehouse: DuckDBResource,
                          settings: FinopsSettings) -> MaterializeResult:
-    """Deliver the day's headline; a failed delivery fails this step only, the report files stay."""
-    import json
-
+    """Deliver the day's headline once per day; a failed delivery fails this step only, the
+    report files stay. Later runs the same day (the landing sensor's) do not post again."""
     from pipelines.webhook import build_payload, deliver
 
     if not settings.webhook_url:
         return MaterializeResult(metadata={"delivered": False, "reason": "no webhook_url configured"})
     folder = reports_dir(settings, warehouse) / config.day().isoformat()
+    receipt = folder / DELIVERY_RECEIPT
+    if receipt.exists():
+        return MaterializeResult(metadata={"delivered": False, "reason": f"already delivered: {receipt.read_text().strip()}"})
     data = json.loads((folder / "report.json").read_text())
     payload = build_payload(data["headline"]["title"], data["headline"]["lines"], str(folder / "report.html"))
     delivery = deliver(settings.webhook_url, payload, timeout_s=settings.webhook_timeout_s, retries=settings.webhook_retries)
+    receipt.write_text(json.dumps({"delivered_at": datetime.now(UTC).isoformat(), "status_code": delivery.status_code,
+                                   "attempts": delivery.attempts}))
     return MaterializeResult(metadata={"delivered": True, "status_code": delivery.status_code, "attempts": delivery.attempts})
 
 

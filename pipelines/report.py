@@ -100,7 +100,8 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         (p, a, s, ph) == (r["provider"], r["sub_account"], r["service"], r["phase"]) and first <= r["last_day"] and r["first_day"] <= last
         for p, a, s, ph, first, last in cost_spans)]
     for r in rows:
-        r["new"] = r["first_day"] == window.scored_day or r["anomaly_id"] in (new_ids or [])
+        found_now = r["first_day"] == window.scored_day or r["anomaly_id"] in (new_ids or [])
+        r["new"] = found_now and r["resolution"] != "restated"  # a restated anomaly no longer exists: no alert
         r["explanation"] = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else r["explanation"]
         r["series"] = f"{r['provider']} / {r['sub_account']} / {r['service']} / {r['phase']}"
         r["state"] = ("new" if r["new"] else r["status"]) + (f" ({r['resolution'].replace('_', ' ')})" if r["resolution"] else "")
@@ -167,8 +168,12 @@ def _html_table(rows: list[dict], columns: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#"})
+
+
 def _md_escape(value) -> str:
-    return _cell(value).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    """Data as literal Markdown text: no table breaks, links, emphasis or HTML from a value."""
+    return _cell(value).translate(MD_SPECIAL).replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
 def _md_table(rows: list[dict], columns: list[str]) -> str:
@@ -195,9 +200,11 @@ def headline(data: dict) -> tuple[str, list[str]]:
     currency = next((r["reporting_currency"] for r in data["day_cost"]), "")
     alerts = [a for a in data["anomalies"] if a["new"]]
     open_ = [a for a in data["anomalies"] if a["status"] == "open" and not a["new"]]
-    lines = [f"Cost on {day}: {total:,.2f} {currency}",
+    resolved = [a for a in data["anomalies"] if a["status"] == "resolved"]
+    restated = sum(1 for a in resolved if a["resolution"] == "restated")
+    lines = [f"Cost on {day}: {total:,.2f} {currency}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)",
              f"{len(alerts)} new anomal{'y' if len(alerts) == 1 else 'ies'}, {len(open_)} ongoing, "
-             f"{sum(1 for a in data['anomalies'] if a['status'] == 'resolved')} resolved in the last 30 days"]
+             f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated bills)" if restated else "")]
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
     if data["findings"]:
         top = data["findings"][0]

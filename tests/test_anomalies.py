@@ -174,3 +174,67 @@ def test_reconcile_keeps_continuing_episodes_and_resolves_restated_ones():
     gone = reconcile(stored, episodes(score(frame(restated), last_days(90))), window, now2)
     assert [(r["anomaly_id"], r["status"], r["resolution"], r["resolved_at"]) for r in gone] == [
         (first[0]["anomaly_id"], "resolved", "restated", now2)]
+
+
+def run(values: list[float], window_end: int, existing: list[dict], now: datetime, n: int = 30) -> list[dict]:
+    """One detection run: score the n days up to `window_end` and reconcile with what is stored."""
+    days = [START + timedelta(days=i) for i in range(window_end - n + 1, window_end + 1)]
+    return reconcile(existing, episodes(score(frame(values[:window_end + 1]), days)), (days[0], days[-1]), now)
+
+
+def store(existing: list[dict], updates: list[dict]) -> list[dict]:
+    by_id = {a["anomaly_id"]: a for a in existing}
+    by_id.update({u["anomaly_id"]: u for u in updates})
+    return list(by_id.values())
+
+
+def test_an_episode_longer_than_the_window_keeps_its_history_and_impact():
+    values = wobble(120)
+    for i in range(80, 90):
+        values[i] = wobble(120)[i] + 100.0  # ten days, +100 each
+    t1 = datetime(2026, 11, 1, tzinfo=UTC)
+    stored = store([], run(values, 85, [], t1))
+    assert [(a["first_day"], a["days"], a["resolved_on"]) for a in stored] == [(START + timedelta(days=80), 6, None)]
+    # The window slides past the first days of the episode: they are kept, not re-scored.
+    stored = store(stored, run(values, 85 + 30 - 2, stored, t1 + timedelta(days=1)))
+    (a,) = stored
+    assert (a["first_day"], a["last_day"], a["days"], a["status"]) == (START + timedelta(days=80), START + timedelta(days=89), 10, "resolved")
+    assert a["impact"] == pytest.approx(10 * 100_000_000, rel=1e-3) and a["first_detected_at"] == t1
+
+
+def test_restating_part_of_an_episode_then_spiking_again_never_duplicates_an_id():
+    values = wobble(100)
+    for i in range(60, 66):
+        values[i] = 400.0
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    stored = store([], run(values, 75, [], t))
+    first_id = stored[0]["anomaly_id"]
+    fixed = list(values)
+    fixed[60:63] = wobble(100)[60:63]  # the provider restates three of the days
+    stored = store(stored, run(fixed, 76, stored, t + timedelta(days=1)))
+    assert [(a["anomaly_id"], a["first_day"], a["days"]) for a in stored] == [(first_id, START + timedelta(days=63), 3)]
+    again = list(fixed)
+    again[60:62] = [400.0, 400.0]  # and restates two of them back
+    updates = run(again, 77, stored, t + timedelta(days=2))
+    assert len({u["anomaly_id"] for u in updates}) == len(updates)
+    stored = store(stored, updates)
+    assert sorted((a["first_day"], a["days"]) for a in stored) == [(START + timedelta(days=60), 2), (START + timedelta(days=63), 3)]
+
+
+def test_an_episode_that_began_before_the_window_is_cut_back_when_its_window_days_are_restated():
+    values = wobble(100)
+    for i in range(55, 66):
+        values[i] = 400.0
+    t = datetime(2026, 11, 1, tzinfo=UTC)
+    stored = store([], run(values, 63, [], t))  # open: days 55..63
+    fixed = list(values)
+    fixed[58:66] = wobble(100)[58:66]
+    stored = store(stored, run(fixed, 87, stored, t + timedelta(days=1)))  # window starts at day 58
+    (a,) = stored
+    assert (a["first_day"], a["last_day"], a["status"], a["resolution"], a["resolved_on"]) == (
+        START + timedelta(days=55), START + timedelta(days=57), "resolved", "back_to_normal", START + timedelta(days=58))
+
+
+def test_the_first_billed_day_is_not_new_spend():
+    scores = score(frame([500.0] + wobble(10)), [START])
+    assert scores["baseline_method"].to_list() == ["insufficient_history"] and flagged(scores) == []

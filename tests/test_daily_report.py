@@ -197,9 +197,12 @@ def test_the_run_posts_the_headline_and_a_failing_endpoint_fails_only_delivery(t
     payload = handler.received[0]
     assert payload["text"].startswith("gpu-finops daily report — 2026-10-02")
     assert "<script>" not in json.dumps(payload)
+    # A later run the same day (new files landed) rewrites the report but does not post again.
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2), webhook_url=url).success
+    assert len(handler.received) == 1
+    assert json.loads((tmp_path / "reports" / "2026-10-02" / "webhook_delivered.json").read_text())["status_code"] == 200
     # The endpoint breaks: the report is still written; the delivery step alone fails.
     handler.status = 500
-    (tmp_path / "reports" / "2026-10-03").mkdir(parents=True, exist_ok=True)
     outcome = run_pipeline(landing, warehouse, as_of=date(2026, 10, 3), webhook_url=url, webhook_retries=1,
                            webhook_timeout_s=2.0)
     assert not outcome.success
@@ -249,3 +252,37 @@ def test_the_sensor_starts_a_run_when_files_land_and_not_otherwise(tmp_path):
     missing = FinopsSettings(landing_dir=str(tmp_path / "nowhere"))
     result = landing_sensor.evaluate_tick(build_sensor_context(resources={"settings": missing}))
     assert "does not exist" in result.skip_message
+
+
+def test_an_earlier_run_date_leaves_the_anomalies_as_they_are(tmp_path):
+    """Anomalies only move forward: a backfill of an older date must not rewrite their history."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    spiky = [f"{100 + ((i + 31) % 7):.2f}" for i in range(30)]
+    spiky[20] = "900.00"
+    (landing / "focus-2026-08.csv").write_text(focus_rows(date(2026, 8, 1), [f"{100 + (i % 7):.2f}" for i in range(31)], "2026-08"))
+    (landing / "focus-2026-09.csv").write_text(focus_rows(date(2026, 9, 1), spiky, "2026-09"))
+    warehouse = tmp_path / "wh.duckdb"
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2)).success
+    read = "SELECT anomaly_id, status, first_day, last_day, days, impact FROM findings.anomalies ORDER BY ALL"
+    conn = connect(warehouse, read_only=True)
+    before = fetch_all(conn, read)
+    conn.close()
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 9, 22)).success  # the spike day's own date: open then
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, read) == before
+    assert fetch_all(conn, "SELECT as_of FROM findings.anomaly_runs") == [(date(2026, 10, 2),)]
+    conn.close()
+
+
+def test_text_from_data_stays_text_in_markdown_and_charts():
+    from pipelines.charts import anomaly_charts, hidden_costs_chart
+    from pipelines.report import _md_escape
+
+    assert _md_escape("[click](http://x) *bold* `code` a|b") == "\\[click\\](http://x) \\*bold\\* \\`code\\` a\\|b"
+    # A `$` in a resource name is text, not mathtext (which would fail to parse and stop the report).
+    svg = hidden_costs_chart([{"kind": "egress", "subkind": "x", "resource": "s3://b/$x^{$", "avoidable_cost_reporting": Decimal("5"),
+                               "reporting_currency": "USD"}])
+    assert svg.lstrip().startswith("<?xml")
+    assert anomaly_charts([{"title": "svc $a_{$ · idle", "days": [date(2026, 9, 1)], "actual": [1.0], "expected": [1.0],
+                            "flagged": [False]}]).lstrip().startswith("<?xml")

@@ -3,7 +3,8 @@
 -- pipelines/anomalies.py): an episode that continues keeps its anomaly_id; one that vanished
 -- because its bill was restated becomes status 'resolved' with resolution 'restated'.
 --   status: open (still anomalous on the last scored day) | resolved
---   resolution: back_to_normal (resolved_on: the first normal day) | restated
+--   resolution: back_to_normal (resolved_on: the first normal day) | restated | no_data (the
+--   series stopped being billed while open)
 --   kind: new | removed | changed spend; direction: up | down
 --   metric: cost (reporting currency) | gpu_hours | egress_gb; unit names it.
 --   actual / expected / change: on the peak day; impact: Σ(actual − expected) over the episode.
@@ -23,8 +24,11 @@ CREATE TABLE IF NOT EXISTS findings.anomalies (
     driver VARCHAR,
     summary VARCHAR,
     explanation JSON,
-    first_detected_at TIMESTAMPTZ, resolved_at TIMESTAMPTZ, last_scored_at TIMESTAMPTZ
+    first_detected_at TIMESTAMPTZ, resolved_at TIMESTAMPTZ, last_scored_at TIMESTAMPTZ,
+    daily JSON  -- the alerted days: [{day, actual, expected (micro-units), z, baseline_method, baseline_points}]
 );
+-- Warehouses from before `daily` was kept gain it (empty for their rows).
+ALTER TABLE findings.anomalies ADD COLUMN IF NOT EXISTS daily JSON;
 -- merge: this run's updates replace their stored rows; other rows stay as they are.
 DELETE FROM findings.anomalies WHERE anomaly_id IN (SELECT anomaly_id FROM anomaly_updates);
 INSERT INTO findings.anomalies BY NAME
@@ -33,5 +37,5 @@ SELECT anomaly_id, status, resolution, metric, unit, provider, sub_account, serv
        CAST(actual AS DECIMAL(18, 6)) AS actual, CAST(expected AS DECIMAL(18, 6)) AS expected,
        CAST(change AS DECIMAL(18, 6)) AS change, CAST(impact AS DECIMAL(18, 6)) AS impact,
        z, baseline_method, baseline_points, driver, summary, CAST(explanation AS JSON) AS explanation,
-       first_detected_at, resolved_at, last_scored_at
+       first_detected_at, resolved_at, last_scored_at, CAST(daily AS JSON) AS daily
 FROM anomaly_updates;
