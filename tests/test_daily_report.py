@@ -7,7 +7,6 @@ import threading
 from datetime import date, datetime, timedelta, UTC
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
