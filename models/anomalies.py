@@ -79,7 +79,7 @@ class PlannedRun:
         return cond
 
 
-def load_planned_runs(path: Path | None) -> list[PlannedRun]:
+def load_planned_runs(path: str | Path | None) -> list[PlannedRun]:
     """The planned-runs calendar (YAML: `planned_runs: [{name, start, end, provider?, sub_account?,
     service?, phase?}]`). A malformed entry is an error naming it: a silently ignored calendar
     would alert on every planned run."""

@@ -9,7 +9,6 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -36,17 +35,23 @@ def window_for(as_of: date, lag_days: int = 2, rescore_days: int = 30) -> Window
     return Window(scored, scored - timedelta(days=rescore_days - 1))
 
 
-def load_series(conn) -> pl.DataFrame:
-    """marts.daily_series in long form: one row per day, series and metric, values in micro-units."""
+def load_series(conn, key: dict | None = None) -> pl.DataFrame:
+    """marts.daily_series in long form: one row per day, series and metric, values in micro-units.
+    `key` (provider, sub_account, service, phase) loads that one series only."""
+    params = dict(key) if key else {k: None for k in KEY}
     return conn.sql("""
-        SELECT day, provider, sub_account, service, phase, 'cost' AS metric, CAST(to_micros(cost) AS BIGINT) AS value
-        FROM marts.daily_series
+        WITH s AS (
+            SELECT * FROM marts.daily_series
+            WHERE ($provider IS NULL OR (provider = $provider AND sub_account = $sub_account
+                                         AND service = $service AND phase = $phase))
+        )
+        SELECT day, provider, sub_account, service, phase, 'cost' AS metric, CAST(to_micros(cost) AS BIGINT) AS value FROM s
         UNION ALL
         SELECT day, provider, sub_account, service, phase, 'gpu_hours', CAST(round(gpu_hours * 1000000) AS BIGINT)
-        FROM marts.daily_series WHERE gpu_hours IS NOT NULL
+        FROM s WHERE gpu_hours IS NOT NULL
         UNION ALL
         SELECT day, provider, sub_account, service, phase, 'egress_gb', CAST(round(egress_gb * 1000000) AS BIGINT)
-        FROM marts.daily_series WHERE egress_gb IS NOT NULL""").pl()
+        FROM s WHERE egress_gb IS NOT NULL""", params=params).pl()
 
 
 def money(micros) -> Decimal | None:
@@ -219,7 +224,3 @@ def _update_row(row: dict) -> dict:
     return out
 
 
-def read_planned_runs(path: str | None) -> list[PlannedRun]:
-    from models.anomalies import load_planned_runs
-
-    return load_planned_runs(Path(path) if path else None)

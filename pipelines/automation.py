@@ -19,7 +19,8 @@ from pipelines.settings import FinopsSettings
 finops_job = define_asset_job("finops_all", selection="*")
 
 
-def daily_run_config(as_of: str) -> dict:
+def daily_run_config(as_of: str | None) -> dict:
+    """The run's date for each daily asset (None: today, UTC)."""
     return {"ops": {op: {"config": {"as_of": as_of}} for op in (ANOMALY_OP, REPORT_OP, WEBHOOK_OP)}}
 
 

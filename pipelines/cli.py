@@ -176,7 +176,6 @@ def report(
     from datetime import date as Date
     from datetime import timedelta
 
-    from pipelines.anomalies import read_planned_runs
     from pipelines.report import AnomalyOptions, write_report
     from pipelines.settings import settings_from_env
     from pipelines.warehouse import fetch_all
@@ -185,8 +184,7 @@ def report(
     # The demo keeps its calendar beside the warehouse; the run's own calendar wins when given.
     beside = warehouse.parent / "planned_runs.yaml"
     calendar = str(planned_runs) if planned_runs else settings.planned_runs_file or (str(beside) if beside.exists() else None)
-    options = AnomalyOptions(settings.anomaly_rules(), tuple(read_planned_runs(calendar)),
-                             settings.anomaly_lag_days, settings.anomaly_rescore_days)
+    options = AnomalyOptions.from_settings(settings, calendar)
     conn = _open_warehouse(warehouse)
     try:
         if date_:

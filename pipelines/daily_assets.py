@@ -12,6 +12,7 @@ from dagster import AssetExecutionContext, AssetKey, AssetSpec, Config, Material
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from models.anomalies import load_planned_runs
 from pipelines import anomalies
 from pipelines.settings import FinopsSettings
 from pipelines.warehouse import fetch_value
@@ -51,7 +52,7 @@ def reports_dir(settings: FinopsSettings, warehouse: DuckDBResource) -> Path:
 )
 def anomalies_asset(context: AssetExecutionContext, config: RunDate, warehouse: DuckDBResource, settings: FinopsSettings):
     """Re-score the last 30 days of every daily series and merge the anomaly episodes."""
-    planned = anomalies.read_planned_runs(settings.planned_runs_file)
+    planned = load_planned_runs(settings.planned_runs_file)
     with warehouse.get_connection() as conn:
         _prepare(conn)
         result = anomalies.detect(conn, config.day(), settings.anomaly_rules(), planned, settings.reporting_currency.upper(),
@@ -79,8 +80,7 @@ def daily_report_asset(context: AssetExecutionContext, config: RunDate, warehous
                        settings: FinopsSettings) -> MaterializeResult:
     from pipelines.report import AnomalyOptions, headline, write_report
 
-    options = AnomalyOptions(settings.anomaly_rules(), tuple(anomalies.read_planned_runs(settings.planned_runs_file)),
-                             settings.anomaly_lag_days, settings.anomaly_rescore_days)
+    options = AnomalyOptions.from_settings(settings)
     folder = reports_dir(settings, warehouse) / config.day().isoformat()
     with warehouse.get_connection() as conn:
         _prepare(conn)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import polars as pl
 
-from models.anomalies import KEY, MICROS, AnomalyRules, score
+from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines import tco
 from pipelines.anomalies import Window, load_series, window_for
-from pipelines.warehouse import fetch_dicts
+from pipelines.warehouse import fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
@@ -30,6 +30,12 @@ class AnomalyOptions:
     planned: tuple = ()
     lag_days: int = 2
     rescore_days: int = 30
+
+    @classmethod
+    def from_settings(cls, settings, planned_runs_file: str | None = None) -> "AnomalyOptions":
+        calendar = planned_runs_file or settings.planned_runs_file
+        return cls(settings.anomaly_rules(), tuple(load_planned_runs(calendar)), settings.anomaly_lag_days,
+                   settings.anomaly_rescore_days)
 
 
 def gather(conn, report_date: date, params_file: str | None = None, options: AnomalyOptions = AnomalyOptions(),
@@ -61,7 +67,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
         "suppressed": fetch_dicts(conn, """
             SELECT suppressed_by AS planned_run, count(*) AS days_suppressed, min(day) AS first_day, max(day) AS last_day
             FROM findings.anomaly_scores WHERE flagged AND suppressed_by IS NOT NULL AND day BETWEEN ? AND ?
-            GROUP BY ALL ORDER BY 1""", [window.first_day, day]) if _has_table(conn, "findings", "anomaly_scores") else [],
+            GROUP BY ALL ORDER BY 1""", [window.first_day, day]) if table_exists(conn, "findings.anomaly_scores") else [],
     }
     data["anomaly_series"] = anomaly_series(conn, data["anomalies"], window, options)[:MAX_ANOMALY_CHARTS]
     try:
@@ -75,15 +81,10 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     return data
 
 
-def _has_table(conn, schema: str, table: str) -> bool:
-    return bool(fetch_dicts(conn, "SELECT 1 AS x FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
-                            [schema, table]))
-
-
 def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list[dict]:
     """Anomaly episodes touching the window: open ones first, then by size of impact. `new` marks
     the alerts: episodes starting on the scored day or first found by this run (late bills)."""
-    if not _has_table(conn, "findings", "anomalies"):
+    if not table_exists(conn, "findings.anomalies"):
         return []
     rows = fetch_dicts(conn, """
         SELECT anomaly_id, status, resolution, metric, unit, provider, sub_account, service, phase, kind, direction,
@@ -112,14 +113,13 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
     """Actual and expected per day over the window for each charted anomaly (scored again, read-only)."""
     if not anomalies:
         return []
-    series = load_series(conn)
     out, charted = [], set()
     for a in anomalies:
         panel_key = (a["metric"], *(a[k] for k in KEY))
         if panel_key in charted:  # one panel per series shows all its episodes in the window
             continue
         charted.add(panel_key)
-        one = series.filter(pl.col("metric") == a["metric"], *(pl.col(k) == a[k] for k in KEY))
+        one = load_series(conn, {k: a[k] for k in KEY}).filter(pl.col("metric") == a["metric"])
         scored = score(one, window.days, options.rules, list(options.planned)).sort("day")
         out.append({"anomaly_id": a["anomaly_id"], "title": f"{a['service']} · {a['phase']} · {a['metric']} ({a['unit']})",
                     "days": scored["day"].to_list(),

@@ -10,7 +10,7 @@ from dagster import DagsterInstance, materialize
 
 from pipelines.assets import ALL_ASSETS
 from pipelines.checks import ALL_CHECKS
-from pipelines.daily_assets import ANOMALY_OP, REPORT_OP, WEBHOOK_OP
+from pipelines.automation import daily_run_config
 from pipelines.definitions import warehouse_resource
 from pipelines.settings import REPO_ROOT, FinopsSettings
 
@@ -36,9 +36,8 @@ class GraphRun:
 
 def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
     """Run config of the whole graph: the run's date for the daily assets, and the console's level."""
-    ops = {op: {"config": {"as_of": as_of.isoformat() if as_of else None}} for op in (ANOMALY_OP, REPORT_OP, WEBHOOK_OP)}
     # Step-by-step events stay in the instance (and the UI); the terminal gets warnings and errors.
-    return {"ops": ops, "loggers": {"console": {"config": {"log_level": log_level}}}}
+    return {**daily_run_config(as_of.isoformat() if as_of else None), "loggers": {"console": {"config": {"log_level": log_level}}}}
 
 
 def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,

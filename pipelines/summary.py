@@ -6,29 +6,24 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
 TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", "core.gpu_minutes",
           "core.workloads", "core.fx_rates", "marts.cost_attribution", "marts.daily_cost", "marts.spend_by_phase")
 
 
-def _exists(conn, table: str) -> bool:
-    schema, name = table.split(".")
-    return bool(fetch_all(conn, "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, name]))
-
-
 def summary_dict(warehouse: Path) -> dict:
     """What the warehouse holds now; a run that stopped early shows the tables it did build."""
     conn = connect(warehouse, read_only=True)
     try:
-        if not _exists(conn, "marts.spend_by_phase") or not _exists(conn, "marts.cost_attribution"):
+        if not table_exists(conn, "marts.spend_by_phase") or not table_exists(conn, "marts.cost_attribution"):
             return {
                 "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "
                                            "sum(rows_quarantined) AS rows_quarantined FROM raw.files GROUP BY status ORDER BY status")
-                if _exists(conn, "raw.files") else [],
+                if table_exists(conn, "raw.files") else [],
                 "problems": [], "spend_by_phase": [], "conservation": [],
-                "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES if _exists(conn, t)},
+                "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES if table_exists(conn, t)},
             }
         return {
             "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "

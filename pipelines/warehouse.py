@@ -34,6 +34,12 @@ def fetch_dicts(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = None
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
 
+def table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether `schema.table` exists (a run that stopped early has built only some tables)."""
+    schema, name = table.split(".")
+    return bool(fetch_all(conn, "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, name]))
+
+
 def sql_text(name: str) -> str:
     """The text of `sql/<schema>/<table>.sql` for a table named `schema.table`."""
     schema, table = name.split(".")

@@ -5,7 +5,6 @@ from decimal import Decimal
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 import pytest
 
 from connectors.base import ConnectorError

@@ -1,7 +1,6 @@
 """GPU telemetry connectors on the real public samples and on small hand-made files."""
 
 import json
-import os
 import shutil
 from datetime import UTC, datetime
 
