@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "samples" / "billing" / "aws_cur_legacy_csv_focusconverters_fixture.csv"
+SAMPLE = Path(__file__).resolve().parent / "fixtures" / "samples" / "billing" / "aws_cur_legacy_csv_focusconverters_fixture.csv"
 
 
 def write_scaled(target: Path, rows: int) -> None:

@@ -15,14 +15,16 @@ from pipelines.settings import FinopsSettings
 from pipelines.warehouse import connect
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLES = Path(os.environ.get("FINOPS_SAMPLES", REPO.parent / "shared" / "samples"))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# The public samples the tests read travel with the repository (tests/fixtures/samples, see its
+# SOURCES.md files); FINOPS_SAMPLES points the suite at another copy of the same layout.
+SAMPLES = Path(os.environ.get("FINOPS_SAMPLES", FIXTURES / "samples"))
 
 
 def sample(relative: str) -> Path:
     path = SAMPLES / relative
     if not path.exists():
-        pytest.fail(f"shared sample {path} is missing: tests read ../shared/samples (or $FINOPS_SAMPLES)")
+        pytest.fail(f"sample {path} is missing: tests read tests/fixtures/samples (or $FINOPS_SAMPLES)")
     return path
 
 

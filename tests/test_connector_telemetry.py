@@ -124,13 +124,13 @@ def test_dmon_with_date_and_time_columns(tmp_path):
 
 
 def test_alibaba_trace_duty_cycle_and_memory_load_as_pod_samples():
-    duty, ctx = read_all(AlibabaGpuTraceConnector(), sample("telemetry/alibaba_gentd26_pod_gpu_duty_cycle_head5000.csv"))
+    duty, ctx = read_all(AlibabaGpuTraceConnector(), sample("telemetry/alibaba_gentd26_format_pod_gpu_duty_cycle_generated.csv"))
     assert len(duty) == 5000 and not ctx.quarantined
     assert duty[0]["ts"] == datetime.fromtimestamp(1662858720, UTC)
-    assert duty[0]["pod"] == "23b8eba99c14e73d454503a55ae96989" and duty[0]["host"] == "pod-23b8eba99c14"
+    assert duty[0]["pod"] == "2bbb5df93b3a815270a194e102c8d83c" and duty[0]["host"] == "pod-2bbb5df93b3a"
     assert {r["util_kind"] for r in duty} == {"trace_duty_cycle"}
     assert max(r["util_pct"] for r in duty) == 97.8
-    memory, ctx = read_all(AlibabaGpuTraceConnector(), sample("telemetry/alibaba_gentd26_pod_gpu_memory_used_bytes_head5000.csv"))
+    memory, ctx = read_all(AlibabaGpuTraceConnector(), sample("telemetry/alibaba_gentd26_format_pod_gpu_memory_used_bytes_generated.csv"))
     assert len(memory) == 5000 and not ctx.quarantined
     first = memory[0]
-    assert first["mem_used_mib"] == pytest.approx(33879490560 / 1048576) and first["util_pct"] is None
+    assert first["mem_used_mib"] == pytest.approx(23620222976 / 1048576) and first["util_pct"] is None
