@@ -1,11 +1,12 @@
 """GPU-rental clouds that export no FOCUS: one declarative mapping file per provider.
 
-A mapping (connectors/mappings/*.yaml, and folders named by FINOPS_MAPPINGS) names the file's columns for each canonical field, maps its
-billing-mode words to monthly / on-demand / spot, gives constant defaults and computed fields
-(end = start + hours) for what the file lacks, and says how times are written; its schema is
-checked (connectors/mapping_schema.py) and an invalid file becomes an InvalidMapping, never a crash. The connector
-turns each invoice line into a FOCUS charge: costs exact, GPU model and count as x_ columns,
-monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based.
+A mapping (connectors/mappings/*.yaml, and the folders FINOPS_MAPPINGS names) names the file's
+columns for each canonical field, maps its billing-mode words to monthly / on-demand / spot, gives
+constants (`defaults:`) and derived fields (`computed: {end: start + hours}`) for what the file
+lacks, and says how times are written. Its schema is checked (connectors/mapping_schema.py): an
+invalid file becomes an InvalidMapping, listed and reported with its error, never a crash. The
+connector turns each invoice line into a FOCUS charge: costs exact, GPU model and count as x_
+columns, monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based.
 """
 
 import os

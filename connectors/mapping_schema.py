@@ -251,5 +251,7 @@ def load_mapping(path: Path) -> MappingFile:
     except (OSError, UnicodeDecodeError) as exc:
         raise MappingError(source, f"cannot be read: {exc}") from None
     except yaml.YAMLError as exc:
-        raise MappingError(source, "not valid YAML: " + " ".join(str(exc).split())) from None
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or str(exc)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise MappingError(source, f"not valid YAML: {where}{problem}") from None
     return validate_mapping(data, source)
