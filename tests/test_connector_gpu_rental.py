@@ -230,3 +230,21 @@ def test_invalid_mappings_are_listed_with_their_error_and_never_crash(tmp_path, 
     registry.all_connectors.cache_clear()
     detection = registry.detect(CNY_INVOICE)
     assert detection.connector is None and "not tried: invalid mapping" in detection.reason and "nameless.yaml" in detection.reason
+
+
+def test_a_run_reports_a_fully_quarantined_file_and_an_invalid_mapping(tmp_path, user_mappings, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
+    del mapping["defaults"]
+    (user_mappings / "cny.yaml").write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    (user_mappings / "typo.yaml").write_text(CNY_MAPPING.read_text(encoding="utf-8").replace("name: gpu_rental_cny_daily", "name: typo")
+                                             .replace("defaults:", "defualts:"), encoding="utf-8")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(CNY_INVOICE, landing / "cny_daily.csv")
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb")])
+    text = " ".join(result.output.split())
+    assert "invalid mapping: " in text and "typo.yaml: defualts: unknown field; did you mean defaults?" in text
+    assert "quarantined: cny_daily.csv — every row quarantined (21), first reason: GPU count '' is not a whole number" in text
+    assert "check warned: raw/files:no_fully_quarantined_files" in text and "check warned: raw/files:mapping_files_valid" in text
+    assert "check failed" not in text  # per-file money still reconciles: 14,640 CNY stated, all of it quarantined
