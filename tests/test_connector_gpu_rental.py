@@ -79,7 +79,6 @@ def test_a_gbk_encoded_invoice_reads_with_its_mapping(tmp_path):
 
 import shutil  # noqa: E402
 from datetime import timedelta  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
