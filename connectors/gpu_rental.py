@@ -1,18 +1,20 @@
 """GPU-rental clouds that export no FOCUS: one declarative mapping file per provider.
 
-A mapping (connectors/mappings/*.yaml) names the file's columns for each canonical field, maps its
-billing-mode words to monthly / on-demand / spot, and says how times are written. The connector
-turns each invoice line into a FOCUS charge: costs exact, GPU model and count as x_ columns,
-monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based.
+A mapping (connectors/mappings/*.yaml, and the folders FINOPS_MAPPINGS names) names the file's
+columns for each canonical field, maps its billing-mode words to monthly / on-demand / spot, gives
+constants (`defaults:`) and derived fields (`computed: {end: start + hours}`) for what the file
+lacks, and says how times are written. Its schema is checked (connectors/mapping_schema.py): an
+invalid file becomes an InvalidMapping, listed and reported with its error, never a crash. The
+connector turns each invoice line into a FOCUS charge: costs exact, GPU model and count as x_
+columns, monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based.
 """
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import yaml
-
 from connectors._tabular import (
     ROW_NUMBER,
     failed,
@@ -25,66 +27,98 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
 from models.gpus import gpu_model_expr
 
 MAPPINGS_DIR = Path(__file__).resolve().parent / "mappings"
+USER_MAPPINGS_ENV = "FINOPS_MAPPINGS"
 PRICING = {"monthly": ("Committed", "Recurring"), "commit_1y": ("Committed", "Recurring"),
            "commit_3y": ("Committed", "Recurring"), "on_demand": ("Standard", "Usage-Based"),
            "spot": ("Dynamic", "Usage-Based")}
+FIELDS = tuple(Columns.model_fields)
 
 
 class GpuRentalConnector(Connector):
     kind = "billing"
 
-    def __init__(self, mapping: dict, source: Path | None = None):
-        self.mapping = mapping
-        self.name = mapping["name"]
-        self.columns: dict[str, str] = mapping["columns"]
-        self.required = [self.columns[f] for f in mapping.get("required", [])]
-        self.recognises = (f"GPU-rental invoices mapped by {source.name if source else self.name}: "
+    def __init__(self, mapping: dict | MappingFile, source: Path | str | None = None):
+        label = display_path(source) if isinstance(source, Path) else source or "mapping"
+        self.mapping = mapping if isinstance(mapping, MappingFile) else validate_mapping(mapping, label)
+        self.source = label
+        self.name = self.mapping.name
+        self.columns: dict[str, str] = self.mapping.columns.mapped()
+        self.defaults: dict[str, str] = {"provider": self.mapping.provider, **self.mapping.defaults.given()}
+        self.required = [self.columns[f] for f in self.mapping.required_fields()]
+        self.recognises = (f"GPU-rental invoices mapped by {Path(label).name}: "
                            f"header has {', '.join(self.required)}")
 
     @classmethod
     def from_file(cls, path: Path) -> "GpuRentalConnector":
-        return cls(yaml.safe_load(path.read_text(encoding="utf-8")), path)
+        """The connector of one mapping file; MappingError (file and key named) when it is invalid."""
+        return cls(load_mapping(path), path)
 
     def detect(self, path: Path, head: bytes) -> bool:
         try:
-            fields = set(header_fields(head.decode(self.mapping.get("encoding", "utf-8"), errors="strict").encode()))
+            fields = set(header_fields(head.decode(self.mapping.encoding, errors="strict").encode()))
         except UnicodeDecodeError:
             return False
         return set(self.required) <= fields
 
     def missing_columns(self, head: bytes) -> list[str] | None:
         try:
-            names = set(header_fields(head.decode(self.mapping.get("encoding", "utf-8")).encode()))
+            names = set(header_fields(head.decode(self.mapping.encoding).encode()))
         except UnicodeDecodeError:
             return None
         return [c for c in self.required if c not in names]
 
     def col(self, field: str) -> pl.Expr:
-        return pl.col(self.columns[field]) if field in self.columns else pl.lit(None, dtype=pl.String)
+        """A canonical field's text after defaults: the file's cell, else the mapping's default."""
+        return pl.col(f"__f_{field}")
+
+    def _fields(self, frame: pl.DataFrame) -> list[pl.Expr]:
+        """One `__f_<field>` text column per canonical field: the file's column where it has one and
+        the cell is not empty, else the mapping's default, else null."""
+        exprs = []
+        for field in FIELDS:
+            column = self.columns.get(field)
+            cell = pl.col(column) if column in frame.columns else pl.lit(None, dtype=pl.String)
+            if field in self.defaults:
+                cell = pl.when(cell.is_null() | (cell == "")).then(pl.lit(self.defaults[field])).otherwise(cell)
+            exprs.append(cell.alias(f"__f_{field}"))
+        return exprs
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        timezone = self.mapping.get("timezone") or ctx.timezone
-        encoding = self.mapping.get("encoding", "utf-8")
-        formats = tuple(self.mapping.get("time_formats") or ())
+        timezone = self.mapping.timezone or ctx.timezone
+        formats = tuple(self.mapping.time_formats)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
-        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=encoding):
+        computed = self.mapping.computed
+        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
                 raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=1)
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
+            frame = frame.with_columns(self._fields(frame))
             frame = frame.with_columns(
-                parse_time(self.columns["start"]).alias("__start"),
-                parse_time(self.columns["end"]).alias("__end"),
-                parse_decimal(self.columns["amount"], 18, 6).alias("__amount"),
+                parse_time("__f_start").alias("__start"),
+                parse_decimal("__f_hours", 28, 10).alias("__hours"),
+                parse_decimal("__f_amount", 18, 6).alias("__amount"),
                 self.col("gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
-                self.col("billing_mode").str.to_lowercase().replace_strict(self._mode_words(), default=None).alias("__mode"),
+                self.col("billing_mode").str.to_lowercase().replace_strict(self.mapping.mode_words(), default=None).alias("__mode"),
             )
+            if computed.end:  # end = start + hours, to the microsecond
+                frame = frame.with_columns((pl.col("__start") + pl.duration(
+                    microseconds=(pl.col("__hours").cast(pl.Float64) * 3_600_000_000).round().cast(pl.Int64))).alias("__end"))
+            else:
+                frame = frame.with_columns(parse_time("__f_end").alias("__end"))
+            if computed.hours:  # hours = end - start
+                frame = frame.with_columns(
+                    ((pl.col("__end") - pl.col("__start")).dt.total_microseconds().cast(pl.Decimal(38, 10))
+                     / pl.lit(3_600_000_000).cast(pl.Decimal(38, 10))).cast(pl.Decimal(28, 10)).alias("__hours"))
+            hours_reason = pl.format("hours '{}' is not a number", self.col("hours").fill_null(""))
             reason = first_reason([
                 (pl.col("__start").is_null(), pl.format("start '{}' is not a time", self.col("start").fill_null(""))),
+                *([(pl.col("__hours").is_null(), hours_reason)] if computed.end else []),
                 (pl.col("__end").is_null(), pl.format("end '{}' is not a time", self.col("end").fill_null(""))),
                 (pl.col("__end") < pl.col("__start"), "end is before start"),
                 (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
@@ -92,29 +126,24 @@ class GpuRentalConnector(Connector):
                 (pl.col("__mode").is_null(), pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
                 (~self._currency().str.contains(r"^[A-Z]{3}$").fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
-                *( [(failed(self.columns["hours"], parse_decimal(self.columns["hours"], 28, 10)), "hours is not a number")]
-                   if "hours" in self.columns and self.columns["hours"] in frame.columns else []),
+                *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted), self.schema, self.name, ctx)
 
     def _currency(self) -> pl.Expr:
-        return pl.coalesce(self.col("currency").str.strip_chars().str.to_uppercase(), pl.lit(self.mapping.get("default_currency")))
-
-    def _mode_words(self) -> dict[str, str]:
-        return {word.lower(): mode for mode, words in self.mapping["billing_modes"].items() for word in words}
+        return self.col("currency").str.to_uppercase()
 
     def _to_focus(self, frame: pl.DataFrame) -> pl.DataFrame:
-        present = lambda field: field in self.columns and self.columns[field] in frame.columns  # noqa: E731
-        get = lambda field: self.col(field) if present(field) else pl.lit(None, dtype=pl.String)  # noqa: E731
-        hours = parse_decimal(self.columns["hours"], 28, 10) if present("hours") else pl.lit(None, dtype=pl.Decimal(28, 10))
-        unit_price = parse_decimal(self.columns["unit_price"], 28, 12) if present("unit_price") else pl.lit(None, dtype=pl.Decimal(28, 12))
-        provider = pl.coalesce(get("provider"), pl.lit(self.mapping["provider"]))
+        get = self.col
+        hours = pl.col("__hours")
+        unit_price = parse_decimal("__f_unit_price", 28, 12)
+        provider = self.col("provider")
         currency = self._currency()
         # Invoices name no billing period: it is the calendar month of the charge, in the
         # provider's zone, so a re-exported month restates the earlier export.
-        zone = self.mapping.get("timezone") or "UTC"
+        zone = self.mapping.timezone or "UTC"
         month = pl.col("__start").dt.convert_time_zone(zone).dt.truncate("1mo")
         period_start = month.dt.convert_time_zone("UTC")
         period_end = month.dt.offset_by("1mo").dt.convert_time_zone("UTC")
@@ -145,6 +174,52 @@ class GpuRentalConnector(Connector):
         )
 
 
-def mapping_connectors() -> list[GpuRentalConnector]:
-    """One connector per mapping file shipped in connectors/mappings/."""
-    return [GpuRentalConnector.from_file(p) for p in sorted(MAPPINGS_DIR.glob("*.yaml"))]
+class InvalidMapping(Connector):
+    """A mapping file that failed its schema check: listed by `finops connectors` with its error,
+    reported by a run, and never claims a file."""
+
+    kind = "billing"
+
+    def __init__(self, error: MappingError, path: Path | None = None):
+        self.error = error
+        self.path = path
+        self.name = error.name or f"invalid:{Path(error.source).name}"
+        self.recognises = f"nothing, INVALID mapping: {error}"
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return False
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        raise ConnectorError(ctx.source_file, str(self.error))
+
+
+def mapping_paths() -> list[Path]:
+    """The bundled mappings, then those in the folders (or files) FINOPS_MAPPINGS names,
+    separated by the platform's path separator; each folder's *.yaml / *.yml in name order."""
+    paths = sorted(MAPPINGS_DIR.glob("*.yaml"))
+    for entry in filter(None, os.environ.get(USER_MAPPINGS_ENV, "").split(os.pathsep)):
+        place = Path(entry).expanduser()
+        paths += sorted([*place.glob("*.yaml"), *place.glob("*.yml")]) if place.is_dir() else [place]
+    return paths
+
+
+def mapping_connectors(paths: list[Path] | None = None) -> list[GpuRentalConnector | InvalidMapping]:
+    """One connector per mapping file. An invalid file, or one reusing another's name, becomes an
+    InvalidMapping carrying its one-line error, so it cannot take the listing or a run down."""
+    found: list[GpuRentalConnector | InvalidMapping] = []
+    names: dict[str, str] = {}
+    for path in mapping_paths() if paths is None else paths:
+        try:
+            connector = GpuRentalConnector.from_file(path)
+            if connector.name in names:
+                raise MappingError(connector.source, f"name: '{connector.name}' is already used by {names[connector.name]}")
+        except MappingError as exc:
+            found.append(InvalidMapping(exc if exc.name not in names else MappingError(exc.source, exc.message), path))
+            continue
+        names[connector.name] = connector.source
+        found.append(connector)
+    return found
+
+
+def invalid_mappings(connectors) -> list[InvalidMapping]:
+    return [c for c in connectors if isinstance(c, InvalidMapping)]

@@ -20,7 +20,8 @@ from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
 from connectors.gcp_billing import GcpBillingConnector
-from connectors.gpu_rental import mapping_connectors
+from connectors.gpu_rental import InvalidMapping, invalid_mappings, mapping_connectors
+from connectors.mapping_schema import MappingError
 from connectors.kubernetes import KubernetesPodsConnector
 from connectors.node_exporter import NodeExporterDiskConnector
 from connectors.nvidia_smi import NvidiaSmiConnector
@@ -35,14 +36,22 @@ log = logging.getLogger(__name__)
 
 
 def builtin_connectors() -> list[Connector]:
-    return [
+    """The built-in connectors, then one per GPU-rental mapping file (bundled, then FINOPS_MAPPINGS).
+    An invalid mapping, or one taking a built-in's name, is kept as an InvalidMapping: listed with
+    its error by `finops connectors`, reported by a run, claiming no file."""
+    core: list[Connector] = [
         FocusConnector(), AwsCurConnector(), AzureCostConnector(), GcpBillingConnector(), OciCostConnector(),
         NvidiaSmiConnector(), NvidiaSmiDmonConnector(), DcgmScrapeConnector(), PrometheusDcgmConnector(),
         AlibabaGpuTraceConnector(),
         WorkloadsCsvConnector(), SlurmSacctConnector(), KubernetesPodsConnector(),
         CheckpointEventsConnector(), NodeExporterDiskConnector(), S3AccessLogConnector(),
-        *mapping_connectors(),
     ]
+    taken = {c.name for c in core}
+    for mapping in mapping_connectors():
+        if mapping.name in taken and not isinstance(mapping, InvalidMapping):
+            mapping = InvalidMapping(MappingError(mapping.source, f"name: '{mapping.name}' is a built-in connector's name"))
+        core.append(mapping)
+    return core
 
 
 def _instantiate(obj: object) -> Connector:
@@ -117,4 +126,7 @@ def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:
     reason = "no connector recognises its content (header)"
     if best and len(best[1]) <= 3:
         reason += f"; closest: {best[0].name}, missing {', '.join(best[1])}"
+    broken = invalid_mappings(connectors)
+    if broken:  # the file may be the one a broken mapping was written for
+        reason += f"; not tried: invalid mapping {', '.join(m.error.source for m in broken)} (see `finops connectors`)"
     return reason

@@ -13,6 +13,8 @@ from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
 from pipelines.daily_assets import DAILY_ASSETS
+from connectors.gpu_rental import invalid_mappings
+from connectors.registry import all_connectors
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
@@ -46,9 +48,13 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         prepare(conn)
         summary = ingest_landing(conn, Path(settings.landing_dir), timezone=settings.timezone)
         counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}
+    for broken in invalid_mappings(all_connectors()):
+        context.log.error(f"invalid mapping, not used: {broken.error}")
     for o in summary.outcomes:
         if o.status == "failed":
             context.log.error(o.detail)
+        elif o.status == "quarantined":
+            context.log.error(f"{o.path}: {o.detail}")
         elif o.status == "unrecognized":
             context.log.info(f"{o.path}: skipped, {o.detail}")
     files_meta = {
@@ -56,6 +62,8 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         "already_loaded": summary.already_loaded,
         "loaded": len(summary.by_status("loaded")),
         "failed": MetadataValue.json([{"path": o.path, "error": o.detail} for o in summary.by_status("failed")]),
+        "quarantined": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("quarantined")]),
+        "invalid_mappings": MetadataValue.json([str(m.error) for m in invalid_mappings(all_connectors())]),
         "unrecognized": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("unrecognized")]),
         "rows_loaded": summary.rows_loaded,
         "rows_quarantined": summary.rows_quarantined,

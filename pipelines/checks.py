@@ -172,7 +172,24 @@ def no_failed_files(warehouse: DuckDBResource) -> AssetCheckResult:
     return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.WARN, metadata={"failed": MetadataValue.json(failed)})
 
 
+@asset_check(asset=key_of("raw.files"), description="no landing file had every row quarantined (a wrong or incomplete mapping, usually)")
+def no_fully_quarantined_files(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        files = fetch_dicts(conn, "SELECT path, connector, detail FROM raw.files WHERE status = 'quarantined' ORDER BY path")
+    return AssetCheckResult(passed=not files, severity=AssetCheckSeverity.WARN, metadata={"quarantined": MetadataValue.json(files)})
+
+
+@asset_check(asset=key_of("raw.files"), description="every GPU-rental mapping file passed its schema check")
+def mapping_files_valid() -> AssetCheckResult:
+    from connectors.gpu_rental import invalid_mappings
+    from connectors.registry import all_connectors
+
+    broken = [str(m.error) for m in invalid_mappings(all_connectors())]
+    return AssetCheckResult(passed=not broken, severity=AssetCheckSeverity.WARN, metadata={"invalid_mappings": MetadataValue.json(broken)})
+
+
 ALL_CHECKS = [
     focus_required_not_null, focus_allowed_values, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
     attribution_conserves_money, phases_add_up, raw_rows_reconcile, billing_money_reconciles, no_failed_files,
+    no_fully_quarantined_files, mapping_files_valid,
 ]

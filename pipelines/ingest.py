@@ -182,21 +182,27 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
             conn.unregister("incoming_batch")
             loaded += batch.num_rows
         quarantined = len(ctx.quarantined)
+        # A file all of whose rows were quarantined is retried by later runs (its mapping may have
+        # been fixed meanwhile): its earlier quarantine rows give way to this read's.
+        conn.execute("DELETE FROM raw.quarantine WHERE x_SourceFile = ? AND x_SourceSha256 = ?", [rel, sha])
         if quarantined:
             conn.register("incoming_quarantine", ctx.quarantine_batch())
             conn.execute("INSERT INTO raw.quarantine BY NAME SELECT * FROM incoming_quarantine")
             conn.unregister("incoming_quarantine")
+        status = "quarantined" if loaded == 0 and quarantined > 0 else "loaded"
         detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
+        if status == "quarantined":
+            detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
         totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
-        _record(conn, rel, sha, size, connector.name, connector.kind, "loaded", loaded, quarantined, detail, now, totals)
+        _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals)
         # New content at a path already loaded is a re-export of that file: it replaces the old one.
         conn.execute(
             """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
-               WHERE path = ? AND sha256 <> ? AND status = 'loaded'""",
+               WHERE path = ? AND sha256 <> ? AND status IN ('loaded', 'quarantined')""",
             [sha[:12], rel, sha],
         )
         conn.execute("COMMIT")
-        return FileOutcome(rel, "loaded", connector.name, loaded, quarantined, detail)
+        return FileOutcome(rel, status, connector.name, loaded, quarantined, detail)
     except Exception as exc:
         conn.execute("ROLLBACK")
         message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {type(exc).__name__}: {exc}"

@@ -22,14 +22,15 @@ def summary_dict(warehouse: Path) -> dict:
                 "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "
                                            "sum(rows_quarantined) AS rows_quarantined FROM raw.files GROUP BY status ORDER BY status")
                 if table_exists(conn, "raw.files") else [],
-                "problems": [], "spend_by_phase": [], "conservation": [],
+                "problems": [], "spend_by_phase": [], "conservation": [], "invalid_mappings": invalid_mapping_errors(),
                 "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES if table_exists(conn, t)},
             }
         return {
             "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "
                                        "sum(rows_quarantined) AS rows_quarantined FROM raw.files GROUP BY status ORDER BY status"),
             "problems": fetch_dicts(conn, "SELECT path, status, detail FROM raw.files "
-                                          "WHERE status IN ('failed', 'unrecognized') ORDER BY path"),
+                                          "WHERE status IN ('failed', 'quarantined', 'unrecognized') ORDER BY path"),
+            "invalid_mappings": invalid_mapping_errors(),
             "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES},
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "
                                                 "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency "
@@ -44,6 +45,14 @@ def summary_dict(warehouse: Path) -> dict:
         conn.close()
 
 
+def invalid_mapping_errors() -> list[dict]:
+    """Mapping files that failed their schema check and so read nothing this run."""
+    from connectors.gpu_rental import invalid_mappings
+    from connectors.registry import all_connectors
+
+    return [{"file": m.error.source, "error": m.error.message} for m in invalid_mappings(all_connectors())]
+
+
 def _money(value) -> str:
     return "—" if value is None else f"{value:,.2f}"
 
@@ -53,8 +62,12 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     for f in s["files"]:
         files.add_row(f["status"], str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
+    for m in s.get("invalid_mappings", []):
+        console.print(Text.assemble(("invalid mapping", "red"), f": {m['file']}: {m['error']}"), highlight=False)
     for p in (p for p in s["problems"] if p["status"] == "failed"):
         console.print(Text.assemble(("failed", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
+    for p in (p for p in s["problems"] if p["status"] == "quarantined"):
+        console.print(Text.assemble(("quarantined", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
     skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
     for p in skipped[:SHOW_SKIPPED]:
         console.print(Text.assemble(("skipped", "yellow"), f": {p['path']} — {p['detail']}"), highlight=False)

@@ -73,3 +73,177 @@ def test_a_gbk_encoded_invoice_reads_with_its_mapping(tmp_path):
     ctx = read_context("gbk.csv")
     rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(path, ctx)), schema=COST_LINE).to_pylist()
     assert [r["BilledCost"] for r in rows] == [Decimal("355.200000"), Decimal("0.580000")]
+
+
+# --- Mapping files without code: schema check, defaults, computed fields (README "Mapping files") ---
+
+import shutil  # noqa: E402
+from datetime import timedelta  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from connectors import registry  # noqa: E402
+from connectors.gpu_rental import InvalidMapping, mapping_connectors  # noqa: E402
+from connectors.mapping_schema import MappingError, load_mapping  # noqa: E402
+from pipelines.cli import app  # noqa: E402
+from pipelines.ingest import ingest_landing  # noqa: E402
+from pipelines.warehouse import connect, fetch_all  # noqa: E402
+from tests.conftest import FIXTURES  # noqa: E402
+
+CNY_INVOICE = FIXTURES / "gpu_rental_cny_daily.csv"
+CNY_MAPPING = FIXTURES / "mappings" / "gpu_rental_cny_daily.yaml"
+
+
+@pytest.fixture
+def user_mappings(tmp_path, monkeypatch):
+    """A FINOPS_MAPPINGS folder; the registry rediscovers mappings while the test runs."""
+    folder = tmp_path / "mappings"
+    folder.mkdir()
+    monkeypatch.setenv("FINOPS_MAPPINGS", str(folder))
+    registry.all_connectors.cache_clear()
+    yield folder
+    monkeypatch.delenv("FINOPS_MAPPINGS")
+    registry.all_connectors.cache_clear()
+
+
+def ingest(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    shutil.copy(CNY_INVOICE, landing / "cny_daily.csv")
+    conn = connect(tmp_path / "wh.duckdb")
+    try:
+        summary = ingest_landing(conn, landing, timezone="UTC")
+        files = fetch_all(conn, "SELECT status, connector, rows_loaded, rows_quarantined, source_total, quarantined_total, detail FROM raw.files")
+        lines = fetch_all(conn, "SELECT ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, BilledCost, BillingCurrency, "
+                                "x_GpuModel, x_GpuCount, PricingCategory, RegionId FROM raw.cost_lines ORDER BY x_SourceRow")
+        quarantine = fetch_all(conn, "SELECT reason FROM raw.quarantine ORDER BY x_SourceRow")
+    finally:
+        conn.close()
+    return summary, files, lines, quarantine
+
+
+def test_the_cny_daily_invoice_loads_through_its_mapping_alone(tmp_path, user_mappings):
+    shutil.copy(CNY_MAPPING, user_mappings)
+    _, files, lines, quarantine = ingest(tmp_path)
+    assert [f[:5] for f in files] == [("loaded", "gpu_rental_cny_daily", 21, 0, Decimal("14640.000000"))]
+    assert quarantine == []
+    assert len(lines) == 21 and sum(line[3] for line in lines) == Decimal("14640.00")
+    for start, end, hours, *_ in lines:
+        assert end - start == timedelta(hours=float(hours))  # computed: end = start + hours
+    first, third_a100 = lines[0], lines[7]
+    assert first[0] == datetime(2026, 8, 31, 16, tzinfo=UTC)  # 2026-09-01 00:00 in Shanghai
+    assert first[4:] == ("CNY", "A100 80G", 1, "Standard", "cn-east")  # defaults: currency, gpu_count, on_demand, region
+    assert third_a100[1] - third_a100[0] == timedelta(hours=18, minutes=30)
+    assert {line[5] for line in lines} == {"A100 80G", "RTX 4090"}
+
+
+def test_without_its_defaults_every_row_is_quarantined_and_the_file_says_so(tmp_path, user_mappings):
+    mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
+    del mapping["defaults"]
+    (user_mappings / "cny.yaml").write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    summary, files, lines, quarantine = ingest(tmp_path)
+    status, connector, loaded, quarantined, source_total, quarantined_total, detail = files[0]
+    assert (status, loaded, quarantined, lines) == ("quarantined", 0, 21, [])
+    assert summary.outcomes[0].status == "quarantined"
+    assert source_total == quarantined_total == Decimal("14640.000000")  # the money still reconciles
+    assert quarantine == [("GPU count '' is not a whole number",)] * 21
+    assert detail.startswith("every row quarantined (21)")
+    # Fix the mapping: the next run reads the file again, and its quarantine rows give way.
+    shutil.copy(CNY_MAPPING, user_mappings / "cny.yaml")
+    registry.all_connectors.cache_clear()
+    _, files, lines, quarantine = ingest(tmp_path)
+    assert [f[:4] for f in files] == [("loaded", "gpu_rental_cny_daily", 21, 0)] and quarantine == []
+
+
+def test_an_unknown_key_is_an_error_naming_the_file_and_the_key(tmp_path):
+    text = CNY_MAPPING.read_text(encoding="utf-8").replace("  amount: amount", "  amout: amount")
+    bad = tmp_path / "x.yaml"
+    bad.write_text(text, encoding="utf-8")
+    with pytest.raises(MappingError) as caught:
+        load_mapping(bad)
+    assert str(caught.value) == (f"{bad}: columns.amount: required field missing; "
+                                 "columns.amout: unknown field; did you mean amount?")
+    bad.write_text(text.replace("amout", "amount").replace("defaults:", "defualts:"), encoding="utf-8")
+    with pytest.raises(MappingError, match=r"x.yaml: defualts: unknown field; did you mean defaults\?"):
+        load_mapping(bad)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(computed={"end": "start * hours"}), "computed.end: input should be 'start + hours' (got 'start * hours')"),
+    (lambda m: m.pop("computed"), "columns.end: required field missing; or declare computed: {end: start + hours}"),
+    (lambda m: m["defaults"].update(billing_mode="hourly"), "defaults.billing_mode: input should be"),
+    (lambda m: m["defaults"].update(gpu_count="one"), "defaults.gpu_count: input should be a valid integer"),
+    (lambda m: m.update(timezone="Asia/Beijing"), "timezone: unknown IANA time zone 'Asia/Beijing'"),
+    (lambda m: m.update(required=["start", "end"]), "required: 'end' has no column under columns"),
+    (lambda m: m.update(billing_modes={"on_demand": ["hourly"], "spot": ["Hourly"]}), "billing_modes.spot: 'Hourly' is also a word for on_demand"),
+])
+def test_schema_errors_say_which_key_and_why(tmp_path, change, message):
+    mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
+    change(mapping)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(MappingError) as caught:
+        load_mapping(path)
+    assert str(caught.value).startswith(f"{path}: {message}")
+
+
+def test_hours_are_computed_from_start_and_end_when_declared(tmp_path):
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    del mapping["columns"]["hours"]
+    mapping["computed"] = {"hours": "end - start"}
+    path = tmp_path / "invoice.csv"
+    path.write_text(GENERIC.replace(",Hours,", ",Duration,"), encoding="utf-8")
+    rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(path, read_context())), schema=COST_LINE).to_pylist()
+    assert [r["ConsumedQuantity"] for r in rows] == [Decimal("5760"), Decimal("10")]  # 720 h × 8 GPUs; 10 h × 1
+
+
+def test_the_first_release_spelling_default_currency_still_reads():
+    assert load_mapping(MAPPINGS_DIR / "gpu_rental_cn.yaml").defaults.currency == "CNY"
+
+
+def test_invalid_mappings_are_listed_with_their_error_and_never_crash(tmp_path, user_mappings):
+    (user_mappings / "nameless.yaml").write_text("provider: X\ncolumns: {start: s, end: e, amount: a}\n", encoding="utf-8")
+    (user_mappings / "broken.yaml").write_text("name: [unclosed\n", encoding="utf-8")
+    (user_mappings / "focus.yaml").write_text("name: focus\nprovider: X\ncolumns: {start: s, end: e, amount: a}\n", encoding="utf-8")
+    shutil.copy(CNY_MAPPING, user_mappings)
+    assert [c.name for c in mapping_connectors() if not isinstance(c, InvalidMapping)] == [
+        "gpu_rental_cn", "gpu_rental_generic", "focus", "gpu_rental_cny_daily"]
+    connectors = registry.all_connectors()
+    assert [c.name for c in connectors if isinstance(c, GpuRentalConnector)] == ["gpu_rental_cn", "gpu_rental_generic", "gpu_rental_cny_daily"]
+    assert sorted(c.error.source.rsplit("/", 1)[-1] for c in connectors if isinstance(c, InvalidMapping)) == [
+        "broken.yaml", "focus.yaml", "nameless.yaml"]
+    listing = CliRunner().invoke(app, ["connectors"], terminal_width=400)
+    # Exit 0: one bad file of a user's must not hide the other connectors from the listing.
+    assert listing.exit_code == 0, listing.output
+    text = " ".join(listing.output.replace("│", " ").split())  # the table's cells, unwrapped
+    assert "nameless.yaml: name: required field missing" in text
+    assert "broken.yaml: not valid YAML" in text
+    assert "focus.yaml: name: 'focus' is a built-in connector's name" in text
+    assert "gpu_rental_cny_daily" in text and "INVALID" in text
+    # A run goes on with the valid mappings, names the file a broken mapping left unread, and reports it.
+    _, files, _, _ = ingest(tmp_path)
+    assert files[0][0] == "loaded"
+    (user_mappings / "gpu_rental_cny_daily.yaml").unlink()
+    registry.all_connectors.cache_clear()
+    detection = registry.detect(CNY_INVOICE)
+    assert detection.connector is None and "not tried: invalid mapping" in detection.reason and "nameless.yaml" in detection.reason
+
+
+def test_a_run_reports_a_fully_quarantined_file_and_an_invalid_mapping(tmp_path, user_mappings, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
+    del mapping["defaults"]
+    (user_mappings / "cny.yaml").write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    (user_mappings / "typo.yaml").write_text(CNY_MAPPING.read_text(encoding="utf-8").replace("name: gpu_rental_cny_daily", "name: typo")
+                                             .replace("defaults:", "defualts:"), encoding="utf-8")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(CNY_INVOICE, landing / "cny_daily.csv")
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb")])
+    text = " ".join(result.output.split())
+    assert "invalid mapping: " in text and "typo.yaml: defualts: unknown field; did you mean defaults?" in text
+    assert "quarantined: cny_daily.csv — every row quarantined (21), first reason: GPU count '' is not a whole number" in text
+    assert "check warned: raw/files:no_fully_quarantined_files" in text and "check warned: raw/files:mapping_files_valid" in text
+    assert "check failed" not in text  # per-file money still reconciles: 14,640 CNY stated, all of it quarantined
