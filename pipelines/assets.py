@@ -49,6 +49,8 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
     for o in summary.outcomes:
         if o.status == "failed":
             context.log.error(o.detail)
+        elif o.status == "refused":
+            context.log.warning(f"{o.path}: refused, {o.detail}")
         elif o.status == "unrecognized":
             context.log.info(f"{o.path}: skipped, {o.detail}")
     files_meta = {
@@ -57,6 +59,7 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         "loaded": len(summary.by_status("loaded")),
         "failed": MetadataValue.json([{"path": o.path, "error": o.detail} for o in summary.by_status("failed")]),
         "unrecognized": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("unrecognized")]),
+        "refused": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("refused")]),
         "rows_loaded": summary.rows_loaded,
         "rows_quarantined": summary.rows_quarantined,
     }

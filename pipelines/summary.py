@@ -29,7 +29,7 @@ def summary_dict(warehouse: Path) -> dict:
             "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "
                                        "sum(rows_quarantined) AS rows_quarantined FROM raw.files GROUP BY status ORDER BY status"),
             "problems": fetch_dicts(conn, "SELECT path, status, detail FROM raw.files "
-                                          "WHERE status IN ('failed', 'unrecognized') ORDER BY path"),
+                                          "WHERE status IN ('failed', 'unrecognized', 'refused') ORDER BY path"),
             "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES},
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "
                                                 "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency "
@@ -53,8 +53,8 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     for f in s["files"]:
         files.add_row(f["status"], str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
-    for p in (p for p in s["problems"] if p["status"] == "failed"):
-        console.print(Text.assemble(("failed", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
+    for p in (p for p in s["problems"] if p["status"] in ("failed", "refused")):
+        console.print(Text.assemble((p["status"], "red"), f": {p['path']} — {p['detail']}"), highlight=False)
     skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
     for p in skipped[:SHOW_SKIPPED]:
         console.print(Text.assemble(("skipped", "yellow"), f": {p['path']} — {p['detail']}"), highlight=False)
