@@ -250,7 +250,7 @@ def stream_csv_as_strings(
     except pa.ArrowInvalid as exc:
         where = _locate_bad_row(path, names, delimiter, encoding)
         if where:
-            raise ConnectorError(source_file, f"not a readable CSV: {where[1]}", line=where[0]) from exc
+            raise ConnectorError(source_file, f"malformed CSV: {where[1]}", line=where[0]) from exc
         raise ConnectorError(source_file, f"not a readable CSV: {_arrow_reason(exc)}", line=1) from exc
     rows_before = 0
     while True:

@@ -69,8 +69,8 @@ def _secret_pattern(secret: str) -> str:
     (`/` as `%2F`, `%2f` or `%252F`, as requests, urllib3 or a proxy may write it), a space also as `+`."""
     parts = []
     for ch in unquote(secret):
-        # Once or twice encoded (`%2F`, `%252F`: a URL inside another URL's query).
-        options = [re.escape(ch), "".join(f"%(?:25)?(?i:{b:02x})" for b in ch.encode("utf-8"))]
+        # Encoded once or more (`%2F`, `%252F`: a URL inside another URL's query).
+        options = [re.escape(ch), "".join(f"%(?:25)*(?i:{b:02x})" for b in ch.encode("utf-8"))]
         if ch == " ":
             options.append(r"\+")
         parts.append("(?:" + "|".join(options) + ")")
