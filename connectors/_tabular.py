@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -33,31 +35,206 @@ def _input_stream(path: Path):
     return pa.CompressedInputStream(pa.OSFile(str(path)), "gzip") if gz else pa.OSFile(str(path))
 
 
+# The raw text of a quarantined tail is kept up to this many bytes (a row, not a whole bad block).
+TAIL_RECORD_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class TruncatedTail:
+    """The end of a file that stops mid-row: its line number, the data row it would have been, and
+    its bytes; `stream_cut` when a compressed stream ended before its end marker."""
+
+    line: int
+    row: int
+    raw: bytes
+    stream_cut: bool
+
+
+class CompleteLines:
+    """The file's (decompressed) bytes up to its last newline, as a file object for pyarrow.
+
+    What follows the last newline, a row cut short, is held back as `tail`; a gzip stream that ends
+    early ends the stream there instead of raising. Only one read chunk and one partial line are
+    held at a time, so memory stays bounded whatever the file size.
+    """
+
+    CHUNK = 1 << 20
+    LONGEST_LINE = 64 << 20  # past this a "line" is not a row: pass it on and let Arrow refuse it
+
+    def __init__(self, path: Path):
+        self._raw = open_maybe_gzip(path)
+        self._ready = bytearray()
+        self._pending = b""
+        self._eof = False
+        self.lines = 0  # newlines passed on
+        self.tail = b""
+        self.stream_cut = False
+        self.closed = False
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return False
+
+    def _fill(self) -> None:
+        try:
+            read = getattr(self._raw, "read1", self._raw.read)
+            data = read(self.CHUNK)
+        except EOFError:  # gzip: "Compressed file ended before the end-of-stream marker was reached"
+            self.stream_cut, data = True, b""
+        if not data:
+            self._eof, self.tail, self._pending = True, self._pending, b""
+            return
+        data = self._pending + data
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) > self.LONGEST_LINE:
+            cut = len(data)
+        self.lines += data.count(b"\n", 0, cut)
+        self._ready += memoryview(data)[:cut]
+        self._pending = data[cut:]
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._eof and (size is None or size < 0 or len(self._ready) < size):
+            self._fill()
+        size = len(self._ready) if size is None or size < 0 else size
+        out = bytes(self._ready[:size])
+        del self._ready[:size]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
+        self.closed = True
+
+    def numbered_lines(self) -> Iterator[tuple[int, bytes]]:
+        """Every complete line with its number from 1, newline included; `tail` after the last."""
+        number = 0
+        while chunk := self.read(self.CHUNK):
+            parts = chunk.split(b"\n")
+            last = parts.pop()  # empty: each chunk ends at a newline (but for an absurdly long line)
+            for part in parts:
+                number += 1
+                yield number, part + b"\n"
+            if last:
+                number += 1
+                yield number, last
+        self.close()
+
+    def truncated_tail(self, row: int | None = None) -> "TruncatedTail | None":
+        """The broken end of the file once it has been read, or None when it ended cleanly.
+        `row` is the data row it would have been; by default its line number."""
+        if not (self.tail or self.stream_cut):
+            return None
+        return TruncatedTail(self.lines + 1, self.lines + 1 if row is None else row, self.tail, self.stream_cut)
+
+
+def read_head(path: Path, size: int = 1 << 16, tolerate_cut: bool = False) -> bytes:
+    """The first `size` (decompressed) bytes; with `tolerate_cut`, what arrived of a gzip stream
+    that ends early instead of an error."""
+    out = bytearray()
+    with open_maybe_gzip(path) as fh:
+        read = getattr(fh, "read1", fh.read)
+        while len(out) < size:
+            try:
+                data = read(size - len(out))
+            except EOFError:
+                if not tolerate_cut:
+                    raise
+                break
+            if not data:
+                break
+            out += data
+    return bytes(out)
+
+
+def quarantine_tail(ctx: ReadContext, connector: str, unit: str = "row") -> Callable[[TruncatedTail], None]:
+    """For telemetry: a file cut mid-row keeps its complete rows; the broken last row goes to the
+    quarantine with a reason naming its line, and the file's detail carries a warning."""
+
+    def handle(tail: TruncatedTail) -> None:
+        cut = " (compressed stream cut short)" if tail.stream_cut else ""
+        if tail.raw.strip():
+            reason = f"file ends mid-{unit} at line {tail.line}{cut}"
+            ctx.quarantine(connector, tail.row, reason, tail.raw[:TAIL_RECORD_BYTES].decode("utf-8", errors="replace"))
+            ctx.warn(f"{reason}: the incomplete {unit} is quarantined, the {unit}s before it loaded")
+        elif tail.stream_cut:
+            ctx.warn(f"compressed stream ends early after line {tail.line - 1}: the rows before it loaded, any after it are missing")
+
+    return handle
+
+
+def _arrow_reason(exc: Exception) -> str:
+    """Arrow's complaint without the row text it quotes ("Expected 3 columns, got 2: <row>")."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for pattern in (r"Expected \d+ columns, got \d+", r"In CSV column #\d+: CSV conversion error to \w+: invalid UTF8 data",
+                    r"straddling object straddles two block boundaries"):
+        if m := re.search(pattern, message):
+            return m.group(0)
+    if message.startswith("CSV parse error:"):
+        return message.split(":", 2)[1].strip() or "CSV parse error"
+    return message[:120]
+
+
+def _locate_bad_row(path: Path, names: list[str], delimiter: str, encoding: str) -> tuple[int, str] | None:
+    """Where a CSV Arrow refused goes wrong: (line, what is wrong there, naming the column), found
+    by streaming the file again with Python's csv reader. Only ever run after a failure."""
+    try:
+        with open_maybe_gzip(path) as raw:
+            text = io.TextIOWrapper(raw, encoding=encoding, errors="surrogateescape", newline="")
+            reader = csv.reader(text, delimiter=delimiter)
+            next(reader, None)  # the header
+            for record in reader:
+                if not record:
+                    continue  # Arrow skips empty lines too
+                if len(record) < len(names):
+                    return reader.line_num, (f"Expected {len(names)} columns, got {len(record)}: "
+                                             f"no value for column {names[len(record)]}")
+                if len(record) > len(names):
+                    return reader.line_num, (f"Expected {len(names)} columns, got {len(record)}: "
+                                             f"values past the last column, {names[-1]}")
+                for name, value in zip(names, record):
+                    if any("\udc80" <= ch <= "\udcff" for ch in value):
+                        return reader.line_num, f"column {name}: not valid {encoding} text"
+    except (EOFError, OSError, UnicodeError, csv.Error):
+        return None
+    return None
+
+
 def stream_csv_as_strings(
     path: Path,
     source_file: str,
     null_values: Sequence[str] = ("",),
     delimiter: str = ",",
     encoding: str = "utf-8",
+    on_truncated: Callable[[TruncatedTail], None] | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Stream a headed CSV as polars frames of strings, numbering data rows from 1.
 
     Everything is read as text so each connector decides how to parse, and a bad value becomes a
     quarantined row instead of a failed file.
+
+    With `on_truncated` (telemetry), a file that ends mid-row, or a gzip stream that ends early,
+    loads every complete row and hands the broken tail to `on_truncated`; without it (billing) such
+    a file fails whole. A file Arrow cannot parse fails naming the line and column, never quoting
+    the row.
     """
-    with open_maybe_gzip(path) as fh:
-        try:
-            names = header_fields(fh.read(1 << 16).decode(encoding, errors="replace").encode(), delimiter)
-        except (EOFError, OSError) as exc:
-            raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
+    try:
+        head = read_head(path, tolerate_cut=on_truncated is not None)
+    except (EOFError, OSError) as exc:
+        raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
+    names = header_fields(head.decode(encoding, errors="replace").encode(), delimiter)
     if not names or not any(names):
         raise ConnectorError(source_file, "no header line", line=1)
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ConnectorError(source_file, f"header names a column more than once: {', '.join(twice)}", line=1)
+    lines = CompleteLines(path) if on_truncated is not None else None
     try:
         reader = pacsv.open_csv(
-            _input_stream(path),
+            pa.PythonFile(lines, mode="r") if lines is not None else _input_stream(path),
             # Our own (stripped, BOM-free) names, so every column is typed as text whatever its spacing.
             read_options=pacsv.ReadOptions(
                 block_size=BLOCK_SIZE, encoding=encoding, column_names=names, skip_rows=1
@@ -71,26 +248,41 @@ def stream_csv_as_strings(
             ),
         )
     except pa.ArrowInvalid as exc:
-        raise ConnectorError(source_file, f"not a readable CSV: {exc}", line=1) from exc
+        where = _locate_bad_row(path, names, delimiter, encoding)
+        if where:
+            raise ConnectorError(source_file, f"malformed CSV: {where[1]}", line=where[0]) from exc
+        raise ConnectorError(source_file, f"not a readable CSV: {_arrow_reason(exc)}", line=1) from exc
     rows_before = 0
     while True:
         try:
             batch = reader.read_next_batch()
         except StopIteration:
-            return
+            break
         except (EOFError, OSError) as exc:  # a gzip cut short
             raise ConnectorError(source_file, f"file ends early after data row {rows_before}: {exc}",
                                  line=rows_before + 2) from exc
         except pa.ArrowInvalid as exc:
-            # Arrow reports the offending row itself ("Row #N"); add our running position.
+            where = _locate_bad_row(path, names, delimiter, encoding)
+            if where:
+                raise ConnectorError(source_file, f"malformed CSV: {where[1]}", line=where[0]) from exc
             raise ConnectorError(
-                source_file, f"malformed CSV after data row {rows_before}: {exc}", line=rows_before + 2
+                source_file, f"malformed CSV after data row {rows_before}: {_arrow_reason(exc)}", line=rows_before + 2
             ) from exc
         frame = pl.from_arrow(batch)
         yield frame.with_columns(
             pl.int_range(rows_before + 1, rows_before + 1 + batch.num_rows, dtype=pl.Int64).alias(ROW_NUMBER)
         )
         rows_before += batch.num_rows
+    if lines is not None:
+        lines.close()
+        if tail := lines.truncated_tail(row=rows_before + 1):
+            on_truncated(tail)
+
+
+def short_value(column: str, limit: int = 40) -> pl.Expr:
+    """A source value fit to quote in a quarantine reason: control characters replaced, clipped."""
+    text = pl.col(column).str.replace_all(r"[\p{Cc}\p{Cf}]", "?")
+    return pl.when(text.str.len_chars() > limit).then(text.str.slice(0, limit) + pl.lit("…")).otherwise(text)
 
 
 _AWARE_FORMATS = (

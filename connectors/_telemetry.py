@@ -20,7 +20,9 @@ def normalise_host(expr: pl.Expr) -> pl.Expr:
 
 
 def normalise_host_value(host: str) -> str:
-    """The same rule for a single Python string (file stems, folder names)."""
+    """The same rule for a single Python string (file stems, folder names), whose unprintable
+    characters (an ESC in a file name) are dropped: a host name must not drive a terminal."""
+    host = "".join(ch for ch in host if ch.isprintable())
     frame = pl.DataFrame({"h": [host]}).select(normalise_host(pl.col("h")))
     return frame.item()
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, header_fields, split_rejected, stream_csv_as_strings, to_canonical
+from connectors._tabular import (
+    ROW_NUMBER, first_reason, header_fields, quarantine_tail, read_head, short_value, split_rejected, stream_csv_as_strings,
+    to_canonical,
+)
 from connectors._telemetry import sample_checks
 from connectors.base import Connector, ReadContext
 
@@ -29,13 +32,12 @@ class AlibabaGpuTraceConnector(Connector):
         return header_fields(head) in (DUTY_CYCLE, MEMORY)
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        with open(path, "rb") as fh:
-            is_memory = header_fields(fh.read(4096)) == MEMORY
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        is_memory = header_fields(read_head(path, 4096, tolerate_cut=True)) == MEMORY
+        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name)):
             value = pl.col("value").cast(pl.Float64, strict=False)
             seconds = pl.col("timestamp_anon").cast(pl.Float64, strict=False)
             ts = pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
-            checks = [(value.is_null(), pl.format("value '{}' is not a number", pl.col("value"))),
+            checks = [(value.is_null(), pl.format("value '{}' is not a number", short_value("value"))),
                       (pl.col("container_ip").is_null(), "container_ip is empty"),
                       *sample_checks(ts, None if is_memory else value, ctx.ingested_at)]
             if is_memory:

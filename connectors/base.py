@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,14 +30,35 @@ def open_maybe_gzip(path: Path):
     return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
 
 
+# Characters that must not reach a terminal or a log raw: controls (ESC starts terminal escape
+# sequences), format characters (bidi overrides), surrogates (undecodable bytes in file names),
+# private-use and unassigned code points, line and paragraph separators.
+_UNPRINTABLE = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+
+
+def printable(text: str) -> str:
+    """`text` with every unprintable character written as its Python escape (`\\x1b`, `\\u202e`),
+    so file names and messages are safe to store, log and print."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(
+        ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        if unicodedata.category(ch) in _UNPRINTABLE else ch
+        for ch in text
+    )
+
+
 class ConnectorError(Exception):
-    """A file a connector claimed but cannot read. Names the file and, where known, the line."""
+    """A file a connector claimed but cannot read. Names the file and, where known, the line.
+
+    The message is made printable; it must name where the problem is (line, column), never quote
+    the file's content, which may be large, sensitive or hostile to a terminal."""
 
     def __init__(self, source_file: str, message: str, line: int | None = None):
         self.source_file = source_file
         self.line = line
         where = f"{source_file}, line {line}" if line is not None else source_file
-        super().__init__(f"{where}: {message}")
+        super().__init__(printable(f"{where}: {message}"))
 
 
 @dataclass
@@ -52,6 +74,11 @@ class ReadContext:
     # part of it on rows sent to quarantine, so loaded + quarantined = source can be checked.
     source_total: Decimal = Decimal(0)
     quarantined_total: Decimal = Decimal(0)
+    # Things the user should know about a file that still loaded (a truncated tail), for its detail.
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(printable(message))
 
     def quarantine(self, connector: str, source_row: int, reason: str, record: object) -> None:
         self.quarantined.append(

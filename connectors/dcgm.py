@@ -4,7 +4,8 @@ Both arrive as one metric per series. Each chunk is pivoted to one row per GPU (
 and instant; rows the chunking split are merged again in `core.gpu_samples`. The busy signal is
 `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, else `DCGM_FI_PROF_SM_ACTIVE`, else `DCGM_FI_DEV_GPU_UTIL`, and
 `util_kind` records which. DCGM's blank sentinels become NULL. Prometheus text is parsed by
-prometheus_client's parser; lines it would choke on (a truncated last line) are quarantined first.
+prometheus_client's parser; lines it would choke on are quarantined first, and a last line cut short
+(the file or its gzip stream ends mid-line) is quarantined while the lines before it load.
 """
 
 import re
@@ -16,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 from prometheus_client.parser import text_fd_to_metric_families
 
-from connectors._tabular import ROW_NUMBER, first_reason, split_rejected, to_canonical
+from connectors._tabular import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
 from connectors._telemetry import normalise_host, normalise_host_value, sample_checks, without_dcgm_blanks
 from connectors.base import Connector, ConnectorError, ReadContext
 from connectors.nvidia_smi import host_from_path
@@ -123,37 +124,45 @@ class DcgmScrapeConnector(Connector):
         default_ts = file_time(path, ctx.timezone).timestamp()
         buffer: list[dict] = []
         ordinal = 0
+        # Whole lines only: a last line cut short (or a gzip stream that ends early) is quarantined
+        # once the lines before it are parsed. `at` is the line the parser last saw, for errors.
+        stream = CompleteLines(path)
+        at = [0]
         try:
-            with open(path, encoding="utf-8", errors="strict") as fh:
-                for family in text_fd_to_metric_families(self._complete_lines(fh, ctx)):
-                    for sample in family.samples:
-                        ordinal += 1
-                        # The parser names a counter's samples `<family>_total`; DCGM's own name is the family's.
-                        metric = family.name if sample.name in (family.name, f"{family.name}_total") else sample.name
-                        if metric not in METRICS:
-                            continue
-                        buffer.append({
-                            "metric": metric, "value": float(sample.value),
-                            "ts_s": sample.timestamp if sample.timestamp is not None else default_ts,
-                            **identity_columns(sample.labels), ROW_NUMBER: ordinal,
-                        })
-                    if len(buffer) >= CHUNK_SAMPLES:
-                        yield from self._emit(buffer, path, ctx)
-                        buffer = []
+            for family in text_fd_to_metric_families(self._complete_lines(stream.numbered_lines(), ctx, at)):
+                for sample in family.samples:
+                    ordinal += 1
+                    # The parser names a counter's samples `<family>_total`; DCGM's own name is the family's.
+                    metric = family.name if sample.name in (family.name, f"{family.name}_total") else sample.name
+                    if metric not in METRICS:
+                        continue
+                    buffer.append({
+                        "metric": metric, "value": float(sample.value),
+                        "ts_s": sample.timestamp if sample.timestamp is not None else default_ts,
+                        **identity_columns(sample.labels), ROW_NUMBER: ordinal,
+                    })
+                if len(buffer) >= CHUNK_SAMPLES:
+                    yield from self._emit(buffer, path, ctx)
+                    buffer = []
         except UnicodeDecodeError as exc:
-            raise ConnectorError(ctx.source_file, f"not UTF-8 text: {exc}") from exc
+            raise ConnectorError(ctx.source_file, f"not UTF-8 text (byte {exc.start + 1} of the line)", line=at[0]) from exc
         except ValueError as exc:
-            raise ConnectorError(ctx.source_file, f"not Prometheus text format: {exc}") from exc
+            # The parser's message quotes the line; name where it is instead.
+            raise ConnectorError(ctx.source_file, "not Prometheus text format", line=at[0]) from exc
+        finally:
+            stream.close()
         yield from self._emit(buffer, path, ctx)
+        if tail := stream.truncated_tail():
+            quarantine_tail(ctx, self.name, unit="line")(tail)
 
-    def _complete_lines(self, lines: Iterable[str], ctx: ReadContext) -> Iterator[str]:
-        """Pass the parser only whole, well-formed lines; quarantine the rest with their number."""
-        for number, line in enumerate(lines, start=1):
+    def _complete_lines(self, lines: Iterable[tuple[int, bytes]], ctx: ReadContext, at: list[int]) -> Iterator[str]:
+        """Pass the parser only well-formed lines; quarantine the rest with their number."""
+        for number, raw in lines:
+            at[0] = number
+            line = raw.decode("utf-8")
             stripped = line.strip()
             if not stripped or stripped.startswith("#"):
                 yield line
-            elif not line.endswith("\n") and not SAMPLE_LINE.match(stripped):
-                ctx.quarantine(self.name, number, "truncated scrape: last line incomplete, dropped", line)
             elif not SAMPLE_LINE.match(stripped):
                 ctx.quarantine(self.name, number, "not a Prometheus sample line", line)
             else:

@@ -18,6 +18,8 @@ from connectors._tabular import (
     ROW_NUMBER,
     first_reason,
     header_fields,
+    quarantine_tail,
+    short_value,
     split_rejected,
     stream_csv_as_strings,
     to_canonical,
@@ -75,7 +77,8 @@ class NvidiaSmiConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         host = host_from_path(path)
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        # A file cut mid-row (a copy still being written, a download that stopped) keeps its whole rows.
+        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name)):
             frame = frame.rename({c: field_name(c) for c in frame.columns if c != ROW_NUMBER})
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             if "timestamp" not in frame.columns:
@@ -101,7 +104,7 @@ class NvidiaSmiConnector(Connector):
             util = parsed.get("util_pct", pl.lit(None, dtype=pl.Float64))
             reason = first_reason([
                 (pl.col("timestamp") == "timestamp", "repeated header line"),
-                (parsed["ts"].is_null(), pl.format("timestamp is not nvidia-smi's format: '{}'", pl.col("timestamp"))),
+                (parsed["ts"].is_null(), pl.format("timestamp is not nvidia-smi's format: '{}'", short_value("timestamp"))),
                 *sample_checks(parsed["ts"], util, ctx.ingested_at),
                 *(
                     (pl.col(src).is_not_null() & parsed[dst].is_null(), f"{src} is not a number")

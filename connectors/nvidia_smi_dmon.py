@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, split_rejected, to_canonical
+from connectors._tabular import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
 from connectors._telemetry import sample_checks
 from connectors.base import Connector, ConnectorError, ReadContext
 from connectors.dcgm import NAME_TIME, file_time
@@ -43,8 +43,12 @@ class NvidiaSmiDmonConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         host = host_from_path(path)
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            names = header_tokens(fh.readline())
+        # Complete lines only: a last line cut short (or a gzip stream that ends early) is quarantined
+        # after the whole lines before it loaded.
+        stream = CompleteLines(path)
+        lines = (text.decode("utf-8", errors="replace") for _, text in stream.numbered_lines())
+        try:
+            names = header_tokens(next(lines, ""))
             has_time = names[:2] == ["date", "time"]
             if not has_time and not NAME_TIME.search(path.name):
                 raise ConnectorError(ctx.source_file, "dmon output without timestamps: record it with "
@@ -53,9 +57,9 @@ class NvidiaSmiDmonConnector(Connector):
             start = None if has_time else file_time(path, ctx.timezone)
             line_no, cycle, last_gpu = 1, -1, None
             while True:
-                chunk = list(islice(fh, CHUNK_LINES))
+                chunk = list(islice(lines, CHUNK_LINES))
                 if not chunk:
-                    return
+                    break
                 rows = []
                 for line in chunk:
                     line_no += 1
@@ -79,6 +83,10 @@ class NvidiaSmiDmonConnector(Connector):
                     batch = self._to_samples(pl.DataFrame(rows, infer_schema_length=None), host, has_time, ctx)
                     if batch is not None:
                         yield batch
+        finally:
+            stream.close()
+        if tail := stream.truncated_tail():
+            quarantine_tail(ctx, self.name)(tail)
 
     def _to_samples(self, frame: pl.DataFrame, host: str, has_time: bool, ctx: ReadContext):
         number = {c: pl.col(c).replace("-", None).cast(pl.Float64, strict=False) for c in COLUMNS if c in frame.columns}

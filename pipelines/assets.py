@@ -55,6 +55,8 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
             context.log.error(o.detail)
         elif o.status == "quarantined":
             context.log.error(f"{o.path}: {o.detail}")
+        elif o.status == "refused":
+            context.log.warning(f"{o.path}: refused, {o.detail}")
         elif o.status == "unrecognized":
             context.log.info(f"{o.path}: skipped, {o.detail}")
     files_meta = {
@@ -65,6 +67,7 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         "quarantined": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("quarantined")]),
         "invalid_mappings": MetadataValue.json([str(m.error) for m in invalid_mappings(all_connectors())]),
         "unrecognized": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("unrecognized")]),
+        "refused": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("refused")]),
         "rows_loaded": summary.rows_loaded,
         "rows_quarantined": summary.rows_quarantined,
     }

@@ -4,12 +4,19 @@ A file is identified by its content hash: the same bytes under any name load onc
 connector recognises is listed with the reason and skipped; a file a connector claims but cannot
 read is marked failed with the connector's message; neither stops the other files. Because each
 file loads inside one transaction, a crash or kill mid-file leaves the warehouse as it was.
+
+Only what is inside the landing folder is read: a symbolic link that leads outside it is refused
+(listed with status `refused`, never opened), and directory links are not walked into, so a link
+cycle cannot loop. Paths and details are stored with unprintable characters escaped (`\x1b`), so a
+hostile file name cannot drive a terminal or forge log lines; a failure names the line and
+column, never quoting the file's content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.base import Connector, ConnectorError, ReadContext, printable
 from connectors.registry import all_connectors, detect
 from models.schemas import RAW_TABLES
 from pipelines import progress
@@ -35,6 +42,9 @@ class FileOutcome:
     rows_loaded: int = 0
     rows_quarantined: int = 0
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        self.path, self.detail = printable(self.path), printable(self.detail)
 
 
 @dataclass
@@ -63,12 +73,76 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+OUTSIDE = "symlink to outside the landing folder"
+
+
+@dataclass
+class LandingScan:
+    files: list[Path] = field(default_factory=list)  # to load, in a stable order
+    refused: list[tuple[Path, str]] = field(default_factory=list)  # (link, why), never opened
+
+
+def _inside(target: str, root: str) -> bool:
+    return target == root or target.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def refusal(path: Path, root: str) -> str | None:
+    """Why the file at `path` must not be read, or None: it, or a link on its way, leads outside
+    the landing folder (`root`, resolved), or it is a link to nothing."""
+    target = os.path.realpath(path)
+    if not _inside(target, root):
+        return OUTSIDE
+    if path.is_symlink() and not os.path.exists(target):
+        return "symlink to nothing (its target is missing, or the link loops)"
+    return None
+
+
+def scan_landing(landing: Path) -> LandingScan:
+    """Every regular file below the landing folder, hidden ones excepted, and the links refused.
+
+    Directory links are not walked into: one inside the folder leads to files listed in their own
+    place (and a link cycle cannot loop), one outside it is refused. A file link inside the folder
+    is loaded under its own name unless its target is listed already; one outside is refused."""
+    root = os.path.realpath(landing)
+    scan = LandingScan()
+    real: list[Path] = []
+    links: list[Path] = []
+    for folder, dirs, names in os.walk(landing, followlinks=False):
+        base = Path(folder)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in dirs:
+            path = base / name
+            if path.is_symlink() and refusal(path, root) == OUTSIDE:
+                scan.refused.append((path, f"directory {OUTSIDE}"))
+        for name in names:
+            if name.startswith("."):
+                continue
+            path = base / name
+            if path.is_symlink():
+                links.append(path)
+            elif path.is_file():  # sockets, pipes and devices are not files to load
+                real.append(path)
+    seen = {os.path.realpath(p) for p in real}
+    for path in sorted(links):
+        why = refusal(path, root)
+        if why:
+            scan.refused.append((path, why))
+        elif os.path.isfile(path) and (target := os.path.realpath(path)) not in seen:
+            seen.add(target)
+            real.append(path)
+    scan.files = sorted(real)
+    scan.refused.sort()
+    return scan
+
+
 def landing_files(landing: Path) -> list[Path]:
-    """Every regular file below the landing folder, hidden ones excepted, in a stable order."""
-    return sorted(
-        p for p in landing.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(landing).parts)
-    )
+    """Every file below the landing folder that may be loaded, hidden ones excepted, in a stable order."""
+    return scan_landing(landing).files
+
+
+def landing_path(path: Path, landing: Path) -> str:
+    """The path as stored and shown: relative to the landing folder, unprintable characters escaped."""
+    return printable(path.relative_to(landing).as_posix())
 
 
 def ingest_landing(
@@ -83,9 +157,21 @@ def ingest_landing(
     # One time for the whole run: files loaded together are one export (its parts), so they never
     # restate one another; a later run's export of the same billing period does.
     batch_time = datetime.now(UTC)
-    files = landing_files(landing)
+    scan = scan_landing(landing)
+    root = os.path.realpath(landing)
+    for link, why in scan.refused:
+        rel = landing_path(link, landing)
+        _record(conn, rel, "", 0, None, None, "refused", 0, 0, why, batch_time)
+        summary.outcomes.append(FileOutcome(rel, "refused", detail=why))
+        log.warning("%s: refused, %s", rel, why)
+    files = scan.files
     for position, path in enumerate(files, start=1):
-        rel = path.relative_to(landing).as_posix()
+        rel = landing_path(path, landing)
+        if why := refusal(path, root):  # changed into a link since the scan: still never read
+            _record(conn, rel, "", 0, None, None, "refused", 0, 0, why, batch_time)
+            summary.outcomes.append(FileOutcome(rel, "refused", detail=why))
+            log.warning("%s: refused, %s", rel, why)
+            continue
         sha = sha256_of(path)
         done = fetch_all(
             conn,
@@ -193,6 +279,7 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
         detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
         if status == "quarantined":
             detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
+        detail += "".join(f"; warning: {w}" for w in ctx.warnings)
         totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
         _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals)
         # New content at a path already loaded is a re-export of that file: it replaces the old one.
@@ -205,12 +292,23 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
         return FileOutcome(rel, status, connector.name, loaded, quarantined, detail)
     except Exception as exc:
         conn.execute("ROLLBACK")
-        message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {type(exc).__name__}: {exc}"
+        message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {_unexpected(exc)}"
         _record(conn, rel, sha, size, connector.name, connector.kind, "failed", 0, 0, message, now)
         return FileOutcome(rel, "failed", connector.name, detail=message)
 
 
+def _unexpected(exc: Exception) -> str:
+    """An error no connector anticipated, told briefly: its type and the start of its first line.
+    Library messages may quote the data they choked on; the clip keeps a whole row out."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first[:UNEXPECTED_CLIP]}{'…' if len(first) > UNEXPECTED_CLIP else ''}".rstrip(": ")
+
+
+UNEXPECTED_CLIP = 80
+
+
 def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None)) -> None:
+    detail = printable(detail)
     # A file retried after a failure or a new connector replaces its earlier verdict.
     conn.execute("DELETE FROM raw.files WHERE path = ? AND sha256 = ?", [rel, sha])
     conn.execute(

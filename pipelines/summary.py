@@ -29,7 +29,7 @@ def summary_dict(warehouse: Path) -> dict:
             "files": fetch_dicts(conn, "SELECT status, count(*) AS files, sum(rows_loaded) AS rows_loaded, "
                                        "sum(rows_quarantined) AS rows_quarantined FROM raw.files GROUP BY status ORDER BY status"),
             "problems": fetch_dicts(conn, "SELECT path, status, detail FROM raw.files "
-                                          "WHERE status IN ('failed', 'quarantined', 'unrecognized') ORDER BY path"),
+                                          "WHERE status IN ('failed', 'quarantined', 'unrecognized', 'refused') ORDER BY path"),
             "invalid_mappings": invalid_mapping_errors(),
             "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES},
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "

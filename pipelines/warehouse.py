@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS raw.files (
     size_bytes BIGINT NOT NULL,
     connector VARCHAR,
     kind VARCHAR,
-    status VARCHAR NOT NULL,          -- loaded | quarantined | duplicate | replaced | restated | unrecognized | failed
+    status VARCHAR NOT NULL,          -- loaded | quarantined | duplicate | replaced | restated | unrecognized | failed | refused
     rows_read BIGINT NOT NULL DEFAULT 0,
     rows_loaded BIGINT NOT NULL DEFAULT 0,
     rows_quarantined BIGINT NOT NULL DEFAULT 0,

@@ -4,13 +4,15 @@ The body uses Slack's incoming-webhook format (a `text` fallback plus Block Kit 
 Mattermost, Rocket.Chat and most Slack-compatible endpoints accept too. Retries and backoff
 (including 429 `Retry-After`) come from urllib3's `Retry` through a requests `HTTPAdapter`, not a
 hand-written loop. A webhook URL is a credential: its path and query never appear in our messages,
-and are scrubbed from urllib3's log lines while a delivery runs.
+and are scrubbed from urllib3's log lines while a delivery runs, in whatever form they are printed
+(as given, decoded, or percent-encoded as requests and urllib3 write them).
 """
 
 import logging
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -62,17 +64,32 @@ class Delivery:
     attempts: int
 
 
+def _secret_pattern(secret: str) -> str:
+    """A regex matching `secret` however it is printed: each character as itself or percent-encoded
+    (`/` as `%2F`, `%2f` or `%252F`, as requests, urllib3 or a proxy may write it), a space also as `+`."""
+    parts = []
+    for ch in unquote(secret):
+        # Encoded once or more (`%2F`, `%252F`: a URL inside another URL's query).
+        options = [re.escape(ch), "".join(f"%(?:25)*(?i:{b:02x})" for b in ch.encode("utf-8"))]
+        if ch == " ":
+            options.append(r"\+")
+        parts.append("(?:" + "|".join(options) + ")")
+    return "".join(parts)
+
+
 class _Redact(logging.Filter):
-    """Replaces the given secrets in log records of the logger it is attached to."""
+    """Replaces the given secrets in log records of the logger it is attached to, in every form
+    they are printed: as given, decoded, or percent-encoded in part or whole."""
 
     def __init__(self, secrets: list[str]):
         super().__init__()
-        self.secrets = [s for s in secrets if s and s != "/"]
+        self.secrets = [s for s in secrets if s and unquote(s).strip("/")]
+        # Longest first, so the whole path goes before a part of it.
+        patterns = sorted({_secret_pattern(s) for s in self.secrets}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(patterns)) if patterns else None
 
     def scrub(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "<redacted>")
-        return text
+        return self._pattern.sub("<redacted>", text) if self._pattern else text
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -80,6 +97,13 @@ class _Redact(logging.Filter):
         if scrubbed != message:
             record.msg, record.args = scrubbed, ()
         return True
+
+
+def redact_url(text: str, url: str) -> str:
+    """`text` with the webhook `url`'s credentials (path, query, user, password) replaced, in any
+    encoding: for anything that may print a message about a delivery."""
+    parts = urlsplit(url)
+    return _Redact([parts.path, parts.query, parts.username or "", parts.password or ""]).scrub(text)
 
 
 @contextmanager
@@ -121,10 +145,13 @@ def deliver(url: str, payload: dict, *, timeout_s: float = 10.0, retries: int = 
             what = "timed out" if timed_out else "could not be reached"
             # `from None`: the chained requests error would print the URL path in tracebacks.
             raise DeliveryError(f"webhook at {host} {what}: {redact.scrub(str(reason or type(e).__name__))}") from None
+        except Exception as e:  # urllib3 or idna errors about the URL itself quote it
+            raise DeliveryError(f"webhook at {host} failed: {type(e).__name__}: {redact.scrub(str(e))}") from None
     # urllib3 returns the response of the last try, whose Retry records each earlier one.
     used = getattr(response.raw, "retries", None)
     attempts = len(used.history) + 1 if used is not None else 1
     if not 200 <= response.status_code < 300:
         raise DeliveryError(f"webhook at {host} answered {response.status_code} after {attempts} attempt(s): "
-                            f"{redact.scrub(response.text[:200])}")
+                            # Scrub before clipping: a clip could cut a secret into a part the scrub misses.
+                            f"{redact.scrub(response.text[:4000])[:200]}")
     return Delivery(status_code=response.status_code, attempts=attempts)

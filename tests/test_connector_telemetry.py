@@ -69,8 +69,9 @@ def test_dcgm_busy_signal_preference_labels_mig_sentinels_and_truncation(tmp_pat
     mig = next(r for r in rows if r["gpu_uuid"] == "GPU-b")
     assert (mig["mig_instance"], mig["mig_profile"], mig["util_pct"]) == ("3", "1g.10gb", 50.0)
     reasons = sorted(q["reason"] for q in ctx.quarantined)
-    assert reasons == ["timestamp 2100-01-01T00:00:00Z is in the future", "truncated scrape: last line incomplete, dropped",
+    assert reasons == ["file ends mid-line at line 14", "timestamp 2100-01-01T00:00:00Z is in the future",
                        "utilization out of 0–100: 250.0"]
+    assert ctx.warnings == ["file ends mid-line at line 14: the incomplete line is quarantined, the lines before it loaded"]
 
 
 def test_prometheus_query_range_export(tmp_path):
