@@ -12,7 +12,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from connectors.base import KINDS, SNIFF_BYTES, Connector, open_maybe_gzip
+from connectors.base import KINDS, SNIFF_BYTES, Connector, open_maybe_gzip, printable
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.aws_cur import AwsCurConnector
 from connectors.azure_cost import AzureCostConnector
@@ -109,7 +109,7 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
             if connector.detect(path, head):
                 return Detection(connector, f"recognised by {connector.name}")
         except Exception as exc:  # a sniffer bug must not hide the file from the others
-            log.warning("connector %s failed while sniffing %s: %s", connector.name, path, exc)
+            log.warning("connector %s failed while sniffing %s: %s", connector.name, printable(str(path)), type(exc).__name__)
     return Detection(None, closest_match(head, connectors))
 
 
