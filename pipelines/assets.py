@@ -15,6 +15,7 @@ from pipelines import tco
 from pipelines.daily_assets import DAILY_ASSETS
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
+from pipelines.summary import printable
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
@@ -48,9 +49,9 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}
     for o in summary.outcomes:
         if o.status == "failed":
-            context.log.error(o.detail)
+            context.log.error(printable(o.detail))  # the console shows it: no control characters from file names
         elif o.status == "unrecognized":
-            context.log.info(f"{o.path}: skipped, {o.detail}")
+            context.log.info(printable(f"{o.path}: skipped, {o.detail}"))
     files_meta = {
         "new_files": len(summary.outcomes),
         "already_loaded": summary.already_loaded,

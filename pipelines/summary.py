@@ -82,7 +82,8 @@ def run_problems(warehouse: Path, since: datetime) -> list[dict]:
         if r["status"] == "failed":
             problems.append({"path": r["path"], "problem": "failed", "reason": r["detail"]})
         else:
-            reason = f"every row quarantined ({r['rows_quarantined']:,} rows, nothing loaded)"
+            n = r["rows_quarantined"]
+            reason = f"every row quarantined ({n:,} row{'' if n == 1 else 's'}, nothing loaded)"
             if r["first_reason"]:
                 reason += f", e.g. {r['first_reason']}"
             problems.append({"path": r["path"], "problem": "quarantined", "reason": reason})
