@@ -5,24 +5,84 @@ import shutil
 import warnings
 import sys
 import time
+from datetime import date
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from pipelines import progress
-from pipelines.settings import DEMO_DIR, FinopsSettings
+from pipelines.settings import DEMO_DIR, FinopsSettings, check_currency, check_timezone, finding_kinds, parse_iso_date
+from pipelines.summary import printable
 
-app = typer.Typer(help="gpu-finops: AI (GPU) spend from invoices and telemetry, attributed to ML phases.",
-                  no_args_is_help=True, add_completion=False)
+# Exit codes (README, "Exit codes"): 0 done; 1 the run or command failed, or a file did not load;
+# 2 a bad argument, refused before any work; 66 the landing folder holds no files (sysexits EX_NOINPUT);
+# 75 the warehouse is busy (sysexits EX_TEMPFAIL, `--no-wait`).
+EXIT_USAGE = 2
+EXIT_NO_INPUT = 66
+
+
+class OneLineRefusals(TyperGroup):
+    """A bad argument is refused in one line on stderr, exit 2, before any work starts: no usage block,
+    no boxed panel, no traceback. Everything else behaves as Typer's standalone mode."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except TyperException as exc:  # Typer's (vendored Click's) usage errors and bad parameters
+            if type(exc).__name__ != "NoArgsIsHelpError":  # `finops` alone: its help is shown already
+                ctx = getattr(exc, "ctx", None)
+                where = ctx.command_path if ctx is not None else "finops"
+                hint = f" (see {where} --help)" if ctx is not None else ""
+                typer.echo(printable(f"{where}: {exc.format_message()}{hint}"), err=True)
+            sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        # Non-standalone mode returns a command's value, or the code of the typer.Exit it raised.
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(cls=OneLineRefusals, help="gpu-finops: AI (GPU) spend from invoices and telemetry, attributed to ML phases.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
 # A terminal gets its own width; a pipe or log file gets one wide enough for the phase table.
 console = Console(width=None if sys.stdout.isatty() else 140)
 # Dagster flags some of its own APIs it calls internally as beta; that is not the user's concern.
 warnings.filterwarnings("ignore", message=".*include_sources.*")
+
+
+def _refusing(check):
+    """A Typer parser from a settings check: its ValueError becomes a one-line refusal (exit 2)."""
+    def parse(value):
+        if not isinstance(value, str):  # a default already of the right type
+            return value
+        try:
+            return check(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    parse.__name__ = check.__name__
+    return parse
+
+
+def check_finding_kind(value: str) -> str:
+    """One of the kinds findings.hidden_costs holds (read from sql/findings/hidden_costs.sql)."""
+    if value.strip().lower() not in finding_kinds():
+        raise ValueError(f"{value!r} is not a finding kind; one of: {', '.join(finding_kinds())}")
+    return value.strip().lower()
+
+
+iso_date = _refusing(parse_iso_date)
+time_zone = _refusing(check_timezone)
+currency = _refusing(check_currency)
+finding_kind = _refusing(check_finding_kind)
 
 
 def _open_warehouse(warehouse: Path):
@@ -30,7 +90,7 @@ def _open_warehouse(warehouse: Path):
     from pipelines.warehouse import connect
 
     if not warehouse.exists():
-        console.print(Text.assemble(("no warehouse at ", "red"), str(warehouse), ": run `finops demo` or `finops run` first"))
+        console.print(Text.assemble(("no warehouse at ", "red"), printable(warehouse), ": run `finops demo` or `finops run` first"))
         raise typer.Exit(1)
     return connect(warehouse, read_only=True)
 
@@ -39,9 +99,10 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     from datetime import UTC, datetime
 
     from pipelines.runner import run_graph
-    from pipelines.summary import print_summary, summary_dict
+    from pipelines.summary import print_problems, print_summary, run_problems, summary_dict
 
     as_of = as_of or datetime.now(UTC).date()
+    run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
     started = time.perf_counter()
     if console.is_terminal:
         # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
@@ -64,9 +125,9 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
     for name in outcome.warned_checks:
-        console.print(Text.assemble(("check warned: ", "yellow"), name))
+        console.print(Text.assemble(("check warned: ", "yellow"), printable(name)))
     for name in outcome.failed_checks:
-        console.print(Text.assemble(("check failed: ", "red"), name))
+        console.print(Text.assemble(("check failed: ", "red"), printable(name)))
     reports = reports or Path(settings.reports_dir or warehouse.parent / "reports")
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -77,14 +138,17 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     if (day_report / "report.html").exists():
         written.append(day_report / "report.html")
         headline = json.loads((day_report / "report.json").read_text())["headline"]
-        console.print(Text(headline["title"], style="bold"))
+        console.print(Text(printable(headline["title"]), style="bold"))
         for line in headline["lines"]:
-            console.print(Text("  " + line))
-    console.print(Text("written: " + ", ".join(str(p) for p in written)))
+            console.print(Text("  " + printable(line)))
+    console.print(Text("written: " + ", ".join(printable(p) for p in written)))
+    # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
+    problems = run_problems(warehouse, run_started_at)
+    print_problems(console, problems)
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
-    return 0
+    return 1 if problems else 0
 
 
 def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> bool:
@@ -96,7 +160,7 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
         target.write_text(tco.compute(conn, params_file).chart_svg())
         return True
     except Exception as exc:  # no GPU usage measured: nothing to chart
-        console.print(Text.assemble(("no purchasing chart: ", "yellow"), str(exc)))
+        console.print(Text.assemble(("no purchasing chart: ", "yellow"), printable(exc)))
         return False
     finally:
         conn.close()
@@ -104,36 +168,53 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
 
 @app.command()
 def run(
-    landing: Annotated[Path, typer.Option(help="Folder of exports and telemetry (read recursively).", exists=True, file_okay=False)],
-    warehouse: Annotated[Path, typer.Option(help="DuckDB file to create or update.")],
-    reports: Annotated[Path | None, typer.Option(help="Folder for the run summary.")] = None,
-    timezone: Annotated[str, typer.Option(help="Time zone of telemetry written in local time.")] = "UTC",
-    reporting_currency: Annotated[str, typer.Option(help="Currency every amount is also reported in.")] = "USD",
+    landing: Annotated[Path, typer.Option(help="Folder of exports and telemetry (read recursively).", exists=True, file_okay=False,
+                                          envvar="FINOPS_LANDING")],
+    warehouse: Annotated[Path, typer.Option(help="DuckDB file to create or update.", envvar="FINOPS_WAREHOUSE")],
+    reports: Annotated[Path | None, typer.Option(help="Folder for the run summary and reports. Default: reports/ beside the "
+                                                      "warehouse.", envvar="FINOPS_REPORTS")] = None,
+    timezone: Annotated[str, typer.Option(help="IANA time zone of telemetry written in local time.", parser=time_zone,
+                                          envvar="FINOPS_TIMEZONE")] = "UTC",
+    reporting_currency: Annotated[str, typer.Option(help="3-letter code of the currency every amount is also reported in.",
+                                                    parser=currency, envvar="FINOPS_REPORTING_CURRENCY")] = "USD",
     fx_rates: Annotated[Path | None, typer.Option(help="Your own FX rates CSV (rate_date,from_currency,to_currency,rate,source).",
-                                                  exists=True, dir_okay=False)] = None,
+                                                  exists=True, dir_okay=False, envvar="FINOPS_FX_RATES")] = None,
     phase_rules: Annotated[Path | None, typer.Option(help="Your own phase rules YAML, replacing the bundled ones.",
-                                                     exists=True, dir_okay=False)] = None,
+                                                     exists=True, dir_okay=False, envvar="FINOPS_PHASE_RULES")] = None,
     charge_rules: Annotated[Path | None, typer.Option(help="Your own charge rules YAML (SKU, sub-account, resource, service).",
-                                                      exists=True, dir_okay=False)] = None,
+                                                      exists=True, dir_okay=False, envvar="FINOPS_CHARGE_RULES")] = None,
     planned_runs: Annotated[Path | None, typer.Option(help="Calendar of planned runs (YAML) whose spend is expected.",
-                                                      exists=True, dir_okay=False)] = None,
-    as_of: Annotated[str | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
-                                                   "before. Default: today (UTC).")] = None,
+                                                      exists=True, dir_okay=False, envvar="FINOPS_PLANNED_RUNS")] = None,
+    price_catalog: Annotated[Path | None, typer.Option(help="Your own GPU and egress prices CSV, winning over the bundled catalog.",
+                                                       exists=True, dir_okay=False, envvar="FINOPS_PRICE_CATALOG")] = None,
+    tco_params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
+                                                    exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS")] = None,
+    as_of: Annotated[date | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
+                                                    "before. Default: today (UTC).", parser=iso_date, metavar="YYYY-MM-DD")] = None,
     webhook_url: Annotated[str | None, typer.Option(envvar="FINOPS_WEBHOOK_URL", show_envvar=True,
                                                     help="Slack-compatible webhook for the report's headline.")] = None,
 ) -> None:
-    """Run the whole graph over any folder of exports and telemetry, and write the day's report."""
-    from datetime import date as Date
+    """Run the whole graph over any folder of exports and telemetry, and write the day's report.
 
-    reports = (reports or warehouse.resolve().parent / "reports").resolve()
-    settings = FinopsSettings(landing_dir=str(landing.resolve()), timezone=timezone,
-                              reporting_currency=reporting_currency.upper(),
+    Exit 0: done; 1: a file failed or had every row quarantined, or the run failed; 2: a bad argument
+    (nothing is run); 66: the landing folder holds no files (nothing is run)."""
+    from pipelines.ingest import landing_files
+
+    landing, warehouse = landing.resolve(), warehouse.resolve()
+    if not landing_files(landing):
+        # Most often a share not mounted or an export not yet delivered: nothing to load, so no graph and no report.
+        console.print(Text(f"no files in {printable(landing)}: nothing loaded, no report written"), style="yellow")
+        raise typer.Exit(EXIT_NO_INPUT)
+    reports = (reports or warehouse.parent / "reports").resolve()
+    settings = FinopsSettings(landing_dir=str(landing), timezone=timezone, reporting_currency=reporting_currency,
                               fx_rates_file=str(fx_rates.resolve()) if fx_rates else None,
                               phase_rules_file=str(phase_rules.resolve()) if phase_rules else None,
                               charge_rules_file=str(charge_rules.resolve()) if charge_rules else None,
                               planned_runs_file=str(planned_runs.resolve()) if planned_runs else None,
+                              price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
+                              tco_params_file=str(tco_params.resolve()) if tco_params else None,
                               reports_dir=str(reports), webhook_url=webhook_url)
-    raise typer.Exit(_run(landing, warehouse.resolve(), reports, settings, Date.fromisoformat(as_of) if as_of else None))
+    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of))
 
 
 @app.command()
@@ -165,15 +246,16 @@ def demo(
 
 @app.command()
 def report(
-    date_: Annotated[str | None, typer.Option("--date", help="The report's date (YYYY-MM-DD); it covers the day two days "
-                                                           "before. Default: two days after the last day with charges.")] = None,
-    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.")] = DEMO_DIR / "warehouse.duckdb",
-    out: Annotated[Path, typer.Option(help="Folder for <date>/report.html, report.md, report.json.")] = DEMO_DIR / "reports",
+    date_: Annotated[date | None, typer.Option("--date", help="The report's date (YYYY-MM-DD); it covers the day two days "
+                                                            "before. Default: two days after the last day with charges.",
+                                               parser=iso_date, metavar="YYYY-MM-DD")] = None,
+    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.", envvar="FINOPS_WAREHOUSE")] = DEMO_DIR / "warehouse.duckdb",
+    out: Annotated[Path | None, typer.Option(help="Folder for <date>/report.html, report.md, report.json. Default: reports/ "
+                                                  "beside the warehouse.", envvar="FINOPS_REPORTS")] = None,
     planned_runs: Annotated[Path | None, typer.Option(help="Calendar of planned runs (YAML), as the run used.",
-                                                      exists=True, dir_okay=False)] = None,
+                                                      exists=True, dir_okay=False, envvar="FINOPS_PLANNED_RUNS")] = None,
 ) -> None:
     """(Re)build any day's report from the warehouse (anomalies as last scored)."""
-    from datetime import date as Date
     from datetime import timedelta
 
     from pipelines.report import AnomalyOptions, write_report
@@ -181,14 +263,16 @@ def report(
     from pipelines.warehouse import fetch_all
 
     settings = settings_from_env()[0]
+    # A report goes beside the warehouse it was built from, as the run's own reports do.
+    out = out or warehouse.resolve().parent / "reports"
     # The demo keeps its calendar beside the warehouse; the run's own calendar wins when given.
     beside = warehouse.parent / "planned_runs.yaml"
-    calendar = str(planned_runs) if planned_runs else settings.planned_runs_file or (str(beside) if beside.exists() else None)
+    calendar = str(planned_runs) if planned_runs else (str(beside) if beside.exists() else None)
     options = AnomalyOptions.from_settings(settings, calendar)
     conn = _open_warehouse(warehouse)
     try:
         if date_:
-            day = Date.fromisoformat(date_)
+            day = date_
         else:
             last = fetch_all(conn, "SELECT max(day) FROM marts.daily_cost")[0][0]
             if last is None:
@@ -198,14 +282,15 @@ def report(
         folder, _ = write_report(conn, day, out, settings.tco_params_file, options)
     finally:
         conn.close()
-    console.print(Text(f"report for {day}: {folder / 'report.html'}, report.md, report.json"))
+    console.print(Text(f"report for {day}: {printable(folder / 'report.html')}, report.md, report.json"))
 
 
 @app.command()
 def findings(
-    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.")] = DEMO_DIR / "warehouse.duckdb",
-    limit: Annotated[int, typer.Option(help="How many findings to show.")] = 20,
-    kind: Annotated[str | None, typer.Option(help="Only this kind: egress, slow_disk_idle, unused_gpu.")] = None,
+    warehouse: Annotated[Path, typer.Option(help="Warehouse to read.", envvar="FINOPS_WAREHOUSE")] = DEMO_DIR / "warehouse.duckdb",
+    limit: Annotated[int, typer.Option(help="How many findings to show.", min=1)] = 20,
+    kind: Annotated[str | None, typer.Option(help=f"Only this kind: {', '.join(finding_kinds())}.", parser=finding_kind,
+                                             metavar="KIND")] = None,
 ) -> None:
     """The hidden costs found, ranked by the money that could have been saved."""
     from pipelines.warehouse import fetch_all, fetch_dicts
@@ -222,24 +307,27 @@ def findings(
         conn.close()
     by_kind = Table("kind", "findings", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
     for k, n, wasted, avoidable, currency in totals:
-        by_kind.add_row(Text(k), str(n), Text(f"{wasted or 0:,.2f} {currency}"), Text(f"{avoidable or 0:,.2f} {currency}"))
+        by_kind.add_row(Text(printable(k)), str(n), Text(printable(f"{wasted or 0:,.2f} {currency}")),
+                        Text(printable(f"{avoidable or 0:,.2f} {currency}")))
     console.print(by_kind)
     table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
                   show_lines=True)
     for n, r in enumerate(rows, start=1):
         # Resource names and recommendations come from data: Text() shows them as typed, never as markup.
-        table.add_row(str(n), r["severity"], Text(f"{r['kind']}\n{r['subkind']}"), Text(r["resource"]),
-                      r["period_start"].strftime("%Y-%m-%d %H:%M"),
-                      Text(f"{r['wasted_cost']:,.2f} {r['currency']}"), Text(f"{r['avoidable_cost']:,.2f} {r['currency']}"),
-                      Text(r["recommendation"]))
+        table.add_row(str(n), Text(printable(r["severity"])), Text(f"{printable(r['kind'])}\n{printable(r['subkind'])}"),
+                      Text(printable(r["resource"])), r["period_start"].strftime("%Y-%m-%d %H:%M"),
+                      Text(printable(f"{r['wasted_cost']:,.2f} {r['currency']}")),
+                      Text(printable(f"{r['avoidable_cost']:,.2f} {r['currency']}")),
+                      Text(printable(r["recommendation"], multiline=True)))
     console.print(table)
 
 
 @app.command("tco")
 def tco_command(
-    warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.")] = DEMO_DIR / "warehouse.duckdb",
+    warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.",
+                                            envvar="FINOPS_WAREHOUSE")] = DEMO_DIR / "warehouse.duckdb",
     params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
-                                                exists=True, dir_okay=False)] = None,
+                                                exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS")] = None,
     check: Annotated[bool, typer.Option("--check", help="Recompute the published claims from their inputs.")] = False,
     claims: Annotated[Path | None, typer.Option(help="Claims YAML to check instead of the bundled ones.",
                                                 exists=True, dir_okay=False)] = None,
@@ -256,25 +344,28 @@ def tco_command(
     try:
         result = tco.compute(conn, str(params) if params else None)
     except Exception as exc:  # an empty or older warehouse: say what is missing
-        console.print(Text.assemble(("cannot price strategies: ", "red"), str(exc)))
+        console.print(Text.assemble(("cannot price strategies: ", "red"), printable(exc)))
         raise typer.Exit(1) from exc
     finally:
         conn.close()
     scenario_table, break_even_table, parameters = result.scenarios, result.break_even, result.params
     money = lambda v: "—" if v is None else f"{v:,.0f}"
     table = Table("strategy", "cards", "capex", "power / yr", "ops / yr", "rent / yr", "residual", f"{parameters['years']}-yr TCO",
-                  "per busy GPU-h", "elasticity", title=f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")
+                  "per busy GPU-h", "elasticity",
+                  title=Text(printable(f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")))
     for r in scenario_table:
-        table.add_row(r["scenario"], str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
+        table.add_row(Text(printable(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
                       money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]), f"{r['cost_per_busy_gpu_hour']:.2f}",
-                      r["elasticity"])
+                      Text(printable(r["elasticity"])))
     console.print(table)
     best = tco.cheapest(scenario_table)
-    console.print(Text.assemble("cheapest for this usage profile: ", (best["scenario"], "bold"), f" — {best['description']}"))
+    console.print(Text.assemble("cheapest for this usage profile: ", (printable(best["scenario"]), "bold"),
+                                f" — {printable(best['description'])}"))
     crossings = Table("strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
-            crossings.add_row(f"{b['strategy_a']} vs {b['strategy_b']}", f"{b['break_even_utilization']:.1%}", b["cheaper_below"])
+            crossings.add_row(Text(printable(f"{b['strategy_a']} vs {b['strategy_b']}")), f"{b['break_even_utilization']:.1%}",
+                              Text(printable(b["cheaper_below"])))
     console.print(crossings)
     console.print(f"measured fleet utilization: {result.utilization:.1%} of the card-hours of the peak fleet")
     if chart:
@@ -292,7 +383,8 @@ def _print_claims(claims_file: Path | None) -> None:
         verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]cannot tell[/]"}[c.follows]
         recomputed = "—" if c.recomputed is None else format(c.recomputed, ".6g")
         # Claims come from a user's YAML: shown as text, never as markup.
-        table.add_row(Text(c.text), Text(f"{c.stated} {c.unit}"), recomputed, verdict, Text(c.working), Text(c.to_reproduce))
+        table.add_row(Text(printable(c.text, multiline=True)), Text(printable(f"{c.stated} {c.unit}")), recomputed, verdict,
+                      Text(printable(c.working, multiline=True)), Text(printable(c.to_reproduce, multiline=True)))
     console.print(table)
 
 
@@ -303,7 +395,8 @@ def connectors() -> None:
 
     table = Table("name", "kind", "recognises", title="registered connectors")
     for c in all_connectors():
-        table.add_row(Text(c.name), Text(c.kind), Text(c.recognises))  # plug-in text is shown as text, not markup
+        # Plug-in text is shown as text, not markup, and without control characters.
+        table.add_row(Text(printable(c.name)), Text(printable(c.kind)), Text(printable(c.recognises, multiline=True)))
     console.print(table)
 
 

@@ -5,6 +5,9 @@ Defaults suit the bundled demo; `finops run` and environment variables override 
 
 
 import os
+import re
+from datetime import date
+from functools import cache
 from pathlib import Path
 
 from dagster import ConfigurableResource
@@ -17,6 +20,46 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO_ROOT / ".finops" / "demo"
 BUNDLED_FX_RATES = REPO_ROOT / "models" / "data" / "fx_rates.csv"
 BUNDLED_PRICE_CATALOG = REPO_ROOT / "models" / "data" / "price_catalog.csv"
+HIDDEN_COSTS_SQL = REPO_ROOT / "sql" / "findings" / "hidden_costs.sql"
+
+
+@cache
+def finding_kinds() -> tuple[str, ...]:
+    """The kinds findings.hidden_costs holds: the per-kind tables its SQL unions (each named after its kind),
+    so a kind added there is known to the command line without another list to keep in step."""
+    return tuple(re.findall(r"SELECT \* FROM findings\.(\w+)", HIDDEN_COSTS_SQL.read_text()))
+
+
+def parse_iso_date(value: str) -> date:
+    """A calendar date written YYYY-MM-DD, and only that (no 12/10/2026, no 20261210, no week dates)."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+        raise ValueError(f"{value!r} is not a date written YYYY-MM-DD")
+    try:
+        return date.fromisoformat(value.strip())
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a real date ({exc})") from None
+
+
+def check_timezone(value: str) -> str:
+    """An IANA time zone name zoneinfo knows (Asia/Shanghai, UTC), returned as given."""
+    from zoneinfo import ZoneInfo, available_timezones
+
+    try:
+        ZoneInfo(value)
+        # The host's own link (localtime) is no zone name: telemetry read elsewhere would shift.
+        known = value in available_timezones() and value not in ("localtime", "posixrules")
+    except (KeyError, ValueError, OSError):  # unknown names (ZoneInfoNotFoundError), paths, empty names
+        known = False
+    if not known:
+        raise ValueError(f"{value!r} is not an IANA time zone (e.g. UTC, Europe/Paris, Asia/Shanghai)")
+    return value
+
+
+def check_currency(value: str) -> str:
+    """A 3-letter ISO 4217 currency code, upper-cased."""
+    if not re.fullmatch(r"[A-Za-z]{3}", value.strip()):
+        raise ValueError(f"{value!r} is not a 3-letter currency code (e.g. USD, EUR, CNY)")
+    return value.strip().upper()
 
 
 class FinopsSettings(ConfigurableResource):

@@ -1,5 +1,7 @@
 """The terminal summary of a run, read back from the warehouse."""
 
+import re
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -9,6 +11,21 @@ from rich.text import Text
 from pipelines.warehouse import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
+# C0 and C1 control characters (ESC sequences among them), DEL, and the bidirectional overrides that
+# reorder what a terminal shows: none may reach a terminal from data or file names.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAKS = re.compile("[\t\n]")
+
+
+def printable(value: object, multiline: bool = False) -> str:
+    """`value` as text safe to echo to a terminal: control characters dropped; tabs and newlines kept only
+    when `multiline` (a recommendation), else made spaces so one item stays on one line (a path, a reason)."""
+    text = "" if value is None else str(value)
+    if not multiline:
+        text = _LINE_BREAKS.sub(" ", text)
+    return _CONTROL.sub("", text)
+
+
 TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", "core.gpu_minutes",
           "core.workloads", "core.fx_rates", "marts.cost_attribution", "marts.daily_cost", "marts.spend_by_phase")
 
@@ -53,6 +70,46 @@ def invalid_mapping_errors() -> list[dict]:
     return [{"file": m.error.source, "error": m.error.message} for m in invalid_mappings(all_connectors())]
 
 
+def run_problems(warehouse: Path, since: datetime) -> list[dict]:
+    """Files this run (ingested at or after `since`) could not load: failed ones, and ones every row of which
+    was quarantined (nothing loaded, whatever status they were given), with the reason, by path."""
+    conn = connect(warehouse, read_only=True)
+    try:
+        if not table_exists(conn, "raw.files"):
+            return []
+        quarantine = table_exists(conn, "raw.quarantine")
+        first_reason = ("(SELECT min(q.reason) FROM raw.quarantine AS q WHERE q.x_SourceFile = f.path "
+                        "AND q.x_SourceSha256 = f.sha256)" if quarantine else "NULL")
+        rows = fetch_dicts(conn, f"""
+            SELECT path, status, detail, rows_quarantined, {first_reason} AS first_reason FROM raw.files AS f
+            WHERE ingested_at >= ? AND (status = 'failed' OR (rows_loaded = 0 AND rows_quarantined > 0))
+            ORDER BY path""", [since])
+    finally:
+        conn.close()
+    problems = []
+    for r in rows:
+        if r["status"] == "failed":
+            problems.append({"path": r["path"], "problem": "failed", "reason": r["detail"]})
+        else:
+            n = r["rows_quarantined"]
+            reason = f"every row quarantined ({n:,} row{'' if n == 1 else 's'}, nothing loaded)"
+            if r["first_reason"]:
+                reason += f", e.g. {r['first_reason']}"
+            problems.append({"path": r["path"], "problem": "quarantined", "reason": reason})
+    # A mapping file that fails its schema check reads nothing: the user must fix it, so the run fails.
+    problems += [{"path": m["file"], "problem": "invalid mapping", "reason": m["error"]} for m in invalid_mapping_errors()]
+    return problems
+
+
+def print_problems(console: Console, problems: list[dict]) -> None:
+    """One line per file the run could not load: what happened, its path and the reason."""
+    if problems:
+        console.print(Text(f"{len(problems)} file(s) did not load:", style="red"))
+    for p in problems:
+        console.print(Text.assemble((p["problem"], "red"), f": {printable(p['path'])} — {printable(p['reason'])}"),
+                      highlight=False, soft_wrap=True)
+
+
 def _money(value) -> str:
     return "—" if value is None else f"{value:,.2f}"
 
@@ -60,17 +117,15 @@ def _money(value) -> str:
 def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) -> None:
     files = Table("status", "files", "rows loaded", "rows quarantined", title="landing files")
     for f in s["files"]:
-        files.add_row(f["status"], str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
+        files.add_row(Text(printable(f["status"])), str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
-    for m in s.get("invalid_mappings", []):
-        console.print(Text.assemble(("invalid mapping", "red"), f": {m['file']}: {m['error']}"), highlight=False)
-    for p in (p for p in s["problems"] if p["status"] == "failed"):
-        console.print(Text.assemble(("failed", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
-    for p in (p for p in s["problems"] if p["status"] == "quarantined"):
-        console.print(Text.assemble(("quarantined", "red"), f": {p['path']} — {p['detail']}"), highlight=False)
+    for p in (p for p in s["problems"] if p["status"] == "refused"):
+        console.print(Text.assemble(("refused", "yellow"), f": {printable(p['path'])} — {printable(p['detail'])}"),
+                      highlight=False, soft_wrap=True)
     skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
     for p in skipped[:SHOW_SKIPPED]:
-        console.print(Text.assemble(("skipped", "yellow"), f": {p['path']} — {p['detail']}"), highlight=False)
+        console.print(Text.assemble(("skipped", "yellow"), f": {printable(p['path'])} — {printable(p['detail'])}"),
+                      highlight=False, soft_wrap=True)
     if len(skipped) > SHOW_SKIPPED:
         console.print(f"[yellow]skipped[/]: {len(skipped) - SHOW_SKIPPED} more files no connector recognises "
                       "(SELECT path, detail FROM raw.files WHERE status = 'unrecognized')", highlight=False)
@@ -79,14 +134,15 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                    title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
     for p in s["spend_by_phase"]:
         by_currency = ", ".join(f"{k} {_money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
-        phases.add_row(p["phase"], _money(p["cost_reporting"]), f"{p['share_pct'] or 0:.1f}", f"{p['gpu_hours_paid']:,.1f}",
-                       f"{p['gpu_hours_busy']:,.1f}", "—" if p["utilization_pct"] is None else f"{p['utilization_pct']:.1f}",
-                       _money(p["cost_per_busy_gpu_hour"]), by_currency)
+        phases.add_row(Text(printable(p["phase"])), _money(p["cost_reporting"]), f"{p['share_pct'] or 0:.1f}",
+                       f"{p['gpu_hours_paid']:,.1f}", f"{p['gpu_hours_busy']:,.1f}",
+                       "—" if p["utilization_pct"] is None else f"{p['utilization_pct']:.1f}",
+                       _money(p["cost_per_busy_gpu_hour"]), Text(printable(by_currency)))
     console.print(phases)
 
     balance = Table("currency", "cost lines", "attributed to phases", "conserved", title="money conservation")
     for c in s["conservation"]:
-        balance.add_row(c["currency"], _money(c["cost_lines_total"]), _money(c["attributed_total"]),
+        balance.add_row(Text(printable(c["currency"])), _money(c["cost_lines_total"]), _money(c["attributed_total"]),
                         "yes" if c["cost_lines_total"] == c["attributed_total"] else "[red]NO[/]")
     console.print(balance)
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))

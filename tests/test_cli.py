@@ -19,8 +19,9 @@ def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypat
     warehouse = tmp_path / "wh.duckdb"
     result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(warehouse),
                                       "--reports", str(tmp_path / "reports")], terminal_width=200)
-    assert result.exit_code == 0, result.output
-    assert "failed: dmon.txt — dmon.txt, line 1: dmon output without timestamps" in result.output
+    assert result.exit_code == 1, result.output  # a file that failed fails the run; the others still load
+    assert result.output.splitlines()[-2] == "1 file(s) did not load:"
+    assert result.output.splitlines()[-1].startswith("failed: dmon.txt — dmon.txt, line 1: dmon output without timestamps")
     assert "skipped: philly.csv — no connector recognises its content (header)" in result.output
     assert "no purchasing chart" in result.output  # no GPU charges: nothing to size strategies from
     conn = connect(warehouse, read_only=True)
@@ -37,7 +38,16 @@ def test_run_over_every_public_sample_conserves_and_reconciles_money(tmp_path, m
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     warehouse = tmp_path / "wh.duckdb"
     result = CliRunner().invoke(app, ["run", "--landing", str(SAMPLES), "--warehouse", str(warehouse)], terminal_width=200)
-    assert result.exit_code == 0, result.output[-3000:]
+    # Some public samples cannot load: a CUR whose rows are one column short, a dmon output without
+    # timestamps, and two Azure files every row of which is quarantined. Those, and only those, fail the run.
+    assert result.exit_code == 1, result.output[-3000:]
+    listed = result.output.split("4 file(s) did not load:\n")[1].splitlines()
+    assert [line.split(" — ")[0] for line in listed] == [
+        "failed: billing/aws_cur_legacy_csv_usage_koku.csv",
+        "quarantined: billing/azure_ea_export_v2_koku.csv",
+        "quarantined: billing/azure_export_header_variants_opencost/BOM.csv",
+        "failed: telemetry/nvidia_smi_dmon_h100_load.txt",
+    ], listed
     assert "check failed" not in result.output
     conn = connect(warehouse, read_only=True)
     try:
