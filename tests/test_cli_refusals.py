@@ -189,10 +189,15 @@ def test_a_wholly_quarantined_file_exits_1_and_is_listed(tmp_path):
         assert fetch_all(conn, "SELECT rows_loaded, rows_quarantined FROM raw.files WHERE path = 'bad.csv'") == [(0, 20)]
     finally:
         conn.close()
-    # Run again: nothing new is read, nothing fails in this run, so it exits 0.
+    # Run again: the file is retried (a mapping may have been fixed meanwhile), fails again, exits 1 again.
     again = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
-    assert again.exit_code == 0, again.output[-3000:]
-    assert "did not load" not in again.output
+    assert again.exit_code == 1, again.output[-3000:]
+    assert again.stdout.splitlines()[-1].startswith("quarantined: bad.csv — every row quarantined (20 rows")
+    # Once the file is taken away, nothing fails and the run exits 0; the quarantine kept its rows.
+    (landing / "bad.csv").unlink()
+    clean = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
+    assert clean.exit_code == 0, clean.output[-3000:]
+    assert "did not load" not in clean.output
 
 
 def test_an_empty_landing_folder_says_so_and_runs_nothing(tmp_path):
@@ -284,5 +289,6 @@ def test_a_file_name_with_an_escape_sequence_is_printed_without_it(tmp_path):
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     for stream in (done.stdout, done.stderr):  # the summary, and Dagster's error log line on the console
         assert "\x1b" not in stream, [line for line in stream.splitlines() if "\x1b" in line]
-    assert "failed: evil[31m.csv.gz — " in done.stdout
+    # The stored path writes the ESC byte as its escape: visible, harmless.
+    assert "failed: evil\\x1b[31m.csv.gz — " in done.stdout
     assert "Traceback" not in done.stdout + done.stderr

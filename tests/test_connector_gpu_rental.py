@@ -243,7 +243,8 @@ def test_a_run_reports_a_fully_quarantined_file_and_an_invalid_mapping(tmp_path,
     shutil.copy(CNY_INVOICE, landing / "cny_daily.csv")
     result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb")])
     text = " ".join(result.output.split())
-    assert "invalid mapping: " in text and "typo.yaml: defualts: unknown field; did you mean defaults?" in text
-    assert "quarantined: cny_daily.csv — every row quarantined (21), first reason: GPU count '' is not a whole number" in text
+    assert result.exit_code == 1  # a broken mapping and a file that loaded nothing both fail the run
+    assert "invalid mapping: " in text and "typo.yaml — defualts: unknown field; did you mean defaults?" in text
+    assert "quarantined: cny_daily.csv — every row quarantined (21 rows, nothing loaded), e.g. GPU count '' is not a whole number" in text
     assert "check warned: raw/files:no_fully_quarantined_files" in text and "check warned: raw/files:mapping_files_valid" in text
     assert "check failed" not in text  # per-file money still reconciles: 14,640 CNY stated, all of it quarantined
