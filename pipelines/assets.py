@@ -17,7 +17,7 @@ from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
 from pipelines.ingest import ingest_landing
 from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
-from pipelines.summary import printable
+from pipelines.summary import for_terminal
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
@@ -53,13 +53,13 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         context.log.error(f"invalid mapping, not used: {broken.error}")
     for o in summary.outcomes:
         if o.status == "failed":
-            context.log.error(printable(o.detail))  # the console shows it: no control characters from file names
+            context.log.error(for_terminal(o.detail))  # the console shows it: no control characters from file names
         elif o.status == "quarantined":
-            context.log.error(printable(f"{o.path}: {o.detail}"))
+            context.log.error(for_terminal(f"{o.path}: {o.detail}"))
         elif o.status == "refused":
-            context.log.warning(printable(f"{o.path}: refused, {o.detail}"))
+            context.log.warning(for_terminal(f"{o.path}: refused, {o.detail}"))
         elif o.status == "unrecognized":
-            context.log.info(printable(f"{o.path}: skipped, {o.detail}"))
+            context.log.info(for_terminal(f"{o.path}: skipped, {o.detail}"))
     files_meta = {
         "new_files": len(summary.outcomes),
         "already_loaded": summary.already_loaded,

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from pipelines import progress
 from pipelines.settings import DEMO_DIR, FinopsSettings, check_currency, check_timezone, finding_kinds, parse_iso_date
-from pipelines.summary import printable
+from pipelines.summary import for_terminal
 
 # Exit codes (README, "Exit codes"): 0 done; 1 the run or command failed, or a file did not load;
 # 2 a bad argument, refused before any work; 66 the landing folder holds no files (sysexits EX_NOINPUT);
@@ -42,7 +42,7 @@ class OneLineRefusals(TyperGroup):
                 ctx = getattr(exc, "ctx", None)
                 where = ctx.command_path if ctx is not None else "finops"
                 hint = f" (see {where} --help)" if ctx is not None else ""
-                typer.echo(printable(f"{where}: {exc.format_message()}{hint}"), err=True)
+                typer.echo(for_terminal(f"{where}: {exc.format_message()}{hint}"), err=True)
             sys.exit(getattr(exc, "exit_code", EXIT_USAGE))
         except typer.Abort:
             typer.echo("Aborted!", err=True)
@@ -90,7 +90,7 @@ def _open_warehouse(warehouse: Path):
     from pipelines.warehouse import connect
 
     if not warehouse.exists():
-        console.print(Text.assemble(("no warehouse at ", "red"), printable(warehouse), ": run `finops demo` or `finops run` first"))
+        console.print(Text.assemble(("no warehouse at ", "red"), for_terminal(warehouse), ": run `finops demo` or `finops run` first"))
         raise typer.Exit(1)
     return connect(warehouse, read_only=True)
 
@@ -125,9 +125,9 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
     for name in outcome.warned_checks:
-        console.print(Text.assemble(("check warned: ", "yellow"), printable(name)))
+        console.print(Text.assemble(("check warned: ", "yellow"), for_terminal(name)))
     for name in outcome.failed_checks:
-        console.print(Text.assemble(("check failed: ", "red"), printable(name)))
+        console.print(Text.assemble(("check failed: ", "red"), for_terminal(name)))
     reports = reports or Path(settings.reports_dir or warehouse.parent / "reports")
     reports.mkdir(parents=True, exist_ok=True)
     (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -138,10 +138,10 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     if (day_report / "report.html").exists():
         written.append(day_report / "report.html")
         headline = json.loads((day_report / "report.json").read_text())["headline"]
-        console.print(Text(printable(headline["title"]), style="bold"))
+        console.print(Text(for_terminal(headline["title"]), style="bold"))
         for line in headline["lines"]:
-            console.print(Text("  " + printable(line)))
-    console.print(Text("written: " + ", ".join(printable(p) for p in written)))
+            console.print(Text("  " + for_terminal(line)))
+    console.print(Text("written: " + ", ".join(for_terminal(p) for p in written)))
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
     problems = run_problems(warehouse, run_started_at)
     print_problems(console, problems)
@@ -160,7 +160,7 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
         target.write_text(tco.compute(conn, params_file).chart_svg())
         return True
     except Exception as exc:  # no GPU usage measured: nothing to chart
-        console.print(Text.assemble(("no purchasing chart: ", "yellow"), printable(exc)))
+        console.print(Text.assemble(("no purchasing chart: ", "yellow"), for_terminal(exc)))
         return False
     finally:
         conn.close()
@@ -203,7 +203,7 @@ def run(
     landing, warehouse = landing.resolve(), warehouse.resolve()
     if not landing_files(landing):
         # Most often a share not mounted or an export not yet delivered: nothing to load, so no graph and no report.
-        console.print(Text(f"no files in {printable(landing)}: nothing loaded, no report written"), style="yellow")
+        console.print(Text(f"no files in {for_terminal(landing)}: nothing loaded, no report written"), style="yellow")
         raise typer.Exit(EXIT_NO_INPUT)
     reports = (reports or warehouse.parent / "reports").resolve()
     settings = FinopsSettings(landing_dir=str(landing), timezone=timezone, reporting_currency=reporting_currency,
@@ -282,7 +282,7 @@ def report(
         folder, _ = write_report(conn, day, out, settings.tco_params_file, options)
     finally:
         conn.close()
-    console.print(Text(f"report for {day}: {printable(folder / 'report.html')}, report.md, report.json"))
+    console.print(Text(f"report for {day}: {for_terminal(folder / 'report.html')}, report.md, report.json"))
 
 
 @app.command()
@@ -307,18 +307,18 @@ def findings(
         conn.close()
     by_kind = Table("kind", "findings", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
     for k, n, wasted, avoidable, currency in totals:
-        by_kind.add_row(Text(printable(k)), str(n), Text(printable(f"{wasted or 0:,.2f} {currency}")),
-                        Text(printable(f"{avoidable or 0:,.2f} {currency}")))
+        by_kind.add_row(Text(for_terminal(k)), str(n), Text(for_terminal(f"{wasted or 0:,.2f} {currency}")),
+                        Text(for_terminal(f"{avoidable or 0:,.2f} {currency}")))
     console.print(by_kind)
     table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
                   show_lines=True)
     for n, r in enumerate(rows, start=1):
         # Resource names and recommendations come from data: Text() shows them as typed, never as markup.
-        table.add_row(str(n), Text(printable(r["severity"])), Text(f"{printable(r['kind'])}\n{printable(r['subkind'])}"),
-                      Text(printable(r["resource"])), r["period_start"].strftime("%Y-%m-%d %H:%M"),
-                      Text(printable(f"{r['wasted_cost']:,.2f} {r['currency']}")),
-                      Text(printable(f"{r['avoidable_cost']:,.2f} {r['currency']}")),
-                      Text(printable(r["recommendation"], multiline=True)))
+        table.add_row(str(n), Text(for_terminal(r["severity"])), Text(f"{for_terminal(r['kind'])}\n{for_terminal(r['subkind'])}"),
+                      Text(for_terminal(r["resource"])), r["period_start"].strftime("%Y-%m-%d %H:%M"),
+                      Text(for_terminal(f"{r['wasted_cost']:,.2f} {r['currency']}")),
+                      Text(for_terminal(f"{r['avoidable_cost']:,.2f} {r['currency']}")),
+                      Text(for_terminal(r["recommendation"], multiline=True)))
     console.print(table)
 
 
@@ -344,7 +344,7 @@ def tco_command(
     try:
         result = tco.compute(conn, str(params) if params else None)
     except Exception as exc:  # an empty or older warehouse: say what is missing
-        console.print(Text.assemble(("cannot price strategies: ", "red"), printable(exc)))
+        console.print(Text.assemble(("cannot price strategies: ", "red"), for_terminal(exc)))
         raise typer.Exit(1) from exc
     finally:
         conn.close()
@@ -352,20 +352,20 @@ def tco_command(
     money = lambda v: "—" if v is None else f"{v:,.0f}"
     table = Table("strategy", "cards", "capex", "power / yr", "ops / yr", "rent / yr", "residual", f"{parameters['years']}-yr TCO",
                   "per busy GPU-h", "elasticity",
-                  title=Text(printable(f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")))
+                  title=Text(for_terminal(f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")))
     for r in scenario_table:
-        table.add_row(Text(printable(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
+        table.add_row(Text(for_terminal(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
                       money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]), f"{r['cost_per_busy_gpu_hour']:.2f}",
-                      Text(printable(r["elasticity"])))
+                      Text(for_terminal(r["elasticity"])))
     console.print(table)
     best = tco.cheapest(scenario_table)
-    console.print(Text.assemble("cheapest for this usage profile: ", (printable(best["scenario"]), "bold"),
-                                f" — {printable(best['description'])}"))
+    console.print(Text.assemble("cheapest for this usage profile: ", (for_terminal(best["scenario"]), "bold"),
+                                f" — {for_terminal(best['description'])}"))
     crossings = Table("strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
-            crossings.add_row(Text(printable(f"{b['strategy_a']} vs {b['strategy_b']}")), f"{b['break_even_utilization']:.1%}",
-                              Text(printable(b["cheaper_below"])))
+            crossings.add_row(Text(for_terminal(f"{b['strategy_a']} vs {b['strategy_b']}")), f"{b['break_even_utilization']:.1%}",
+                              Text(for_terminal(b["cheaper_below"])))
     console.print(crossings)
     console.print(f"measured fleet utilization: {result.utilization:.1%} of the card-hours of the peak fleet")
     if chart:
@@ -383,8 +383,8 @@ def _print_claims(claims_file: Path | None) -> None:
         verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]cannot tell[/]"}[c.follows]
         recomputed = "—" if c.recomputed is None else format(c.recomputed, ".6g")
         # Claims come from a user's YAML: shown as text, never as markup.
-        table.add_row(Text(printable(c.text, multiline=True)), Text(printable(f"{c.stated} {c.unit}")), recomputed, verdict,
-                      Text(printable(c.working, multiline=True)), Text(printable(c.to_reproduce, multiline=True)))
+        table.add_row(Text(for_terminal(c.text, multiline=True)), Text(for_terminal(f"{c.stated} {c.unit}")), recomputed, verdict,
+                      Text(for_terminal(c.working, multiline=True)), Text(for_terminal(c.to_reproduce, multiline=True)))
     console.print(table)
 
 
@@ -396,7 +396,7 @@ def connectors() -> None:
     table = Table("name", "kind", "recognises", title="registered connectors")
     for c in all_connectors():
         # Plug-in text is shown as text, not markup, and without control characters.
-        table.add_row(Text(printable(c.name)), Text(printable(c.kind)), Text(printable(c.recognises, multiline=True)))
+        table.add_row(Text(for_terminal(c.name)), Text(for_terminal(c.kind)), Text(for_terminal(c.recognises, multiline=True)))
     console.print(table)
 
 

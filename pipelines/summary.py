@@ -17,8 +17,9 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile("[\t\n]")
 
 
-def printable(value: object, multiline: bool = False) -> str:
-    """`value` as text safe to echo to a terminal: control characters dropped; tabs and newlines kept only
+def for_terminal(value: object, multiline: bool = False) -> str:
+    """`value` as text safe to echo to a terminal: control characters dropped (stored text is escaped
+    instead, by `connectors.base.printable`, so it stays visible in the warehouse); tabs and newlines kept only
     when `multiline` (a recommendation), else made spaces so one item stays on one line (a path, a reason)."""
     text = "" if value is None else str(value)
     if not multiline:
@@ -106,7 +107,7 @@ def print_problems(console: Console, problems: list[dict]) -> None:
     if problems:
         console.print(Text(f"{len(problems)} file(s) did not load:", style="red"))
     for p in problems:
-        console.print(Text.assemble((p["problem"], "red"), f": {printable(p['path'])} — {printable(p['reason'])}"),
+        console.print(Text.assemble((p["problem"], "red"), f": {for_terminal(p['path'])} — {for_terminal(p['reason'])}"),
                       highlight=False, soft_wrap=True)
 
 
@@ -117,14 +118,14 @@ def _money(value) -> str:
 def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) -> None:
     files = Table("status", "files", "rows loaded", "rows quarantined", title="landing files")
     for f in s["files"]:
-        files.add_row(Text(printable(f["status"])), str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
+        files.add_row(Text(for_terminal(f["status"])), str(f["files"]), f"{f['rows_loaded'] or 0:,}", f"{f['rows_quarantined'] or 0:,}")
     console.print(files)
     for p in (p for p in s["problems"] if p["status"] == "refused"):
-        console.print(Text.assemble(("refused", "yellow"), f": {printable(p['path'])} — {printable(p['detail'])}"),
+        console.print(Text.assemble(("refused", "yellow"), f": {for_terminal(p['path'])} — {for_terminal(p['detail'])}"),
                       highlight=False, soft_wrap=True)
     skipped = [p for p in s["problems"] if p["status"] == "unrecognized"]
     for p in skipped[:SHOW_SKIPPED]:
-        console.print(Text.assemble(("skipped", "yellow"), f": {printable(p['path'])} — {printable(p['detail'])}"),
+        console.print(Text.assemble(("skipped", "yellow"), f": {for_terminal(p['path'])} — {for_terminal(p['detail'])}"),
                       highlight=False, soft_wrap=True)
     if len(skipped) > SHOW_SKIPPED:
         console.print(f"[yellow]skipped[/]: {len(skipped) - SHOW_SKIPPED} more files no connector recognises "
@@ -134,15 +135,15 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                    title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
     for p in s["spend_by_phase"]:
         by_currency = ", ".join(f"{k} {_money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
-        phases.add_row(Text(printable(p["phase"])), _money(p["cost_reporting"]), f"{p['share_pct'] or 0:.1f}",
+        phases.add_row(Text(for_terminal(p["phase"])), _money(p["cost_reporting"]), f"{p['share_pct'] or 0:.1f}",
                        f"{p['gpu_hours_paid']:,.1f}", f"{p['gpu_hours_busy']:,.1f}",
                        "—" if p["utilization_pct"] is None else f"{p['utilization_pct']:.1f}",
-                       _money(p["cost_per_busy_gpu_hour"]), Text(printable(by_currency)))
+                       _money(p["cost_per_busy_gpu_hour"]), Text(for_terminal(by_currency)))
     console.print(phases)
 
     balance = Table("currency", "cost lines", "attributed to phases", "conserved", title="money conservation")
     for c in s["conservation"]:
-        balance.add_row(Text(printable(c["currency"])), _money(c["cost_lines_total"]), _money(c["attributed_total"]),
+        balance.add_row(Text(for_terminal(c["currency"])), _money(c["cost_lines_total"]), _money(c["attributed_total"]),
                         "yes" if c["cost_lines_total"] == c["attributed_total"] else "[red]NO[/]")
     console.print(balance)
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from pipelines.cli import EXIT_NO_INPUT, app
 from pipelines.settings import finding_kinds
-from pipelines.summary import printable
+from pipelines.summary import for_terminal
 from pipelines.warehouse import connect, fetch_all
 from tests.conftest import REPO, sample
 
@@ -272,11 +272,11 @@ def _last_day(warehouse: Path) -> date:
 
 # --- 4. no control characters from data reach the terminal ---------------------------------------------------------
 
-def test_printable_drops_control_characters():
-    assert printable("a\x1b[31mred\x1b[0m\x07\x9b2J\u202eb") == "a[31mred[0m2Jb"
-    assert printable("two\nlines\tand tab") == "two lines and tab"
-    assert printable("two\nlines\tand tab", multiline=True) == "two\nlines\tand tab"
-    assert printable(None) == ""
+def test_for_terminal_drops_control_characters():
+    assert for_terminal("a\x1b[31mred\x1b[0m\x07\x9b2J\u202eb") == "a[31mred[0m2Jb"
+    assert for_terminal("two\nlines\tand tab") == "two lines and tab"
+    assert for_terminal("two\nlines\tand tab", multiline=True) == "two\nlines\tand tab"
+    assert for_terminal(None) == ""
 
 
 def test_a_file_name_with_an_escape_sequence_is_printed_without_it(tmp_path):
