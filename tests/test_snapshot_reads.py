@@ -92,6 +92,7 @@ def test_readers_during_a_run_see_the_old_or_the_new_state_and_never_a_lock_erro
                 # A second run meanwhile, told not to wait: exit 75, one line, naming the holder.
                 busy = subprocess.run([str(FINOPS), "run", "--landing", str(base[1]), "--warehouse", str(warehouse), "--no-wait"],
                                       capture_output=True, text=True, env=env, timeout=60)
+            time.sleep(0.05)  # an analyst's pace; leaves the run its CPU
         output = proc.stdout.read()
     finally:
         proc.kill()
