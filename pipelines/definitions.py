@@ -66,12 +66,18 @@ _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING = {WEBHOOK_OP}
 
 
 def _failed_steps(context: InitResourceContext) -> list[str]:
-    """Steps of this run that failed, from the run's event log (all written by now: one process)."""
+    """Steps of this run that started and did not succeed, from its event log (all written by now:
+    one process). Started-minus-succeeded also catches a step cut short by a cancel, which may log
+    no failure; a blocking check that fails stops its step too, so bad money is never published."""
     if context.instance is None or context.run_id is None:
         return []
-    records = context.instance.all_logs(context.run_id, of_type=DagsterEventType.STEP_FAILURE)
-    steps = {r.dagster_event.step_key for r in records if r.dagster_event is not None}
-    return sorted(s for s in steps if s and s not in _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING)
+
+    def steps(kind: DagsterEventType) -> set[str]:
+        return {r.dagster_event.step_key for r in context.instance.all_logs(context.run_id, of_type=kind)
+                if r.dagster_event is not None and r.dagster_event.step_key}
+
+    unfinished = steps(DagsterEventType.STEP_START) - steps(DagsterEventType.STEP_SUCCESS)
+    return sorted(unfinished - _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING)
 
 
 def warehouse_resource(path: str, start_empty: bool = False) -> WarehouseResource:

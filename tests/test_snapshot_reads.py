@@ -168,7 +168,7 @@ def test_a_killed_run_leaves_the_published_warehouse_as_it_was(tmp_path, base, e
     assert counts(warehouse)[1] > before[1]
 
 
-def test_a_run_with_a_failed_step_publishes_nothing(tmp_path, base):
+def test_a_run_with_a_failed_step_publishes_nothing_but_a_failed_delivery_does_not_hold_it_back(tmp_path, base):
     warehouse = tmp_path / "wh.duckdb"
     shutil.copy(base[0], warehouse)
     before = digest(warehouse)
@@ -177,6 +177,11 @@ def test_a_run_with_a_failed_step_publishes_nothing(tmp_path, base):
     outcome = run_pipeline(base[1], warehouse, as_of=date(2026, 10, 2), planned_runs_file=str(broken))
     assert not outcome.success and not outcome.published
     assert digest(warehouse) == before and not staging_files(warehouse)
+    # A chat server that is down fails only the webhook step, which writes nothing: the run publishes.
+    outcome = run_pipeline(base[1], warehouse, as_of=date(2026, 10, 2), webhook_url="http://127.0.0.1:9/hook",
+                           webhook_retries=0, webhook_timeout_s=1.0)
+    assert not outcome.success and outcome.published
+    assert digest(warehouse) != before and not staging_files(warehouse)
 
 
 def test_the_demo_deployment_starts_its_schedule_stopped(tmp_path):
