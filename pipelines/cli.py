@@ -151,7 +151,7 @@ def run(
     planned_runs: Annotated[Path | None, typer.Option(help="Calendar of planned runs (YAML) whose spend is expected.",
                                                       exists=True, dir_okay=False)] = None,
     as_of: Annotated[str | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
-                                                   "before. Default: today (UTC).")] = None,
+                                                   "before. Default: today (UTC); over a demo's landing folder, the demo's date.")] = None,
     webhook_url: Annotated[str | None, typer.Option(envvar="FINOPS_WEBHOOK_URL", show_envvar=True,
                                                     help="Slack-compatible webhook for the report's headline.")] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If another run is writing the warehouse, exit 75 at once "

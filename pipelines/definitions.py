@@ -24,36 +24,44 @@ class WarehouseResource(DuckDBResource):
 
     Dagster sets a resource up once per run and tears it down once at its end; the code location
     runs every step in one process (in_process_executor), so one staging file serves the whole run.
+    The copy starts at the run's first connection: `dagster job execute` (execute_job) sets the
+    resource up a second time after the run, to load outputs, and that must not copy and publish again.
     """
 
     start_empty: bool = Field(default=False, description="Build from an empty warehouse instead of a copy of the published one.")
+    _context: InitResourceContext | None = PrivateAttr(default=None)
     _write: StagedWrite | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        def waiting(holder) -> None:
-            context.log.warning(f"waiting for the warehouse {self.database}: held by {holder.describe()}")
-
-        self._write = StagedWrite.begin(Path(self.database), fresh=self.start_empty, on_wait=waiting)
+        self._context = context
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
-        if self._write is None:
-            return
+        write, self._write, self._context = self._write, None, None
+        if write is None:
+            return  # no step opened the warehouse
         failed = _failed_steps(context)
-        if self._write.finish(publish_it=not failed):
+        if write.finish(publish_it=not failed):
             context.log.info(f"published {self.database}")
         else:
             context.log.warning(f"{self.database} left as it was before the run: steps failed: {', '.join(failed)}")
-        self._write = None
 
-    @property
-    def build_path(self) -> str:
+    def _staging(self) -> str:
         """The file this run writes: its staging copy inside a run, the warehouse itself outside one."""
-        return str(self._write.staging) if self._write is not None else self.database
+        if self._context is None:
+            return self.database
+        if self._write is None:
+            log = self._context.log
+
+            def waiting(holder) -> None:
+                log.warning(f"waiting for the warehouse {self.database}: held by {holder.describe()}")
+
+            self._write = StagedWrite.begin(Path(self.database), fresh=self.start_empty, on_wait=waiting)
+        return str(self._write.staging)
 
     @contextmanager
     def get_connection(self):
         # Closed even when the asset using it fails, so the staging file can be checkpointed and published.
-        conn = duckdb.connect(self.build_path, config={"custom_user_agent": "dagster", **self.connection_config})
+        conn = duckdb.connect(self._staging(), config={"custom_user_agent": "dagster", **self.connection_config})
         try:
             yield conn
         finally:

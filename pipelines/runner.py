@@ -13,7 +13,7 @@ from pipelines.checks import ALL_CHECKS
 from pipelines.automation import daily_run_config
 from pipelines.definitions import warehouse_resource
 from pipelines.settings import REPO_ROOT, FinopsSettings
-from pipelines.warehouse_publish import last_published
+from pipelines.warehouse_publish import forget_outcome, last_published
 
 DAGSTER_HOME = REPO_ROOT / ".dagster_home"
 
@@ -53,6 +53,7 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
     if instance is None:
         ensure_dagster_home()
         instance = DagsterInstance.get()
+    forget_outcome(warehouse)  # a run that never opens the warehouse publishes nothing
     result = materialize(
         [*ALL_ASSETS, *ALL_CHECKS],
         resources={"warehouse": warehouse_resource(str(warehouse), start_empty), "settings": settings},

@@ -225,3 +225,7 @@ _outcomes: dict[Path, bool] = {}
 
 def last_published(warehouse: Path) -> bool | None:
     return _outcomes.get(Path(warehouse).resolve())
+
+
+def forget_outcome(warehouse: Path) -> None:
+    _outcomes.pop(Path(warehouse).resolve(), None)
