@@ -2,10 +2,11 @@
 
 import json
 import shutil
-import warnings
 import sys
 import time
-from datetime import date
+import warnings
+from contextlib import contextmanager
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -95,13 +96,38 @@ def _open_warehouse(warehouse: Path):
     return connect(warehouse, read_only=True)
 
 
-def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of=None) -> int:
-    from datetime import UTC, datetime
+@contextmanager
+def _hold_warehouse(warehouse: Path, wait: bool):
+    """The warehouse's writer lock for a whole command: the run and the reads of what it published.
+    Busy: wait (saying once for whom), or with --no-wait exit 75 with one line, touching nothing."""
+    from pipelines.warehouse_publish import EX_TEMPFAIL, WarehouseBusy, writer_lock
 
+    def waiting(holder) -> None:
+        console.print(Text(f"waiting for {warehouse}: another run is writing it ({holder.describe()})", style="yellow"),
+                      soft_wrap=True)
+
+    try:
+        with writer_lock(warehouse, wait=wait, on_wait=waiting):
+            yield
+    except WarehouseBusy as busy:
+        # One line on stderr, no traceback: the caller (cron, a script) retries later.
+        print(f"finops: {busy.warehouse} is busy: being written by {busy.holder.describe()}; not started (--no-wait)",
+              file=sys.stderr)
+        raise typer.Exit(EX_TEMPFAIL) from None
+
+
+def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of=None,
+         wait: bool = True, start_empty: bool = False) -> int:
+    with _hold_warehouse(warehouse, wait):
+        return _run_holding_lock(landing, warehouse, reports, settings, as_of, start_empty)
+
+
+def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of,
+                      start_empty: bool) -> int:
     from pipelines.runner import run_graph
     from pipelines.summary import print_problems, print_summary, run_problems, summary_dict
 
-    as_of = as_of or datetime.now(UTC).date()
+    as_of = as_of or settings.default_run_date()
     run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
     started = time.perf_counter()
     if console.is_terminal:
@@ -116,11 +142,11 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
 
             progress.set_reporter(show)
             try:
-                outcome = run_graph(settings, warehouse, as_of=as_of)
+                outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty)
             finally:
                 progress.set_reporter(None)
     else:
-        outcome = run_graph(settings, warehouse, as_of=as_of)
+        outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty)
     elapsed = time.perf_counter() - started
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
@@ -145,6 +171,9 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
     problems = run_problems(warehouse, run_started_at)
     print_problems(console, problems)
+    if not outcome.published:
+        console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",
+                           style="red"), soft_wrap=True)
     if not outcome.success:
         console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
         return 1
@@ -155,6 +184,10 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
     from pipelines import tco
     from pipelines.warehouse import connect
 
+    # The published file, read under this command's writer lock: no run writes it in place, so this
+    # read never meets a lock, and it sees what this run published.
+    if not warehouse.exists():
+        return False
     conn = connect(warehouse, read_only=True)
     try:
         target.write_text(tco.compute(conn, params_file).chart_svg())
@@ -190,9 +223,11 @@ def run(
     tco_params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
                                                     exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS")] = None,
     as_of: Annotated[date | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
-                                                    "before. Default: today (UTC).", parser=iso_date, metavar="YYYY-MM-DD")] = None,
+                                                    "before. Default: today (UTC); over a demo's landing folder, the demo's date.", parser=iso_date, metavar="YYYY-MM-DD")] = None,
     webhook_url: Annotated[str | None, typer.Option(envvar="FINOPS_WEBHOOK_URL", show_envvar=True,
                                                     help="Slack-compatible webhook for the report's headline.")] = None,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="If another run is writing the warehouse, exit 75 at once "
+                                                            "instead of waiting for it.")] = False,
 ) -> None:
     """Run the whole graph over any folder of exports and telemetry, and write the day's report.
 
@@ -214,7 +249,7 @@ def run(
                               price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
                               tco_params_file=str(tco_params.resolve()) if tco_params else None,
                               reports_dir=str(reports), webhook_url=webhook_url)
-    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of))
+    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of, wait=not no_wait))
 
 
 @app.command()
@@ -222,6 +257,8 @@ def demo(
     out: Annotated[Path, typer.Option(help="Folder for the scenario's landing files, warehouse and truths.")] = DEMO_DIR,
     seed: Annotated[int, typer.Option(help="Seed of the generated scenario.")] = 7,
     control: Annotated[bool, typer.Option("--control", help="The control scenario: the same story without hidden costs.")] = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="If another run is writing the warehouse, exit 75 at once "
+                                                            "instead of waiting for it.")] = False,
 ) -> None:
     """Write the bundled scenario and run the whole graph on it."""
     from datetime import date as Date
@@ -229,19 +266,22 @@ def demo(
     from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
 
     out = out.resolve()
-    # The demo always starts clean: files of an earlier scenario version must not mix with this one.
-    shutil.rmtree(out / "landing", ignore_errors=True)
-    for stale in (out / "warehouse.duckdb", out / "warehouse.duckdb.wal"):
-        stale.unlink(missing_ok=True)
-    with console.status("writing the bundled scenario…"):
-        truths = write_scenario(out, seed, leaks=not control)
-    console.print(f"scenario written to {out / 'landing'} ({truths['rows']['cost_lines']} charge lines, "
-                  f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
-    settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD",
-                              planned_runs_file=truths["planned_runs_file"], reports_dir=str(out / "reports"))
-    # The scenario's "today": two days after its last billed day, so the report scores that day.
-    raise typer.Exit(_run(out / "landing", out / "warehouse.duckdb", out / "reports", settings,
-                          Date.fromisoformat(truths["report_date"])))
+    warehouse = out / "warehouse.duckdb"
+    # The landing folder is rewritten under the lock, so a run still reading it is not cut short.
+    with _hold_warehouse(warehouse, wait=not no_wait):
+        # The demo always starts clean: files of an earlier scenario version must not mix with this one.
+        # Its warehouse is rebuilt from empty and replaces the old one only when done (readers keep it till then).
+        shutil.rmtree(out / "landing", ignore_errors=True)
+        with console.status("writing the bundled scenario…"):
+            truths = write_scenario(out, seed, leaks=not control)
+        console.print(f"scenario written to {out / 'landing'} ({truths['rows']['cost_lines']} charge lines, "
+                      f"{truths['rows']['gpu_samples']:,} GPU samples, {truths['rows']['workloads']} workloads)")
+        settings = FinopsSettings(landing_dir=str(out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD",
+                                  planned_runs_file=truths["planned_runs_file"], reports_dir=str(out / "reports"))
+        # The scenario's "today": two days after its last billed day, so the report scores that day.
+        code = _run(out / "landing", warehouse, out / "reports", settings, Date.fromisoformat(truths["report_date"]),
+                    start_empty=True)
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -25,10 +25,11 @@ DELIVERY_RECEIPT = "webhook_delivered.json"  # beside the report: the day's head
 
 
 class RunDate(Config):
-    as_of: str | None = Field(default=None, description="The run's date (YYYY-MM-DD, UTC); it scores the day `anomaly_lag_days` before. Default: today.")
+    as_of: str | None = Field(default=None, description="The run's date (YYYY-MM-DD, UTC); it scores the day `anomaly_lag_days` before. "
+                                                        "Default: today (over the demo: the demo's own report date).")
 
-    def day(self) -> date:
-        return date.fromisoformat(self.as_of) if self.as_of else datetime.now(UTC).date()
+    def day(self, settings: FinopsSettings) -> date:
+        return date.fromisoformat(self.as_of) if self.as_of else settings.default_run_date()
 
 
 def _prepare(conn) -> None:
@@ -55,7 +56,7 @@ def anomalies_asset(context: AssetExecutionContext, config: RunDate, warehouse: 
     planned = load_planned_runs(settings.planned_runs_file)
     with warehouse.get_connection() as conn:
         _prepare(conn)
-        result = anomalies.detect(conn, config.day(), settings.anomaly_rules(), planned, settings.reporting_currency.upper(),
+        result = anomalies.detect(conn, config.day(settings), settings.anomaly_rules(), planned, settings.reporting_currency.upper(),
                                   settings.anomaly_lag_days, settings.anomaly_rescore_days)
         open_count = fetch_value(conn, "SELECT count(*) FROM findings.anomalies WHERE status = 'open'")
         total = fetch_value(conn, "SELECT count(*) FROM findings.anomalies")
@@ -81,12 +82,12 @@ def daily_report_asset(context: AssetExecutionContext, config: RunDate, warehous
     from pipelines.report import AnomalyOptions, headline, write_report
 
     options = AnomalyOptions.from_settings(settings)
-    folder = reports_dir(settings, warehouse) / config.day().isoformat()
+    folder = reports_dir(settings, warehouse) / config.day(settings).isoformat()
     with warehouse.get_connection() as conn:
         _prepare(conn)
         # A later run the same day (the sensor's) keeps the morning run's alerts marked new.
         new_ids = sorted(set(_new_anomalies(context)) | set(_alerts_already_reported(folder)))
-        folder, data = write_report(conn, config.day(), folder.parent, settings.tco_params_file, options, new_ids)
+        folder, data = write_report(conn, config.day(settings), folder.parent, settings.tco_params_file, options, new_ids)
     title, lines = headline(data)
     return MaterializeResult(metadata={
         "folder": str(folder), "html": MetadataValue.path(str(folder / "report.html")), "scored_day": data["scored_day"],
@@ -121,7 +122,7 @@ def report_webhook_asset(context: AssetExecutionContext, config: RunDate, wareho
 
     if not settings.webhook_url:
         return MaterializeResult(metadata={"delivered": False, "reason": "no webhook_url configured"})
-    folder = reports_dir(settings, warehouse) / config.day().isoformat()
+    folder = reports_dir(settings, warehouse) / config.day(settings).isoformat()
     receipt = folder / DELIVERY_RECEIPT
     if receipt.exists():
         return MaterializeResult(metadata={"delivered": False, "reason": f"already delivered: {receipt.read_text().strip()}"})

@@ -3,40 +3,106 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 
-from dagster import Definitions, in_process_executor
+import duckdb
+from dagster import DagsterEventType, DefaultScheduleStatus, Definitions, InitResourceContext, in_process_executor
 from dagster_duckdb import DuckDBResource
+from pydantic import Field, PrivateAttr
 
 from pipelines.assets import ALL_ASSETS
-from pipelines.automation import daily_report_schedule, finops_job, landing_sensor
+from pipelines.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
 from pipelines.checks import ALL_CHECKS
-from pipelines.settings import FinopsSettings, settings_from_env
+from pipelines.daily_assets import WEBHOOK_OP
+from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
+from pipelines.warehouse_publish import StagedWrite
 
 
 class WarehouseResource(DuckDBResource):
-    """DuckDBResource that closes its connection even when the asset using it fails, so the
-    process can reopen the file afterwards (DuckDB refuses a second, differently configured one)."""
+    """The warehouse as a run writes it: into a staging copy that is published whole when the run
+    ends (pipelines/warehouse_publish.py), under the warehouse's writer lock.
+
+    Dagster sets a resource up once per run and tears it down once at its end; the code location
+    runs every step in one process (in_process_executor), so one staging file serves the whole run.
+    The copy starts at the run's first connection: `dagster job execute` (execute_job) sets the
+    resource up a second time after the run, to load outputs, and that must not copy and publish again.
+    """
+
+    start_empty: bool = Field(default=False, description="Build from an empty warehouse instead of a copy of the published one.")
+    _context: InitResourceContext | None = PrivateAttr(default=None)
+    _write: StagedWrite | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._context = context
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        write, self._write, self._context = self._write, None, None
+        if write is None:
+            return  # no step opened the warehouse
+        failed = _failed_steps(context)
+        if write.finish(publish_it=not failed):
+            context.log.info(f"published {self.database}")
+        else:
+            context.log.warning(f"{self.database} left as it was before the run: steps failed: {', '.join(failed)}")
+
+    def _staging(self) -> str:
+        """The file this run writes: its staging copy inside a run, the warehouse itself outside one."""
+        if self._context is None:
+            return self.database
+        if self._write is None:
+            log = self._context.log
+
+            def waiting(holder) -> None:
+                log.warning(f"waiting for the warehouse {self.database}: held by {holder.describe()}")
+
+            self._write = StagedWrite.begin(Path(self.database), fresh=self.start_empty, on_wait=waiting)
+        return str(self._write.staging)
 
     @contextmanager
     def get_connection(self):
-        with super().get_connection() as conn:
-            try:
-                yield conn
-            finally:
-                conn.close()
+        # Closed even when the asset using it fails, so the staging file can be checkpointed and published.
+        conn = duckdb.connect(self._staging(), config={"custom_user_agent": "dagster", **self.connection_config})
+        try:
+            yield conn
+        finally:
+            conn.close()
 
 
-def warehouse_resource(path: str) -> DuckDBResource:
-    return WarehouseResource(database=path)
+# The webhook step writes nothing to the warehouse; its failure (a chat server down) must not throw
+# away the run's anomaly state, which the report files on disk already show.
+_STEPS_THAT_DO_NOT_BLOCK_PUBLISHING = {WEBHOOK_OP}
+
+
+def _failed_steps(context: InitResourceContext) -> list[str]:
+    """Steps of this run that started and did not succeed, from its event log (all written by now:
+    one process). Started-minus-succeeded also catches a step cut short by a cancel, which may log
+    no failure; a blocking check that fails stops its step too, so bad money is never published."""
+    if context.instance is None or context.run_id is None:
+        return []
+
+    def steps(kind: DagsterEventType) -> set[str]:
+        return {r.dagster_event.step_key for r in context.instance.all_logs(context.run_id, of_type=kind)
+                if r.dagster_event is not None and r.dagster_event.step_key}
+
+    unfinished = steps(DagsterEventType.STEP_START) - steps(DagsterEventType.STEP_SUCCESS)
+    return sorted(unfinished - _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING)
+
+
+def warehouse_resource(path: str, start_empty: bool = False) -> WarehouseResource:
+    return WarehouseResource(database=path, start_empty=start_empty)
 
 
 def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definitions:
+    # Over the demo nothing starts on its own: a 06:00 run dated the real today would rescore the
+    # scenario's dated state. Turn the schedule on in the UI (Automation) if you want it.
+    demo = is_demo_deployment(settings, warehouse_path)
+    schedule = build_daily_schedule(DefaultScheduleStatus.STOPPED) if demo else daily_report_schedule
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
         jobs=[finops_job],
-        schedules=[daily_report_schedule],
-        sensors=[landing_sensor],
+        schedules=[schedule],
+        sensors=[landing_sensor],  # STOPPED by default everywhere
         resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings},
         # One process writes the DuckDB file: DuckDB allows a single writer process per file.
         executor=in_process_executor,

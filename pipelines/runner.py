@@ -13,6 +13,7 @@ from pipelines.checks import ALL_CHECKS
 from pipelines.automation import daily_run_config
 from pipelines.definitions import warehouse_resource
 from pipelines.settings import REPO_ROOT, FinopsSettings
+from pipelines.warehouse_publish import forget_outcome, last_published
 
 DAGSTER_HOME = REPO_ROOT / ".dagster_home"
 
@@ -32,6 +33,7 @@ class GraphRun:
     success: bool
     failed_checks: list[str]
     warned_checks: list[str]
+    published: bool = True  # False: a step failed and the warehouse was left as it was before the run
 
 
 def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
@@ -41,16 +43,20 @@ def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
 
 
 def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,
-              log_level: str = "WARNING", as_of: date | None = None) -> GraphRun:
+              log_level: str = "WARNING", as_of: date | None = None, start_empty: bool = False) -> GraphRun:
     """Materialize every asset and run every check; the warehouse file is created if missing.
-    `as_of` is the run's date (default today, UTC): the report and anomaly scoring follow it."""
+    `as_of` is the run's date (default: the settings' default run date): the report and anomaly
+    scoring follow it. The run builds a staging copy of the warehouse and publishes it at its end
+    (`published`), or leaves the warehouse as it was when a step failed; `start_empty` builds from
+    an empty warehouse instead of a copy (the demo's fresh start)."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     if instance is None:
         ensure_dagster_home()
         instance = DagsterInstance.get()
+    forget_outcome(warehouse)  # a run that never opens the warehouse publishes nothing
     result = materialize(
         [*ALL_ASSETS, *ALL_CHECKS],
-        resources={"warehouse": warehouse_resource(str(warehouse)), "settings": settings},
+        resources={"warehouse": warehouse_resource(str(warehouse), start_empty), "settings": settings},
         instance=instance,
         raise_on_error=False,
         run_config=run_config(as_of, log_level),
@@ -60,4 +66,4 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
         if not evaluation.passed:
             name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
             (warned if evaluation.severity.value == "WARN" else failed).append(name)
-    return GraphRun(result.success and not failed, failed, warned)
+    return GraphRun(result.success and not failed, failed, warned, bool(last_published(warehouse)))

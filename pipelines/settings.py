@@ -3,10 +3,10 @@
 Defaults suit the bundled demo; `finops run` and environment variables override them.
 """
 
-
+import json
 import os
 import re
-from datetime import date
+from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 
@@ -101,6 +101,11 @@ class FinopsSettings(ConfigurableResource):
     webhook_timeout_s: float = Field(default=10.0, description="Timeout of one webhook attempt (seconds).")
     webhook_retries: int = Field(default=3, description="Retries of a failed webhook delivery (connection errors, 429, 5xx).")
 
+    def default_run_date(self) -> date:
+        """The date of a run given none: the demo scenario's own "today" over a demo's landing
+        folder (its dated anomaly state must not be rescored as of the real today), else today, UTC."""
+        return demo_report_date(self.landing_dir) or datetime.now(UTC).date()
+
     def anomaly_rules(self):
         from models.anomalies import AnomalyRules
 
@@ -151,3 +156,22 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         webhook_url=os.environ.get("FINOPS_WEBHOOK_URL") or None,
     )
     return settings, str(Path(warehouse).resolve())
+
+
+def demo_report_date(landing_dir: str | Path) -> date | None:
+    """The report date `finops demo` wrote in truths.json beside its landing folder; None when the
+    landing folder is not a demo's."""
+    landing = Path(landing_dir)
+    if landing.name != "landing":
+        return None
+    try:
+        return date.fromisoformat(json.loads((landing.parent / "truths.json").read_text())["report_date"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def is_demo_deployment(settings: FinopsSettings, warehouse: str | Path) -> bool:
+    """The code location serves the demo: the default demo warehouse (before or after `make demo`
+    wrote it), or any landing folder a demo wrote."""
+    return (Path(warehouse).resolve() == (DEMO_DIR / "warehouse.duckdb").resolve()
+            or demo_report_date(settings.landing_dir) is not None)

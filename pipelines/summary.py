@@ -32,7 +32,9 @@ TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", 
 
 
 def summary_dict(warehouse: Path) -> dict:
-    """What the warehouse holds now; a run that stopped early shows the tables it did build."""
+    """What the published warehouse holds now (a run whose steps failed left the one before it)."""
+    if not warehouse.exists():  # a first run that failed published nothing
+        return {"files": [], "problems": [], "spend_by_phase": [], "conservation": [], "tables": {}}
     conn = connect(warehouse, read_only=True)
     try:
         if not table_exists(conn, "marts.spend_by_phase") or not table_exists(conn, "marts.cost_attribution"):
