@@ -22,13 +22,16 @@ GPU_RESOURCE = "nvidia.com/gpu"
 PHASE_KEYS = ("phase", "ml-phase", "ml_phase", "gpu-finops/phase")
 
 
-def pod_gpus(pod: dict) -> int:
+def pod_gpus(pod: dict) -> int | None:
     total = 0
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
         amount = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(GPU_RESOURCE) or 0
-        total += int(amount)
-    return total
+        try:
+            total += int(amount)
+        except (TypeError, ValueError):  # not a whole number: the pod is quarantined
+            return None
+    return total if 0 <= total < 2**31 else None
 
 
 def pod_end(pod: dict) -> str | None:
@@ -91,6 +94,7 @@ class KubernetesPodsConnector(Connector):
             (pl.col("name").is_null(), "pod has no name"),
             (started.is_null(), "pod never started (no status.startTime)"),
             (pl.col("host").is_null(), "pod was never scheduled on a node"),
+            (pl.col("gpu_count").is_null(), "nvidia.com/gpu limit or request is not a whole number"),
             (pl.col("state").is_in(["Succeeded", "Failed"]) & pl.col("end").is_null(),
              "pod has ended but no container reports when: it would otherwise hold its GPUs forever"),
             (pl.col("stated_phase").is_not_null() & phase.is_null(),
