@@ -19,7 +19,7 @@ BOM = "\ufeff"
 
 NASTY_TEXT = ["", " ", "\x00", BOM, "\u202e", "NULL", "null", "None", "N/A", "[N/A]", '"', '""', "'", "\\", "\n", "\r\n",
               "\r", ",", "|", ";", "\t", "{", "}", "[", "]", "{}", "[]", "%", "-", "#", "# comment", "𝟘𝟙", "١٢٣",
-              "ß" * 60, "\u00a0", "\u2028", "\x1c", "😀", "e\u0301", "a" * 5000, "=1+1", "\ud7ff"]
+              "ß" * 60, "\u00a0", "\u2028", "\x1c", "😀", "e\u0301", "a" * 5000, "=1+1", "\ud7ff", "0", "-1", "1.5", "true", "null", "[1]", "{\"a\": 1}", "[[]]"]
 EXTREME_NUMBERS = ["1e308", "-1e308", "1e309", "-0", "-0.0", "0", "NaN", "nan", "-nan", "inf", "-inf", "Infinity",
                    "-Infinity", "1000000000000000", "-1000000000000000", "1e15", "1E+15", "1e-12", "0.000000000001",
                    "-1e-12", "9" * 400, "-" + "9" * 40, "0." + "0" * 30 + "1", "123456789012.1234567", "1_000", "0x10",
@@ -157,26 +157,25 @@ class Cells:
         lines[i] = lines[i][:start] + value + lines[i][end:]
         return _encode("".join(lines), self.bom)
 
-    # JSON documents and JSON lines: any leaf; a number stays a bare token where it looks like one.
-    def _leaves(self, node, path=()):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                yield from self._leaves(v, (*path, k))
-        elif isinstance(node, list):
-            for k, v in enumerate(node):
-                yield from self._leaves(v, (*path, k))
+    # JSON documents and JSON lines: any node below the root, objects and arrays too (so the shape
+    # changes: `"items": "x"`); a number, or JSON text put where an object was, stays a bare token.
+    def _nodes(self, node, path=()):
+        if isinstance(node, (dict, list)):
+            if path:
+                yield path, node, ""  # a container: only "any" mutations pick it
+            for k, v in (node.items() if isinstance(node, dict) else enumerate(node)):
+                yield from self._nodes(v, (*path, k))
         else:
-            yield path, node
+            yield path, node, "" if node is None else str(node)
 
     def _index_json(self):
-        self.doc = json.loads(self.text)
-        self.cells = [((None, p, v), "" if v is None else str(v)) for p, v in self._leaves(self.doc)]
+        self.cells = [((None, p, v), text) for p, v, text in self._nodes(json.loads(self.text))]
 
     def _index_jsonl(self):
         self.lines = self.text.splitlines(keepends=True)
         for i, line in enumerate(self.lines):
             if line.strip():
-                self.cells += [((i, p, v), "" if v is None else str(v)) for p, v in self._leaves(json.loads(line))]
+                self.cells += [((i, p, v), text) for p, v, text in self._nodes(json.loads(line))]
 
     @staticmethod
     def _replace(doc, path, original, value) -> str:
@@ -188,6 +187,12 @@ class Cells:
         text = json.dumps(doc, ensure_ascii=False)
         bare = isinstance(original, (int, float)) and not isinstance(original, bool) and re.fullmatch(
             r"-?(\d[\d.eE+-]*|NaN|Infinity|inf|nan)", value.strip())
+        if isinstance(original, (dict, list)):
+            try:
+                json.loads(value)
+                bare = True
+            except ValueError:
+                pass
         return text.replace(json.dumps(marker), value.strip() if bare else json.dumps(value))
 
     def _rewrite_json(self, location, value):
