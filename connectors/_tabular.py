@@ -151,7 +151,7 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
         totals = frame.select(amount.sum().alias("all"), amount.filter(pl.col("__reason").is_not_null()).sum().alias("bad"))
         ctx.source_total += Decimal(str(totals.item(0, "all") or 0))
         ctx.quarantined_total += Decimal(str(totals.item(0, "bad") or 0))
-    for row in rejected.iter_rows(named=True):
+    for row in rejected.select(ROW_NUMBER, "__reason", *(c for c in raw_columns if c in rejected.columns)).iter_rows(named=True):
         record = {c: row[c] for c in raw_columns if c in row}
         ctx.quarantine(connector, row[ROW_NUMBER], row["__reason"], record)
     return frame.filter(pl.col("__reason").is_null()).drop("__reason")
