@@ -74,7 +74,8 @@ class AwsCurConnector(Connector):
                 if column not in frame.columns:
                     frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
             money = {c: parse_decimal(c, 18, 6) for c in MONEY}
-            start, end = parse_utc("line_item_usage_start_date"), parse_utc("line_item_usage_end_date")
+            start = parse_utc("line_item_usage_start_date")
+            end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             reason = first_reason([
                 (failed("line_item_unblended_cost", money["line_item_unblended_cost"]) | money["line_item_unblended_cost"].is_null(),
                  pl.format("lineItem/UnblendedCost '{}' is not a number", pl.col("line_item_unblended_cost").fill_null(""))),
