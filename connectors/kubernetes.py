@@ -66,19 +66,27 @@ class KubernetesPodsConnector(Connector):
             document = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConnectorError(ctx.source_file, f"not a readable JSON pod listing: {exc}") from exc
+        if not isinstance(document, dict) or not isinstance(document.get("items", []), list):
+            raise ConnectorError(ctx.source_file, "not a pod listing: no list of items")
         rows = []
         for number, pod in enumerate(document.get("items", []), start=1):
-            meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
-            rows.append({
-                ROW_NUMBER: number,
-                "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
-                "name": meta.get("name"), "namespace": meta.get("namespace"),
-                "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
-                "stated_phase": stated_phase(meta),
-                "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
-                "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
-                "__kind": pod.get("kind", "Pod"),
-            })
+            try:  # a pod of the wrong shape (a field of the wrong JSON type) is quarantined, not a crash
+                meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+                row = {
+                    ROW_NUMBER: number,
+                    "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
+                    "name": meta.get("name"), "namespace": meta.get("namespace"),
+                    "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
+                    "stated_phase": stated_phase(meta),
+                    "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
+                    "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
+                    "__kind": pod.get("kind", "Pod"),
+                }
+                if not all(v is None or isinstance(v, str) for k, v in row.items() if k not in (ROW_NUMBER, "gpu_count")):
+                    raise TypeError("a field that should be text is not")
+                rows.append(row)
+            except (AttributeError, TypeError, ValueError) as exc:
+                ctx.quarantine(self.name, number, f"item is not a pod object of the usual shape: {exc}", pod)
         if not rows:
             return
         frame = pl.DataFrame(rows, schema={
