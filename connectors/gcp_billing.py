@@ -130,7 +130,8 @@ class GcpBillingConnector(Connector):
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
             if not accepted.height:
                 continue
-            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"), pl.col("sku.description"))
+            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"),
+                                  pl.col("sku.description") if "sku.description" in accepted.columns else pl.lit(None, dtype=pl.String))
             credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
             credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
                                    pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))

@@ -29,7 +29,7 @@ def pod_gpus(pod: dict) -> int | None:
         amount = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(GPU_RESOURCE) or 0
         try:
             total += int(amount)
-        except (TypeError, ValueError):  # not a whole number: the pod is quarantined
+        except (TypeError, ValueError, OverflowError):  # not a whole number: the pod is quarantined
             return None
     return total if 0 <= total < 2**31 else None
 
