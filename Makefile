@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: demo test ui bench lock clean
+.PHONY: demo test fuzz ui bench lock clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 
 test: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pytest -q
+
+# Property-based fuzzing of every connector (tests/test_fuzz_connectors.py, marker `fuzz`), drawing
+# fresh examples until FUZZ_MINUTES are spent; `make test` runs the same properties on a small budget.
+# A failure prints the shrunk input and a @reproduce_failure line; .hypothesis/ replays it next run.
+FUZZ_MINUTES ?= 10
+fuzz: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
+	FINOPS_FUZZ_PROFILE=fuzz FUZZ_MINUTES=$(FUZZ_MINUTES) $(BIN)/python -m pytest -q -m fuzz -p no:cacheprovider tests/test_fuzz_connectors.py
 
 # Dagster UI on 127.0.0.1:3000 over the demo warehouse (run `make demo` first for data).
 ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml

@@ -343,7 +343,7 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
         totals = frame.select(amount.sum().alias("all"), amount.filter(pl.col("__reason").is_not_null()).sum().alias("bad"))
         ctx.source_total += Decimal(str(totals.item(0, "all") or 0))
         ctx.quarantined_total += Decimal(str(totals.item(0, "bad") or 0))
-    for row in rejected.iter_rows(named=True):
+    for row in rejected.select(ROW_NUMBER, "__reason", *(c for c in raw_columns if c in rejected.columns)).iter_rows(named=True):
         record = {c: row[c] for c in raw_columns if c in row}
         ctx.quarantine(connector, row[ROW_NUMBER], row["__reason"], record)
     return frame.filter(pl.col("__reason").is_null()).drop("__reason")
@@ -383,13 +383,20 @@ def is_parquet(path: Path) -> bool:
         return fh.read(4) == b"PAR1"
 
 
-def stream_parquet_as_strings(path: Path, null_values: Sequence[str] = ("",)) -> Iterator[pl.DataFrame]:
-    """Parquet row groups as frames of text, numbered like CSV rows, so one parser serves both
-    formats (structs and maps become JSON)."""
+def _parquet_batches(path: Path, source_file: str | None) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
+    try:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+    except (pa.ArrowException, OSError) as exc:  # a corrupt footer, page header or page
+        raise ConnectorError(source_file or str(path), f"not a readable Parquet file: {exc}") from exc
+
+
+def stream_parquet_as_strings(path: Path, null_values: Sequence[str] = ("",), source_file: str | None = None) -> Iterator[pl.DataFrame]:
+    """Parquet row groups as frames of text, numbered like CSV rows, so one parser serves both
+    formats (structs and maps become JSON)."""
     rows_before = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+    for batch in _parquet_batches(path, source_file):
         frame = pl.from_arrow(batch)
         frame = frame.with_columns(
             (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct)

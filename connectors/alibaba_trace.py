@@ -36,7 +36,7 @@ class AlibabaGpuTraceConnector(Connector):
         for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name)):
             value = pl.col("value").cast(pl.Float64, strict=False)
             seconds = pl.col("timestamp_anon").cast(pl.Float64, strict=False)
-            ts = pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+            ts = pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64, strict=False), time_unit="us").dt.replace_time_zone("UTC")
             checks = [(value.is_null(), pl.format("value '{}' is not a number", short_value("value"))),
                       (pl.col("container_ip").is_null(), "container_ip is empty"),
                       *sample_checks(ts, None if is_memory else value, ctx.ingested_at)]

@@ -65,7 +65,7 @@ class AwsCurConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if names & set(SIGNATURE) else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        frames = stream_parquet_as_strings(path) if is_parquet(path) else stream_csv_as_strings(path, ctx.source_file)
+        frames = stream_parquet_as_strings(path, source_file=ctx.source_file) if is_parquet(path) else stream_csv_as_strings(path, ctx.source_file)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             frame = frame.rename({c: snake(c) for c in source_columns})
@@ -74,7 +74,8 @@ class AwsCurConnector(Connector):
                 if column not in frame.columns:
                     frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
             money = {c: parse_decimal(c, 18, 6) for c in MONEY}
-            start, end = parse_utc("line_item_usage_start_date"), parse_utc("line_item_usage_end_date")
+            start = parse_utc("line_item_usage_start_date")
+            end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             reason = first_reason([
                 (failed("line_item_unblended_cost", money["line_item_unblended_cost"]) | money["line_item_unblended_cost"].is_null(),
                  pl.format("lineItem/UnblendedCost '{}' is not a number", pl.col("line_item_unblended_cost").fill_null(""))),

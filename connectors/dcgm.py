@@ -98,7 +98,7 @@ def long_to_samples(long: pl.DataFrame, path: Path, ctx: ReadContext, connector:
     kind = (pl.when(pl.col("gr_engine_active").is_not_null()).then(pl.lit("dcgm_gr_engine_active"))
             .when(pl.col("sm_active").is_not_null()).then(pl.lit("dcgm_sm_active"))
             .when(pl.col("gpu_util").is_not_null()).then(pl.lit("dcgm_gpu_util")))
-    ts = pl.from_epoch((pl.col("ts_s") * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+    ts = pl.from_epoch((pl.col("ts_s") * 1_000_000).round().cast(pl.Int64, strict=False), time_unit="us").dt.replace_time_zone("UTC")
     wide = wide.with_columns(
         ts.alias("ts"), busy.alias("util_pct"), kind.alias("util_kind"),
         normalise_host(pl.col("host")).alias("host"),
@@ -146,7 +146,7 @@ class DcgmScrapeConnector(Connector):
                     buffer = []
         except UnicodeDecodeError as exc:
             raise ConnectorError(ctx.source_file, f"not UTF-8 text (byte {exc.start + 1} of the line)", line=at[0]) from exc
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             # The parser's message quotes the line; name where it is instead.
             raise ConnectorError(ctx.source_file, "not Prometheus text format", line=at[0]) from exc
         finally:
@@ -186,18 +186,21 @@ def read_query_range(path: Path, source_file: str) -> pl.DataFrame:
         raise ConnectorError(source_file, f"not a readable Prometheus query_range JSON export: {exc}") from exc
     if "data" not in document.columns:
         raise ConnectorError(source_file, "JSON has no 'data' member")
-    series = document.select(pl.col("data").struct.field("result")).explode("result").unnest("result")
-    if series.is_empty() or "values" not in series.columns:
-        return pl.DataFrame()
-    series = series.with_row_index("series").unnest("metric")
-    value = pl.col("values").list.get(1).cast(pl.Float64, strict=False)
-    points = series.explode("values").drop_nulls("values").with_columns(
-        pl.col("values").list.get(0).cast(pl.Float64, strict=False).alias("ts_s"),
-        # Prometheus writes NaN (and ±Inf) for a value it does not have: missing, never a number.
-        pl.when(value.is_finite()).then(value).alias("value"),
-        (value.is_null() & pl.col("values").list.get(1).is_not_null()).alias("__not_a_number"),
-    ).drop("values")
-    return points.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(ROW_NUMBER))
+    try:  # a member of the wrong JSON type (values not [time, value] pairs, a string for a list)
+        series = document.select(pl.col("data").struct.field("result")).explode("result").unnest("result")
+        if series.is_empty() or "values" not in series.columns:
+            return pl.DataFrame()
+        series = series.with_row_index("series").unnest("metric")
+        value = pl.col("values").list.get(1).cast(pl.Float64, strict=False)
+        points = series.explode("values").drop_nulls("values").with_columns(
+            pl.col("values").list.get(0).cast(pl.Float64, strict=False).alias("ts_s"),
+            # Prometheus writes NaN (and ±Inf) for a value it does not have: missing, never a number.
+            pl.when(value.is_finite()).then(value).alias("value"),
+            (value.is_null() & pl.col("values").list.get(1).is_not_null()).alias("__not_a_number"),
+        ).drop("values")
+        return points.with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias(ROW_NUMBER))
+    except pl.exceptions.PolarsError as exc:
+        raise ConnectorError(source_file, f"not a Prometheus query_range export of the usual shape: {exc}") from exc
 
 
 def valid_points(points: pl.DataFrame, ctx: ReadContext, connector: str) -> pl.DataFrame:

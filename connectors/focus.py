@@ -68,7 +68,7 @@ class FocusConnector(Connector):
         return [sorted(group)[0] for group in SIGNATURE if not names & group]
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        frames = stream_parquet_as_strings(path, NULL_STRINGS) if is_parquet(path) else stream_csv_as_strings(
+        frames = stream_parquet_as_strings(path, NULL_STRINGS, ctx.source_file) if is_parquet(path) else stream_csv_as_strings(
             path, ctx.source_file, null_values=NULL_STRINGS
         )
         for frame in frames:

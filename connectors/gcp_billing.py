@@ -58,7 +58,7 @@ def flatten(record: dict, prefix: str = "") -> dict[str, str | None]:
 
 def stream_json_lines(path: Path, ctx: ReadContext, chunk: int = 50_000) -> Iterator[pl.DataFrame]:
     """The BigQuery export as JSON lines, flattened to the CSV export's dotted columns, in chunks."""
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8", errors="replace") as fh:
         number = 0
         while lines := list(islice(fh, chunk)):
             rows = []
@@ -68,7 +68,7 @@ def stream_json_lines(path: Path, ctx: ReadContext, chunk: int = 50_000) -> Iter
                     continue
                 try:
                     rows.append({**flatten(json.loads(line)), ROW_NUMBER: number})
-                except ValueError as exc:
+                except (ValueError, AttributeError) as exc:  # AttributeError: valid JSON, but not an object
                     ctx.quarantine("gcp_billing", number, f"not a JSON object: {exc}", line.rstrip("\n"))
             if rows:
                 columns = sorted({k for r in rows for k in r if k != ROW_NUMBER})
@@ -81,10 +81,13 @@ def parse_credits(text: str | None) -> list[dict]:
     if not text or text.strip() in ("[]", ""):
         return []
     try:
-        items = json.loads(text)
-    except ValueError:
-        items = ast.literal_eval(text)  # a literal only: no code runs
-    return [{"name": i.get("full_name") or i.get("name"), "amount": str(i.get("amount")), "type": i.get("type")} for i in items]
+        try:
+            items = json.loads(text)
+        except ValueError:
+            items = ast.literal_eval(text)  # a literal only: no code runs
+        return [{"name": i.get("full_name") or i.get("name"), "amount": str(i.get("amount")), "type": i.get("type")} for i in items]
+    except (ValueError, TypeError, SyntaxError, AttributeError, MemoryError, RecursionError):
+        return None  # not a list of credits: the row is quarantined
 
 
 class GcpBillingConnector(Connector):
@@ -116,17 +119,19 @@ class GcpBillingConnector(Connector):
             start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")
             credits = pl.col("credits").map_elements(parse_credits, return_dtype=pl.List(CREDIT)) if "credits" in frame.columns \
                 else pl.lit([], dtype=pl.List(CREDIT))
-            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"))
+            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"), credits.alias("__credits"))
             reason = first_reason([
                 (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col("cost").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
                 (~pl.col("currency").str.contains(r"^[A-Z]{3}$").fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
+                (pl.col("__credits").is_null() & (pl.col("credits").is_not_null() if "credits" in frame.columns else pl.lit(False)),
+                 "credits is not a list of credits"),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost")).with_columns(
-                credits.alias("__credits"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
             if not accepted.height:
                 continue
-            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"), pl.col("sku.description"))
+            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"),
+                                  pl.col("sku.description") if "sku.description" in accepted.columns else pl.lit(None, dtype=pl.String))
             credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
             credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
                                    pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))
@@ -155,7 +160,7 @@ class GcpBillingConnector(Connector):
             pl.when((category == "Usage") & get("sku.description").str.contains(r"(?i)\bGPU\b")
                     & (get("usage.unit") == "seconds"))
               .then((get("usage.amount").cast(pl.Float64, strict=False)
-                     / (pl.col("__end") - pl.col("__start")).dt.total_seconds()).round(0).cast(pl.Int32))
+                     / (pl.col("__end") - pl.col("__start")).dt.total_seconds()).round(0).cast(pl.Int32, strict=False))
               .alias("x_GpuCount"),
             get("service.description").alias("ServiceName"), get("sku.id").alias("SkuId"), description.alias("ChargeDescription"),
             get("location.region").alias("RegionId"), get("location.location").alias("RegionName"),

@@ -22,13 +22,16 @@ GPU_RESOURCE = "nvidia.com/gpu"
 PHASE_KEYS = ("phase", "ml-phase", "ml_phase", "gpu-finops/phase")
 
 
-def pod_gpus(pod: dict) -> int:
+def pod_gpus(pod: dict) -> int | None:
     total = 0
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
         amount = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(GPU_RESOURCE) or 0
-        total += int(amount)
-    return total
+        try:
+            total += int(amount)
+        except (TypeError, ValueError, OverflowError):  # not a whole number: the pod is quarantined
+            return None
+    return total if 0 <= total < 2**31 else None
 
 
 def pod_end(pod: dict) -> str | None:
@@ -63,19 +66,27 @@ class KubernetesPodsConnector(Connector):
             document = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConnectorError(ctx.source_file, f"not a readable JSON pod listing: {exc}") from exc
+        if not isinstance(document, dict) or not isinstance(document.get("items", []), list):
+            raise ConnectorError(ctx.source_file, "not a pod listing: no list of items")
         rows = []
         for number, pod in enumerate(document.get("items", []), start=1):
-            meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
-            rows.append({
-                ROW_NUMBER: number,
-                "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
-                "name": meta.get("name"), "namespace": meta.get("namespace"),
-                "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
-                "stated_phase": stated_phase(meta),
-                "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
-                "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
-                "__kind": pod.get("kind", "Pod"),
-            })
+            try:  # a pod of the wrong shape (a field of the wrong JSON type) is quarantined, not a crash
+                meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+                row = {
+                    ROW_NUMBER: number,
+                    "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
+                    "name": meta.get("name"), "namespace": meta.get("namespace"),
+                    "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
+                    "stated_phase": stated_phase(meta),
+                    "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
+                    "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
+                    "__kind": pod.get("kind", "Pod"),
+                }
+                if not all(v is None or isinstance(v, str) for k, v in row.items() if k not in (ROW_NUMBER, "gpu_count")):
+                    raise TypeError("a field that should be text is not")
+                rows.append(row)
+            except (AttributeError, TypeError, ValueError) as exc:
+                ctx.quarantine(self.name, number, f"item is not a pod object of the usual shape: {exc}", pod)
         if not rows:
             return
         frame = pl.DataFrame(rows, schema={
@@ -91,6 +102,7 @@ class KubernetesPodsConnector(Connector):
             (pl.col("name").is_null(), "pod has no name"),
             (started.is_null(), "pod never started (no status.startTime)"),
             (pl.col("host").is_null(), "pod was never scheduled on a node"),
+            (pl.col("gpu_count").is_null(), "nvidia.com/gpu limit or request is not a whole number"),
             (pl.col("state").is_in(["Succeeded", "Failed"]) & pl.col("end").is_null(),
              "pod has ended but no container reports when: it would otherwise hold its GPUs forever"),
             (pl.col("stated_phase").is_not_null() & phase.is_null(),

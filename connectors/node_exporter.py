@@ -57,12 +57,12 @@ class NodeExporterDiskConnector(Connector):
         wide = wide.filter(pl.col(WRITTEN) > 0)
         if wide.is_empty():
             return
-        to_ts = lambda c: pl.from_epoch((pl.col(c) * 1_000_000).round().cast(pl.Int64), time_unit="us").dt.replace_time_zone("UTC")
+        to_ts = lambda c: pl.from_epoch((pl.col(c) * 1_000_000).round().cast(pl.Int64, strict=False), time_unit="us").dt.replace_time_zone("UTC")
         out = wide.select(
             pl.concat_str(pl.lit("disk:"), "host", pl.lit(":"), pl.col("device").fill_null("?"), pl.lit("@"),
-                          pl.col("prev_ts").cast(pl.Int64).cast(pl.String)).alias("event_id"),
+                          pl.col("prev_ts").cast(pl.Int64, strict=False).cast(pl.String)).alias("event_id"),
             pl.lit("disk_write").alias("kind"), "host", pl.col("device").alias("resource_id"), pl.col("device").alias("path"),
-            pl.col(WRITTEN).round().cast(pl.Int64).alias("bytes"), pl.col(IO_TIME).alias("io_seconds"),
+            pl.col(WRITTEN).round().cast(pl.Int64, strict=False).alias("bytes"), pl.col(IO_TIME).alias("io_seconds"),
             to_ts("prev_ts").alias("started_at"), to_ts("ts_s").alias("ended_at"), ROW_NUMBER,
         )
         yield to_canonical(out, self.schema, self.name, ctx)

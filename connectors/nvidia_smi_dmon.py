@@ -97,7 +97,10 @@ class NvidiaSmiDmonConnector(Connector):
             ts = pl.col("__ts").dt.replace_time_zone("UTC") if frame.schema["__ts"].time_zone is None else pl.col("__ts")
         util = number.get("sm", pl.lit(None, dtype=pl.Float64))
         frame = frame.with_columns(ts.dt.cast_time_unit("us").alias("ts"))
-        accepted = split_rejected(frame, first_reason(sample_checks(pl.col("ts"), util, ctx.ingested_at)), ctx, self.name, ["__raw"])
+        gpu = number.get("gpu", pl.lit(None, dtype=pl.Float64))
+        checks = [*sample_checks(pl.col("ts"), util, ctx.ingested_at),
+                  (gpu.is_not_null() & gpu.cast(pl.Int32, strict=False).is_null(), "gpu index is not a whole number")]
+        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, ["__raw"])
         if not accepted.height:
             return None
         out = accepted.select(

@@ -37,7 +37,7 @@ class OciCostConnector(Connector):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             get = lambda c: pl.col(c).str.strip_chars() if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
             cost = parse_decimal("cost/myCost", 18, 6)
-            start, end = parse_utc("lineItem/intervalUsageStart", "UTC"), parse_utc("lineItem/intervalUsageEnd", "UTC")
+            start, end = parse_utc("lineItem/intervalUsageStart", "UTC"), parse_utc("lineItem/intervalUsageEnd", "UTC") if "lineItem/intervalUsageEnd" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"))
             reason = first_reason([
                 (pl.col("__cost").is_null(), pl.format("cost/myCost '{}' is not a number", pl.col("cost/myCost").fill_null(""))),
@@ -52,11 +52,11 @@ class OciCostConnector(Connector):
             tag_columns = [c for c in accepted.columns if c.startswith("tags/")]
             tags = pl.struct([pl.col(c).alias(c.removeprefix("tags/")) for c in tag_columns]).struct.json_encode() if tag_columns \
                 else pl.lit(None, dtype=pl.String)
-            quantity = parse_decimal("usage/billedQuantity", 28, 10)
-            unit_price = parse_decimal("cost/unitPrice", 28, 12)
+            quantity = parse_decimal("usage/billedQuantity", 28, 10) if "usage/billedQuantity" in accepted.columns else pl.lit(None, dtype=pl.Decimal(28, 10))
+            unit_price = parse_decimal("cost/unitPrice", 28, 12) if "cost/unitPrice" in accepted.columns else pl.lit(None, dtype=pl.Decimal(28, 12))
             out = accepted.select(
                 pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"), pl.col("__cost").alias("x_SourceCost"),
-                pl.coalesce((quantity * unit_price).cast(pl.Decimal(18, 6)), pl.col("__cost")).alias("ListCost"),
+                pl.coalesce((quantity * unit_price).cast(pl.Decimal(18, 6), strict=False), pl.col("__cost")).alias("ListCost"),
                 get("cost/currencyCode").alias("BillingCurrency"), pl.lit("Usage").alias("ChargeCategory"),
                 pl.when(get("lineItem/isCorrection") == "true").then(pl.lit("Correction")).alias("ChargeClass"),
                 pl.lit("Usage-Based").alias("ChargeFrequency"), pl.lit("Standard").alias("PricingCategory"),

@@ -67,7 +67,7 @@ class SlurmSacctConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         for frame in stream_csv_as_strings(path, ctx.source_file, delimiter="|"):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
-            frame = frame.filter(~pl.col("JobID").str.contains(r"\.")).with_columns(
+            frame = frame.filter(~pl.col("JobID").str.contains(r"\.").fill_null(False)).with_columns(
                 pl.when(pl.col(c).is_in(NOT_A_TIME)).then(None).otherwise(pl.col(c)).alias(c) for c in ("Start", "End")
             )
             started, ended = parse_utc("Start", ctx.timezone), parse_utc("End", ctx.timezone)
@@ -76,6 +76,7 @@ class SlurmSacctConnector(Connector):
                 pl.col("NodeList").map_elements(expand_nodelist, return_dtype=pl.List(pl.String)).alias("__nodes"),
             )
             reason = first_reason([
+                (pl.col("JobID").is_null(), "JobID is empty"),
                 (started.is_null(), pl.format("job {} has not started (Start '{}')", "JobID", pl.col("Start").fill_null(""))),
                 (pl.col("End").is_not_null() & ended.is_null(), pl.format("End '{}' is not a timestamp", "End")),
                 (pl.col("__nodes").list.len() == 0, pl.format("NodeList '{}' names no node", pl.col("NodeList").fill_null(""))),

@@ -39,6 +39,9 @@ def staging_files(warehouse: Path) -> list[Path]:
     return sorted(warehouse.parent.glob(warehouse.name + ".staging-*"))
 
 
+NOT_LOADING = ("aws_cur_legacy_csv_usage_koku.csv", "nvidia_smi_dmon_h100_load.txt", "azure_ea_export_v2_koku.csv", "BOM.csv")
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
     """A published warehouse built from one billing file, and a landing folder with all the samples."""
@@ -49,7 +52,9 @@ def base(tmp_path_factory):
     warehouse = root / "base.duckdb"
     assert run_pipeline(small, warehouse, as_of=date(2026, 10, 2)).published
     full = root / "landing"
-    shutil.copytree(SAMPLES, full)
+    # The samples that do not load (a ragged CUR, dmon without timestamps, wholly quarantined Azure files)
+    # make a run exit 1 by design; these tests want a run that succeeds.
+    shutil.copytree(SAMPLES, full, ignore=shutil.ignore_patterns(*NOT_LOADING))
     return warehouse, full
 
 
