@@ -111,16 +111,17 @@ class CompleteLines:
 
     def numbered_lines(self) -> Iterator[tuple[int, bytes]]:
         """Every complete line with its number from 1, newline included; `tail` after the last."""
-        number = 0
+        number, carry = 0, b""
         while chunk := self.read(self.CHUNK):
-            parts = chunk.split(b"\n")
-            last = parts.pop()  # empty: each chunk ends at a newline (but for an absurdly long line)
+            # A read of CHUNK bytes can end mid-line: the part after its last newline waits for the next.
+            parts = (carry + chunk).split(b"\n")
+            carry = parts.pop()
             for part in parts:
                 number += 1
                 yield number, part + b"\n"
-            if last:
-                number += 1
-                yield number, last
+        if carry:  # only an absurdly long line passed on without its newline
+            number += 1
+            yield number, carry
         self.close()
 
     def truncated_tail(self, row: int | None = None) -> "TruncatedTail | None":

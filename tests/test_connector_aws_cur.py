@@ -56,7 +56,7 @@ def test_savings_plan_covered_usage_is_amortized(name, invoice):
 
 
 def test_a_cur_whose_rows_do_not_match_its_header_fails_clearly():
-    with pytest.raises(ConnectorError, match=r"aws_cur_legacy_csv_usage_koku.csv, line 1: .*Expected 131 columns, got 130"):
+    with pytest.raises(ConnectorError, match=r"aws_cur_legacy_csv_usage_koku.csv, line 2: malformed CSV: Expected 131 columns, got 130: no value for column costCategory/CostCenter"):
         read_all(sample("billing/aws_cur_legacy_csv_usage_koku.csv"))
 
 

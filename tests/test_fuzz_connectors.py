@@ -98,12 +98,17 @@ def expected_rows(name: str, path: Path) -> set[int] | None:
         items = document.get("items", []) if isinstance(document, dict) else None
         return set(range(1, len(items) + 1)) if isinstance(items, list) else None
     delimiter = "|" if name == "slurm_sacct" else ","
-    encoding = getattr(connector, "mapping", {}).get("encoding", "utf-8")
+    mapping = getattr(connector, "mapping", None)
+    encoding = mapping.encoding if mapping is not None else "utf-8"
     rows: set[int] = set()
-    for frame in stream_csv_as_strings(path, str(path), delimiter=delimiter, encoding=encoding):
+    # Telemetry readers keep a truncated file's complete rows and hand the cut tail on: count the same way.
+    tails: list = []
+    on_truncated = tails.append if connector.kind == "telemetry" else None
+    for frame in stream_csv_as_strings(path, str(path), delimiter=delimiter, encoding=encoding, on_truncated=on_truncated):
         if name == "slurm_sacct":  # job steps (123.batch) are left out by design: the job line has the GPUs
             frame = frame.filter(~pl.col("JobID").str.contains(r"\.").fill_null(False))
         rows.update(frame.get_column(ROW_NUMBER).to_list())
+    rows.update(t.row for t in tails if t.raw.strip())
     return rows
 
 

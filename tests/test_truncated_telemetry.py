@@ -164,3 +164,17 @@ def test_billing_files_still_fail_whole_when_cut(tmp_path):
     (landing / "focus.csv.gz").write_bytes(packed[: len(packed) // 2])
     [outcome] = ingest_landing(connect(tmp_path / "wh.duckdb"), landing).outcomes
     assert outcome.status == "failed" and outcome.rows_loaded == 0
+
+
+def test_complete_lines_never_split_a_line_at_a_read_boundary(tmp_path):
+    """Reads of CHUNK bytes end mid-line; every numbered line must still be whole (a 2.5 MiB scrape
+    once had a line split in two at the 1 MiB boundary and quarantined as 'not a Prometheus sample line')."""
+    from connectors._tabular import CompleteLines
+
+    path = tmp_path / "big.prom"
+    lines = [f'DCGM_FI_DEV_GPU_UTIL{{gpu="{i % 8}",Hostname="h"}} {i % 100} {1791644940000 + i}\n'.encode() for i in range(40_000)]
+    path.write_bytes(b"".join(lines))
+    assert path.stat().st_size > 2 * CompleteLines.CHUNK
+    read = list(CompleteLines(path).numbered_lines())
+    assert [raw for _, raw in read] == lines
+    assert [n for n, _ in read] == list(range(1, len(lines) + 1))
