@@ -398,12 +398,15 @@ def stream_parquet_as_strings(path: Path, null_values: Sequence[str] = ("",), so
     formats (structs and maps become JSON)."""
     rows_before = 0
     for batch in _parquet_batches(path, source_file):
-        frame = pl.from_arrow(batch)
-        frame = frame.with_columns(
-            (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct)
-             else pl.col(c).cast(pl.String) if not isinstance(dt, pl.List) else pl.col(c).list.join(","))
-            for c, dt in frame.schema.items()
-        ).with_columns(pl.col(pl.String).replace({s: None for s in null_values}))
+        try:
+            frame = pl.from_arrow(batch)
+            frame = frame.with_columns(
+                (pl.col(c).struct.json_encode() if isinstance(dt, pl.Struct)
+                 else pl.col(c).cast(pl.String) if not isinstance(dt, pl.List) else pl.col(c).list.join(","))
+                for c, dt in frame.schema.items()
+            ).with_columns(pl.col(pl.String).replace({s: None for s in null_values}))
+        except pl.exceptions.PanicException as exc:  # a corrupt page polars cannot convert (a BaseException)
+            raise ConnectorError(source_file or str(path), f"not a readable Parquet file (row group after row {rows_before})") from exc
         yield frame.with_columns(
             pl.int_range(rows_before + 1, rows_before + 1 + frame.height, dtype=pl.Int64).alias(ROW_NUMBER)
         )
