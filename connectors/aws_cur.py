@@ -1,10 +1,22 @@
 """AWS Cost and Usage Reports into FOCUS charges: legacy CSV (`lineItem/UnblendedCost` headers,
 gzip or not) and CUR 2.0 / Athena snake_case names (`line_item_unblended_cost`).
 
-Amortization follows FOCUS: BilledCost is what the line bills (UnblendedCost); EffectiveCost is
-the reservation's or savings plan's effective cost for covered usage, zero for the negation and
-upfront-fee lines that amortization moves elsewhere, the unused part for recurring RI and savings
-plan fees, and the billed cost for everything else.
+Amortization follows FOCUS 1.2 (the commitment-discount scenarios of its appendix): BilledCost is
+what the line bills (UnblendedCost); EffectiveCost is the reservation's or savings plan's effective
+cost for covered usage (`DiscountedUsage`, `SavingsPlanCoveredUsage`) and zero on the lines whose
+money amortization moves there: `SavingsPlanNegation`, the upfront `SavingsPlanUpfrontFee` and the
+upfront `Fee` of a reservation (a `Fee` line with a reservation ARN). The recurring `RIFee` and
+`SavingsPlanRecurringFee` lines are purchases (EffectiveCost 0); the unused part of the commitment
+they state (`reservation/UnusedAmortizedUpfrontFeeForBillingPeriod` + `UnusedRecurringFee`,
+`savingsPlan/TotalCommitmentToDate` − `UsedCommitment`) becomes a row of its own, a Usage charge with
+BilledCost 0 and CommitmentDiscountStatus "Unused", as FOCUS shows unused commitment. So a month's
+EffectiveCost adds up to AWS's amortized cost and its BilledCost to the invoice.
+
+Line keys: `identity/LineItemId` is unique only within one time interval of one report, and AWS does
+not keep it between reports, so `x_SourceLineId` is never the id alone: it is the id, the line's usage
+interval, usage type and resource together (`<id>|<start>/<end>|<usage type>|<resource>`). Even so it
+only says "the same line in the same report definition"; a restated delivery may give every line a
+new id, so replacing deliveries must not rely on it.
 """
 
 import csv
@@ -30,7 +42,16 @@ MONEY = ("line_item_unblended_cost", "reservation_effective_cost", "savings_plan
          "reservation_unused_amortized_upfront_fee_for_billing_period", "reservation_unused_recurring_fee",
          "pricing_public_on_demand_cost")
 CATEGORY = {"Tax": "Tax", "Credit": "Credit", "Refund": "Credit", "Fee": "Purchase", "RIFee": "Purchase",
-            "SavingsPlanUpfrontFee": "Purchase", "SavingsPlanRecurringFee": "Purchase"}
+            "SavingsPlanUpfrontFee": "Purchase", "SavingsPlanRecurringFee": "Purchase",
+            # Discounts AWS applies to the bill reduce charges: FOCUS Credits.
+            "BundledDiscount": "Credit", "EdpDiscount": "Credit", "PrivateRateDiscount": "Credit",
+            "SppDiscount": "Credit", "DistributorDiscount": "Credit"}
+# Both CUR generations' spellings: legacy `reservation/ReservationARN` snakes to `…_arn`, CUR 2.0
+# and Athena write `…_a_r_n`; koku's exports spell the savings plan's `SavingsPlanArn`.
+RESERVATION_ARN = ("reservation_reservation_arn", "reservation_reservation_a_r_n")
+SAVINGS_PLAN_ARN = ("savings_plan_savings_plan_arn", "savings_plan_savings_plan_a_r_n")
+COVERED = ("DiscountedUsage", "SavingsPlanCoveredUsage", "SavingsPlanNegation")
+MARKETPLACE = "AWS Marketplace"
 
 
 @cache
@@ -88,35 +109,62 @@ class AwsCurConnector(Connector):
 
     def _to_focus(self, frame: pl.DataFrame, money: dict, start: pl.Expr, end: pl.Expr) -> pl.DataFrame:
         get = lambda c: pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
+        first = lambda names: pl.coalesce([get(c) for c in names])  # noqa: E731
         kind = pl.col("line_item_line_item_type")
         zero = pl.lit(0).cast(pl.Decimal(18, 6))
         billed = money["line_item_unblended_cost"]
+        reservation, savings_plan = first(RESERVATION_ARN), first(SAVINGS_PLAN_ARN)
+        commitment = pl.coalesce(savings_plan, reservation)
+        category = kind.replace_strict(CATEGORY, default="Usage")
         effective = (
             pl.when(kind == "DiscountedUsage").then(pl.coalesce(money["reservation_effective_cost"], billed))
             .when(kind == "SavingsPlanCoveredUsage").then(pl.coalesce(money["savings_plan_savings_plan_effective_cost"], billed))
-            .when(kind.is_in(["SavingsPlanNegation", "SavingsPlanUpfrontFee"])).then(zero)
-            .when(kind == "SavingsPlanRecurringFee").then(
+            # The upfront payment of a reservation reaches EffectiveCost through the DiscountedUsage
+            # and RIFee lines' amortized shares; counting the Fee too would count it twice.
+            .when((kind == "Fee") & reservation.is_not_null()).then(zero)
+            .when(kind.is_in(["SavingsPlanNegation", "SavingsPlanUpfrontFee", "SavingsPlanRecurringFee", "RIFee"])).then(zero)
+            .otherwise(billed)
+        ).cast(pl.Decimal(18, 6))
+        # What of a recurring commitment fee went unused this period: its own Unused row (below).
+        unused = (
+            pl.when(kind == "SavingsPlanRecurringFee").then(
                 pl.coalesce(money["savings_plan_total_commitment_to_date"] - money["savings_plan_used_commitment"], zero))
             .when(kind == "RIFee").then(
                 pl.coalesce(money["reservation_unused_amortized_upfront_fee_for_billing_period"], zero)
                 + pl.coalesce(money["reservation_unused_recurring_fee"], zero))
-            .otherwise(billed)
         ).cast(pl.Decimal(18, 6))
-        pricing = (pl.when(kind.is_in(["DiscountedUsage", "SavingsPlanCoveredUsage"])).then(pl.lit("Committed"))
+        pricing = (pl.when(category == "Tax").then(pl.lit(None, dtype=pl.String))
+                   .when(category == "Purchase").then(pl.lit("Standard"))  # a commitment bought at the agreed rate
+                   .when(kind.is_in(COVERED) & ((kind != "SavingsPlanNegation") | commitment.is_not_null()))
+                   .then(pl.lit("Committed"))
                    .when(get("pricing_term").str.to_lowercase() == "spot").then(pl.lit("Dynamic"))
                    .when(get("line_item_usage_type").str.contains("SpotUsage")).then(pl.lit("Dynamic"))
-                   .when(kind.is_in(["Usage", "SavingsPlanNegation"])).then(pl.lit("Standard")))
+                   .when(category == "Usage").then(pl.lit("Standard")))
+        has_commitment = commitment.is_not_null()
+        discount_type = (pl.when(savings_plan.is_not_null()).then(pl.lit("Savings Plan"))
+                         .when(reservation.is_not_null()).then(pl.lit("Reserved Instance")))
+        discount_category = (pl.when(savings_plan.is_not_null()).then(pl.lit("Spend"))
+                             .when(reservation.is_not_null()).then(pl.lit("Usage")))
+        status = pl.when(has_commitment & (category == "Usage")).then(pl.lit("Used"))
+        # Marketplace lines are billed by AWS Marketplace but sold by the seller (lineItem/LegalEntity):
+        # the seller is the publisher and, in FOCUS 1.3 terms, the service provider.
+        marketplace = get("bill_billing_entity") == MARKETPLACE
+        seller = pl.when(marketplace).then(get("line_item_legal_entity"))
         tag_columns = [c for c in frame.columns if c.startswith("tag:")]
         tags = (pl.struct([pl.col(c).alias(c[4:]) for c in tag_columns]).struct.json_encode() if tag_columns
                 else get("resource_tags"))
         gpus = instance_gpus_expr(get("product_instance_type"))
         quantity = parse_decimal("line_item_usage_amount", 28, 10) if "line_item_usage_amount" in frame.columns else pl.lit(None)
-        return frame.select(
+        stamp = lambda t: t.dt.strftime("%Y-%m-%dT%H:%M:%SZ").fill_null("")  # noqa: E731
+        line_id = pl.when(get("identity_line_item_id").is_not_null()).then(pl.concat_str(
+            get("identity_line_item_id"), pl.lit("|"), stamp(start), pl.lit("/"), stamp(pl.coalesce(end, start)), pl.lit("|"),
+            get("line_item_usage_type").fill_null(""), pl.lit("|"), get("line_item_resource_id").fill_null("")))
+        lines = frame.select(
             billed.alias("BilledCost"), effective.alias("EffectiveCost"), billed.alias("x_SourceCost"),
-            get("identity_line_item_id").alias("x_SourceLineId"),
+            line_id.alias("x_SourceLineId"),
             pl.coalesce(money["pricing_public_on_demand_cost"], billed).alias("ListCost"),
             get("line_item_currency_code").str.to_uppercase().alias("BillingCurrency"),
-            kind.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),
+            category.alias("ChargeCategory"),
             pl.when(kind == "Refund").then(pl.lit("Correction")).alias("ChargeClass"),
             pricing.alias("PricingCategory"),
             start.alias("ChargePeriodStart"), pl.coalesce(end, start).alias("ChargePeriodEnd"),
@@ -126,19 +174,36 @@ class AwsCurConnector(Connector):
             get("bill_payer_account_id").alias("BillingAccountId"), get("line_item_usage_account_id").alias("SubAccountId"),
             get("bill_invoice_id").alias("InvoiceId"),
             pl.coalesce(get("bill_invoicing_entity"), pl.lit("Amazon Web Services, Inc.")).alias("InvoiceIssuerName"),
-            pl.lit("AWS").alias("ProviderName"), pl.coalesce(get("bill_billing_entity"), pl.lit("AWS")).alias("PublisherName"),
+            pl.lit("AWS").alias("ProviderName"),
+            pl.coalesce(seller, get("bill_billing_entity"), pl.lit("AWS")).alias("PublisherName"),
+            pl.coalesce(seller, pl.lit("AWS")).alias("ServiceProviderName"),
             get("line_item_line_item_description").alias("ChargeDescription"),
             pl.coalesce(get("product_product_name"), get("product_servicename"), get("line_item_product_code")).alias("ServiceName"),
             get("line_item_resource_id").alias("ResourceId"),
             pl.coalesce(get("product_region_code"), get("product_region")).alias("RegionId"),
             get("product_location").alias("RegionName"), get("line_item_availability_zone").alias("AvailabilityZone"),
             get("product_sku").alias("SkuId"), quantity.alias("ConsumedQuantity"), get("pricing_unit").alias("ConsumedUnit"),
-            pl.coalesce(get("savings_plan_savings_plan_a_r_n"), get("savings_plan_savings_plan_arn"),
-                        get("reservation_reservation_a_r_n")).alias("CommitmentDiscountId"),
+            commitment.alias("CommitmentDiscountId"), status.alias("CommitmentDiscountStatus"),
+            discount_type.alias("CommitmentDiscountType"), discount_category.alias("CommitmentDiscountCategory"),
             tags.alias("Tags"),
             gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
             pl.struct(pl.col("line_item_line_item_type").alias("line_item_type"), get("line_item_usage_type").alias("usage_type"),
                       get("product_instance_type").alias("instance_type")).struct.json_encode().alias("x_ExtraColumns"),
             ROW_NUMBER,
             get("line_item_product_code").replace_strict(service_categories(), default="Other").alias("ServiceCategory"),
+            unused.alias("__unused"),
         )
+        # The unused part of a recurring commitment fee: billed by the fee line already, so BilledCost
+        # (and the source's own amount) 0 here; EffectiveCost carries it; nothing was consumed.
+        none = lambda c: pl.lit(0).cast(lines.schema[c]).alias(c)  # noqa: E731
+        unused_rows = lines.filter(pl.col("__unused").is_not_null() & (pl.col("__unused") != 0)).with_columns(
+            none("BilledCost"), pl.col("__unused").cast(lines.schema["EffectiveCost"]).alias("EffectiveCost"),
+            none("x_SourceCost"), none("ListCost"),
+            pl.lit("Usage").alias("ChargeCategory"), pl.lit("Committed").alias("PricingCategory"),
+            pl.when(pl.col("CommitmentDiscountId").is_not_null()).then(pl.lit("Unused")).alias("CommitmentDiscountStatus"),
+            pl.lit(None, dtype=lines.schema["ConsumedQuantity"]).alias("ConsumedQuantity"),
+            pl.lit(None, dtype=pl.String).alias("ConsumedUnit"),
+            pl.concat_str(pl.col("x_SourceLineId"), pl.lit("|unused")).alias("x_SourceLineId"),
+            pl.concat_str(pl.lit("Unused commitment: "), pl.col("ChargeDescription").fill_null(pl.col("CommitmentDiscountType"))).alias("ChargeDescription"),
+        )
+        return pl.concat([lines, unused_rows], how="vertical").drop("__unused")

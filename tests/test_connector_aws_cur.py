@@ -71,10 +71,13 @@ def test_gpu_instances_and_line_types(tmp_path):
                     + "RIFee,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,1000,USD,AmazonEC2,,,100,20,\n"
                     + "Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,-5,USD,AmazonEC2,,,,,\n")
     rows = read_all(path)[0].to_pylist()
-    usage, covered, fee, credit = rows
+    usage, covered, fee, credit, unused = rows
     assert (usage["x_GpuModel"], usage["x_GpuCount"], usage["Tags"]) == ("A100 80G", 8, '{"phase":"pretraining"}')
     assert (covered["x_GpuModel"], covered["BilledCost"], covered["EffectiveCost"]) == ("H100", Decimal("0.000000"), Decimal("30.500000"))
-    assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"]) == ("Purchase", Decimal("1000.000000"), Decimal("120.000000"))
+    # The recurring fee is a purchase; the unused part of the reservation it states is its own Usage row.
+    assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"]) == ("Purchase", Decimal("1000.000000"), Decimal("0.000000"))
+    assert (unused["ChargeCategory"], unused["BilledCost"], unused["EffectiveCost"], unused["x_SourceRow"]) == (
+        "Usage", Decimal("0.000000"), Decimal("120.000000"), 3)
     assert (credit["ChargeCategory"], credit["EffectiveCost"]) == ("Credit", Decimal("-5.000000"))
     assert usage["ServiceCategory"] == "Compute"
 
@@ -120,3 +123,178 @@ def test_cur_2_parquet_with_typed_columns(tmp_path):
     assert table.num_rows == 1281 and not ctx.quarantined
     assert pc.sum(table["BilledCost"]).as_py().quantize(Decimal("0.01")) == Decimal("1.68")
     assert table["ChargePeriodStart"][0].as_py().isoformat().endswith("+00:00")
+
+
+RI_ARN = "arn:aws:ec2:us-east-1:111122223333:reserved-instances/ri-0abc"
+SP_ARN = "arn:aws:savingsplans::111122223333:savingsplan/sp-0def"
+
+
+def write_cur(path, header: list[str], rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def reservation_month(legacy: bool) -> tuple[list[str], list[dict]]:
+    """A partial-upfront reservation's month: the 100 upfront Fee, the RIFee for the recurring part
+    (fully used, nothing unused), three DiscountedUsage hours whose effective cost adds to 19.5, and
+    a free-tier Usage hour."""
+    names = {"type": "lineItem/LineItemType", "start": "lineItem/UsageStartDate", "end": "lineItem/UsageEndDate",
+             "cost": "lineItem/UnblendedCost", "currency": "lineItem/CurrencyCode", "product": "lineItem/ProductCode",
+             "effective": "reservation/EffectiveCost", "arn": "reservation/ReservationARN",
+             "unused_upfront": "reservation/UnusedAmortizedUpfrontFeeForBillingPeriod",
+             "unused_recurring": "reservation/UnusedRecurringFee", "id": "identity/LineItemId"}
+    if not legacy:
+        names = {k: snake(v).replace("_arn", "_a_r_n") for k, v in names.items()}
+    hour = lambda h: (f"2026-09-01T{h:02d}:00:00Z", f"2026-09-01T{h + 1:02d}:00:00Z")  # noqa: E731
+    rows = [
+        {"type": "Fee", "start": "2026-09-01T00:00:00Z", "end": "2026-09-01T00:00:00Z", "cost": "100", "arn": RI_ARN, "id": "a"},
+        {"type": "RIFee", "start": "2026-09-01T00:00:00Z", "end": "2026-10-01T00:00:00Z", "cost": "12.25", "arn": RI_ARN,
+         "unused_upfront": "0", "unused_recurring": "0", "id": "b"},
+        *({"type": "DiscountedUsage", "start": hour(h)[0], "end": hour(h)[1], "cost": "0", "effective": e, "arn": RI_ARN, "id": "c"}
+          for h, e in ((0, "6.5"), (1, "6.5"), (2, "6.5"))),
+        {"type": "Usage", "start": hour(3)[0], "end": hour(3)[1], "cost": "0", "id": "d"},  # free tier
+    ]
+    for row in rows:
+        row.setdefault("currency", "USD")
+        row.setdefault("product", "AmazonEC2")
+    return list(names.values()), [{names[k]: v for k, v in r.items()} for r in rows]
+
+
+@pytest.mark.parametrize("legacy", [True, False], ids=["legacy", "cur2"])
+def test_a_reservations_upfront_fee_is_amortized_not_counted_again(tmp_path, legacy):
+    header, rows = reservation_month(legacy)
+    path = tmp_path / "ri.csv"
+    write_cur(path, header, rows)
+    table, ctx = read_all(path)
+    assert not ctx.quarantined
+    lines = table.to_pylist()
+    assert pc.sum(table["BilledCost"]).as_py() == Decimal("112.250000")  # what AWS bills: the fee and the RIFee
+    # AWS's amortized cost: 3 × 6.5 of covered usage; the fully used reservation leaves nothing unused.
+    assert sum(r["EffectiveCost"] for r in lines) == Decimal("19.500000")
+    fee, ri_fee, *covered, usage = lines
+    assert len(lines) == 6  # no Unused row for a reservation used in full
+    assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"], fee["PricingCategory"]) == (
+        "Purchase", Decimal("100.000000"), Decimal("0.000000"), "Standard")
+    assert (ri_fee["ChargeCategory"], ri_fee["EffectiveCost"], ri_fee["CommitmentDiscountStatus"]) == ("Purchase", Decimal("0.000000"), None)
+    for row in (fee, ri_fee, *covered):
+        assert (row["CommitmentDiscountId"], row["CommitmentDiscountType"], row["CommitmentDiscountCategory"]) == (
+            RI_ARN, "Reserved Instance", "Usage")
+    assert {(r["CommitmentDiscountStatus"], r["PricingCategory"], r["ChargeCategory"]) for r in covered} == {("Used", "Committed", "Usage")}
+    assert (usage["CommitmentDiscountId"], usage["CommitmentDiscountStatus"], usage["CommitmentDiscountType"],
+            usage["CommitmentDiscountCategory"], usage["PricingCategory"]) == (None, None, None, None, "Standard")
+
+
+def test_a_fee_without_a_reservation_is_its_own_effective_cost(tmp_path):
+    path = tmp_path / "fee.csv"
+    write_cur(path, ["lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UnblendedCost", "lineItem/CurrencyCode"],
+              [{"lineItem/LineItemType": "Fee", "lineItem/UsageStartDate": "2026-09-01T00:00:00Z",
+                "lineItem/UnblendedCost": "29", "lineItem/CurrencyCode": "USD"}])
+    (row,) = read_all(path)[0].to_pylist()
+    assert (row["ChargeCategory"], row["BilledCost"], row["EffectiveCost"], row["CommitmentDiscountId"], row["PricingCategory"]) == (
+        "Purchase", Decimal("29.000000"), Decimal("29.000000"), None, "Standard")
+
+
+def test_unused_reservation_and_savings_plan_commitment_become_unused_rows(tmp_path):
+    header = ["lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate", "lineItem/UnblendedCost",
+              "lineItem/CurrencyCode", "lineItem/LineItemDescription", "reservation/ReservationARN",
+              "reservation/UnusedAmortizedUpfrontFeeForBillingPeriod", "reservation/UnusedRecurringFee",
+              "savingsPlan/SavingsPlanARN", "savingsPlan/SavingsPlanEffectiveCost", "savingsPlan/TotalCommitmentToDate",
+              "savingsPlan/UsedCommitment", "identity/LineItemId"]
+    month = {"lineItem/UsageStartDate": "2026-09-01T00:00:00Z", "lineItem/UsageEndDate": "2026-10-01T00:00:00Z",
+             "lineItem/CurrencyCode": "USD"}
+    hour = {"lineItem/UsageStartDate": "2026-09-01T00:00:00Z", "lineItem/UsageEndDate": "2026-09-01T01:00:00Z",
+            "lineItem/CurrencyCode": "USD"}
+    rows = [
+        {**month, "lineItem/LineItemType": "RIFee", "lineItem/UnblendedCost": "50", "reservation/ReservationARN": RI_ARN,
+         "reservation/UnusedAmortizedUpfrontFeeForBillingPeriod": "3.25", "reservation/UnusedRecurringFee": "4.5",
+         "lineItem/LineItemDescription": "Reserved p5 hours", "identity/LineItemId": "ri"},
+        {**hour, "lineItem/LineItemType": "SavingsPlanCoveredUsage", "lineItem/UnblendedCost": "10",
+         "savingsPlan/SavingsPlanARN": SP_ARN, "savingsPlan/SavingsPlanEffectiveCost": "6", "identity/LineItemId": "cov"},
+        {**hour, "lineItem/LineItemType": "SavingsPlanNegation", "lineItem/UnblendedCost": "-10",
+         "savingsPlan/SavingsPlanARN": SP_ARN, "identity/LineItemId": "neg"},
+        {**month, "lineItem/LineItemType": "SavingsPlanRecurringFee", "lineItem/UnblendedCost": "8",
+         "savingsPlan/SavingsPlanARN": SP_ARN, "savingsPlan/TotalCommitmentToDate": "8", "savingsPlan/UsedCommitment": "6",
+         "identity/LineItemId": "spfee"},
+        {**month, "lineItem/LineItemType": "SavingsPlanUpfrontFee", "lineItem/UnblendedCost": "120",
+         "savingsPlan/SavingsPlanARN": SP_ARN, "identity/LineItemId": "spup"},
+        {**month, "lineItem/LineItemType": "Tax", "lineItem/UnblendedCost": "1.5", "identity/LineItemId": "tax"},
+    ]
+    path = tmp_path / "commitments.csv"
+    write_cur(path, header, rows)
+    table, ctx = read_all(path)
+    lines = table.to_pylist()
+    assert pc.sum(table["BilledCost"]).as_py() == Decimal("179.500000") == ctx.source_total
+    assert pc.sum(table["x_SourceCost"]).as_py() == Decimal("179.500000")  # the Unused rows add no source money
+    # Amortized: covered usage 6 + unused RI 7.75 + unused savings plan 2 + tax 1.5.
+    assert pc.sum(table["EffectiveCost"]).as_py() == Decimal("17.250000")
+    ri_fee, covered, negation, sp_fee, sp_upfront, tax, ri_unused, sp_unused = lines
+    assert [(r["ChargeCategory"], r["CommitmentDiscountStatus"], r["PricingCategory"], r["EffectiveCost"]) for r in lines] == [
+        ("Purchase", None, "Standard", Decimal("0.000000")),
+        ("Usage", "Used", "Committed", Decimal("6.000000")),
+        ("Usage", "Used", "Committed", Decimal("0.000000")),
+        ("Purchase", None, "Standard", Decimal("0.000000")),
+        ("Purchase", None, "Standard", Decimal("0.000000")),
+        ("Tax", None, None, Decimal("1.500000")),
+        ("Usage", "Unused", "Committed", Decimal("7.750000")),
+        ("Usage", "Unused", "Committed", Decimal("2.000000")),
+    ]
+    assert (ri_unused["BilledCost"], ri_unused["x_SourceCost"], ri_unused["ConsumedQuantity"], ri_unused["x_SourceRow"]) == (
+        Decimal("0.000000"), Decimal("0.000000"), None, 1)
+    assert ri_unused["ChargeDescription"] == "Unused commitment: Reserved p5 hours"
+    assert ri_unused["x_SourceLineId"] == ri_fee["x_SourceLineId"] + "|unused"
+    assert {(r["CommitmentDiscountId"], r["CommitmentDiscountType"], r["CommitmentDiscountCategory"])
+            for r in (covered, negation, sp_fee, sp_upfront, sp_unused)} == {(SP_ARN, "Savings Plan", "Spend")}
+    assert (ri_unused["CommitmentDiscountId"], ri_unused["CommitmentDiscountType"], ri_unused["CommitmentDiscountCategory"]) == (
+        RI_ARN, "Reserved Instance", "Usage")
+    assert tax["CommitmentDiscountId"] is None
+
+
+def test_cur2_spellings_of_commitment_arns_reach_commitment_discount_id(tmp_path):
+    path = tmp_path / "cur2.csv"
+    write_cur(path, ["line_item_line_item_type", "line_item_usage_start_date", "line_item_unblended_cost", "line_item_currency_code",
+                     "reservation_reservation_a_r_n", "savings_plan_savings_plan_a_r_n", "reservation_effective_cost",
+                     "savings_plan_savings_plan_effective_cost"],
+              [{"line_item_line_item_type": "DiscountedUsage", "line_item_usage_start_date": "2026-09-01T00:00:00Z",
+                "line_item_unblended_cost": "0", "line_item_currency_code": "USD", "reservation_reservation_a_r_n": RI_ARN,
+                "reservation_effective_cost": "1.25"},
+               {"line_item_line_item_type": "SavingsPlanCoveredUsage", "line_item_usage_start_date": "2026-09-01T00:00:00Z",
+                "line_item_unblended_cost": "3", "line_item_currency_code": "USD", "savings_plan_savings_plan_a_r_n": SP_ARN,
+                "savings_plan_savings_plan_effective_cost": "2"}])
+    ri, sp = read_all(path)[0].to_pylist()
+    assert (ri["CommitmentDiscountId"], ri["CommitmentDiscountType"], ri["EffectiveCost"]) == (RI_ARN, "Reserved Instance", Decimal("1.250000"))
+    assert (sp["CommitmentDiscountId"], sp["CommitmentDiscountType"], sp["EffectiveCost"]) == (SP_ARN, "Savings Plan", Decimal("2.000000"))
+
+
+def test_marketplace_lines_name_the_seller_as_publisher_and_service_provider(tmp_path):
+    header = ["lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UnblendedCost", "lineItem/CurrencyCode",
+              "bill/BillingEntity", "lineItem/LegalEntity", "bill/InvoicingEntity", "lineItem/ProductCode"]
+    path = tmp_path / "mp.csv"
+    write_cur(path, header, [
+        dict(zip(header, ["Usage", "2026-09-01T00:00:00Z", "42", "USD", "AWS Marketplace", "Datadog, Inc.",
+                          "Amazon Web Services, Inc.", "prod-abc123"])),
+        dict(zip(header, ["Usage", "2026-09-01T00:00:00Z", "1", "USD", "AWS", "Amazon Web Services, Inc.",
+                          "Amazon Web Services, Inc.", "AmazonEC2"])),
+    ])
+    marketplace, own = read_all(path)[0].to_pylist()
+    assert (marketplace["PublisherName"], marketplace["ServiceProviderName"], marketplace["ProviderName"],
+            marketplace["InvoiceIssuerName"]) == ("Datadog, Inc.", "Datadog, Inc.", "AWS", "Amazon Web Services, Inc.")
+    assert (own["PublisherName"], own["ServiceProviderName"]) == ("AWS", "AWS")
+
+
+def test_line_ids_are_never_the_bare_identity_line_item_id(tmp_path):
+    # AWS keeps identity/LineItemId unique only within one time interval of one report: two hours
+    # of one resource may share it, and both must stay distinct lines.
+    header = ["identity/LineItemId", "lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate",
+              "lineItem/UnblendedCost", "lineItem/CurrencyCode", "lineItem/UsageType", "lineItem/ResourceId"]
+    path = tmp_path / "ids.csv"
+    write_cur(path, header, [
+        dict(zip(header, ["abc", "Usage", "2026-09-01T00:00:00Z", "2026-09-01T01:00:00Z", "1", "USD", "BoxUsage:p5.48xlarge", "i-1"])),
+        dict(zip(header, ["abc", "Usage", "2026-09-01T01:00:00Z", "2026-09-01T02:00:00Z", "1", "USD", "BoxUsage:p5.48xlarge", "i-1"])),
+        dict(zip(header, ["", "Usage", "2026-09-01T01:00:00Z", "2026-09-01T02:00:00Z", "1", "USD", "BoxUsage:p5.48xlarge", "i-1"])),
+    ])
+    first, second, unnamed = read_all(path)[0].to_pylist()
+    assert first["x_SourceLineId"] == "abc|2026-09-01T00:00:00Z/2026-09-01T01:00:00Z|BoxUsage:p5.48xlarge|i-1"
+    assert second["x_SourceLineId"] == "abc|2026-09-01T01:00:00Z/2026-09-01T02:00:00Z|BoxUsage:p5.48xlarge|i-1"
+    assert unnamed["x_SourceLineId"] is None
