@@ -1,8 +1,16 @@
 """Google Cloud billing export (BigQuery standard export flattened to CSV, dotted column names).
 
-Each line becomes a Usage charge at its `cost`; each entry of its `credits` array becomes a Credit
-charge of its own (FOCUS keeps credits as their own rows), so the lines of a day sum to what the
-invoice bills. Times carry their offset; `invoice.month` (YYYYMM) is the billing period.
+Each line becomes a charge at its `cost`, of the ChargeCategory its `cost_type` says (regular →
+Usage, tax → Tax, adjustment and rounding_error → Adjustment); each entry of its `credits` array
+becomes a Credit charge of its own (FOCUS keeps credits as their own rows), so the lines of a day sum
+to what the invoice bills. Times carry their offset; `invoice.month` (YYYYMM) is the billing period.
+
+Usage lines carry what was consumed (`usage.amount` in `usage.unit`) and priced
+(`usage.amount_in_pricing_units` in `usage.pricing_unit`). Tags are one JSON object of the line's
+labels: the project's labels first, then the system labels, then the resource's own labels, a later
+one winning on the same key (a resource label overrides the project's). The resource-level export's
+`resource.global_name` and `resource.name` are ResourceId and ResourceName; the standard export has
+neither, and they stay null.
 """
 
 import ast
@@ -24,6 +32,10 @@ from models.gpus import gpu_model_expr
 CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "gcp_service_categories.csv"
 SIGNATURE = ("billing_account_id", "service.description", "sku.id", "usage_start_time", "cost", "currency")
 CREDIT = pl.Struct({"name": pl.String, "amount": pl.String, "type": pl.String})
+# cost_type → FOCUS ChargeCategory; a line without one (older exports) is usage.
+COST_TYPES = {"regular": "Usage", "tax": "Tax", "adjustment": "Adjustment", "rounding_error": "Adjustment"}
+# Label columns in the order they merge into Tags: a later one wins on the same key.
+LABEL_COLUMNS = ("project.labels", "system_labels", "labels")
 
 
 @cache
@@ -90,6 +102,39 @@ def parse_credits(text: str | None) -> list[dict]:
         return None  # not a list of credits: the row is quarantined
 
 
+def _literal(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return ast.literal_eval(text)  # the CSV export's Python-style lists; a literal only, no code runs
+
+
+def merge_labels(texts: dict[str, str | None]) -> str | None:
+    """The label columns of one line (lists of {key, value}, as JSON or Python literals) as one
+    compact JSON object, or None when there are none; a list that cannot be read raises ValueError."""
+    tags: dict[str, str | None] = {}
+    for column in LABEL_COLUMNS:
+        text = texts.get(column)
+        if not text or not text.strip() or text.strip() in ("[]", "{}"):
+            continue
+        try:
+            items = _literal(text)
+            if isinstance(items, dict):  # a map, as some flattenings write labels
+                items = [{"key": k, "value": v} for k, v in items.items()]
+            for item in items:
+                tags[str(item["key"])] = None if item.get("value") is None else str(item["value"])
+        except (ValueError, TypeError, SyntaxError, KeyError, AttributeError, MemoryError, RecursionError) as exc:
+            raise ValueError(f"{column} is not a list of labels") from exc
+    return json.dumps(tags, separators=(",", ":"), ensure_ascii=False) if tags else None
+
+
+def _tags_or_error(texts: dict[str, str | None]) -> dict[str, str | None]:
+    try:
+        return {"tags": merge_labels(texts), "error": None}
+    except ValueError as exc:
+        return {"tags": None, "error": str(exc)}
+
+
 class GcpBillingConnector(Connector):
     name = "gcp_billing"
     kind = "billing"
@@ -119,7 +164,13 @@ class GcpBillingConnector(Connector):
             start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")
             credits = pl.col("credits").map_elements(parse_credits, return_dtype=pl.List(CREDIT)) if "credits" in frame.columns \
                 else pl.lit([], dtype=pl.List(CREDIT))
-            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"), credits.alias("__credits"))
+            labels = [c for c in LABEL_COLUMNS if c in frame.columns]
+            tags = (pl.struct(labels).map_elements(_tags_or_error, return_dtype=pl.Struct({"tags": pl.String, "error": pl.String}))
+                    if labels else pl.lit(None, dtype=pl.Struct({"tags": pl.String, "error": pl.String})))
+            category = (pl.col("cost_type").str.strip_chars().str.to_lowercase().replace_strict(COST_TYPES, default="Usage")
+                        .fill_null("Usage") if "cost_type" in frame.columns else pl.lit("Usage"))
+            frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"), credits.alias("__credits"),
+                                       tags.alias("__tags"), category.alias("__category"))
             reason = first_reason([
                 (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col("cost").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
@@ -130,7 +181,11 @@ class GcpBillingConnector(Connector):
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
             if not accepted.height:
                 continue
-            usage = self._charges(accepted, pl.col("__cost"), pl.lit("Usage"),
+            # Labels are not money: a line whose labels cannot be read loads without Tags, with a warning.
+            if bad := accepted.filter(pl.col("__tags").struct.field("error").is_not_null()).height:
+                first = accepted.filter(pl.col("__tags").struct.field("error").is_not_null()).row(0, named=True)
+                ctx.warn(f"{bad} line(s) load without Tags: {first['__tags']['error']} (first at data row {first[ROW_NUMBER]})")
+            usage = self._charges(accepted, pl.col("__cost"), pl.col("__category"),
                                   pl.col("sku.description") if "sku.description" in accepted.columns else pl.lit(None, dtype=pl.String))
             credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
             credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
@@ -148,6 +203,12 @@ class GcpBillingConnector(Connector):
             pl.col("currency").alias("BillingCurrency"), category.alias("ChargeCategory"),
             pl.when(category == "Usage").then(pl.lit("Usage-Based")).otherwise(pl.lit("One-Time")).alias("ChargeFrequency"),
             pl.when(category == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
+            pl.when(category == "Usage").then(parse_decimal("usage.amount", 28, 10) if "usage.amount" in frame.columns else pl.lit(None))
+              .alias("ConsumedQuantity"),
+            pl.when(category == "Usage").then(get("usage.unit")).alias("ConsumedUnit"),
+            pl.col("__tags").struct.field("tags").alias("Tags"),
+            pl.coalesce(get("resource.global_name"), get("resource.name")).alias("ResourceId"),
+            get("resource.name").alias("ResourceName"),
             pl.col("__start").alias("ChargePeriodStart"), pl.coalesce("__end", "__start").alias("ChargePeriodEnd"),
             period_start.alias("BillingPeriodStart"), period_start.dt.offset_by("1mo").alias("BillingPeriodEnd"),
             pl.col("billing_account_id").alias("BillingAccountId"), get("project.id").alias("SubAccountId"),
