@@ -26,7 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
-from connectors.base import Connector, ReadContext
+from connectors.base import Connector, ConnectorError, ReadContext
 from models.gpus import gpu_model_expr
 
 CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "gcp_service_categories.csv"
@@ -160,6 +160,8 @@ class GcpBillingConnector(Connector):
         frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+            if missing := [c for c in (*SIGNATURE, "usage_end_time") if c not in frame.columns]:
+                raise ConnectorError(ctx.source_file, f"columns missing: {', '.join(missing)}", line=1)
             cost = parse_decimal("cost", 18, 6)
             start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")
             credits = pl.col("credits").map_elements(parse_credits, return_dtype=pl.List(CREDIT)) if "credits" in frame.columns \
