@@ -5,10 +5,19 @@ Header spellings differ across agreements and years (PascalCase, camelCase, `Pre
 BOM): every name is reduced to a lower-case key and matched against the aliases below.
 Commitment handling follows FOCUS where the export says what a line is (ChargeType,
 PricingModel): usage a reservation or savings plan covered bills nothing and is effective at its
-amortized cost; a commitment purchase bills its price and is effective at zero.
+amortized cost; a commitment purchase bills its price and is effective at zero; an
+`UnusedReservation`/`UnusedSavingsPlan` row is Usage with CommitmentDiscountStatus Unused, bills
+nothing and has no ConsumedQuantity (its hours are the CommitmentDiscountQuantity).
+
+Azure writes the same charges twice, as an actual-cost and an amortized-cost dataset. Every row
+says which one its file is (`x_AzureDataset`, see `dataset_of`) and carries `x_AzureChargeKey`,
+the columns that name one charge identically in both datasets, so that the warehouse can merge
+the two into one row per charge (BilledCost from actual, EffectiveCost from amortized: the
+`azure_actual_amortized` macro in sql/macros.sql).
 """
 
 import csv
+import json
 import re
 from functools import cache
 from collections.abc import Iterator
@@ -59,6 +68,9 @@ ALIASES = {
     "charge_type": ("chargetype",),
     "pricing_model": ("pricingmodel",),
     "reservation": ("reservationid",),
+    "benefit": ("benefitid",),
+    "benefit_name": ("benefitname", "reservationname"),
+    "meter_id": ("meterid",),
     "tags": ("tags",),
     "publisher": ("publishername",),
     "consumed_service": ("consumedservice",),
@@ -67,6 +79,8 @@ ALIASES = {
     "additional_info": ("additionalinfo",),
     "meter_subcategory": ("metersubcategory",),
 }
+UNUSED = ("UnusedReservation", "UnusedSavingsPlan")
+COMMITMENT_MODELS = ("Reservation", "SavingsPlan")
 CATEGORY = {"Usage": "Usage", "Purchase": "Purchase", "Refund": "Credit", "Tax": "Tax",
             "RoundingAdjustment": "Adjustment", "UnusedReservation": "Usage", "UnusedSavingsPlan": "Usage"}
 
@@ -88,6 +102,51 @@ def _resolve(headers: list[str]) -> dict[str, str]:
     return found
 
 
+def _manifest_dataset(path: Path) -> str | None:
+    """An Azure export's `manifest.json` in the file's folder says the dataset it wrote:
+    exportConfig.type is ActualCost or AmortizedCost (FocusCost and others say nothing here)."""
+    manifest = path.parent / "manifest.json"
+    try:
+        kind = str(json.loads(manifest.read_text(encoding="utf-8-sig"))["exportConfig"]["type"]).lower()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return "amortized" if "amortized" in kind else "actual" if "actual" in kind else None
+
+
+def _row_evidence(frame: pl.DataFrame, fields: dict[str, str]) -> str | None:
+    """What a frame's own rows prove about its dataset. Only amortized data has unused-commitment
+    rows and covered usage with a cost; only actual data bills a commitment purchase (amortized
+    data spreads it over the usage and shows no purchase cost)."""
+    col = lambda f: pl.col(fields[f]).str.strip_chars() if f in fields else pl.lit(None, dtype=pl.String)  # noqa: E731
+    charge_type, model = col("charge_type"), col("pricing_model")
+    cost = pl.col(fields["cost"]).str.strip_chars().cast(pl.Float64, strict=False).fill_null(0)
+    committed = model.is_in(COMMITMENT_MODELS).fill_null(False)
+    found = frame.select(
+        (charge_type.is_in(UNUSED).fill_null(False) | (committed & (charge_type == "Usage").fill_null(False) & (cost != 0))).any().alias("amortized"),
+        (((charge_type == "Purchase").fill_null(False) & (committed | col("reservation").is_not_null() | col("benefit").is_not_null()))
+         & (cost != 0)).any().alias("actual"),
+    ).row(0, named=True)
+    return "amortized" if found["amortized"] else "actual" if found["actual"] else None
+
+
+def dataset_of(path: Path, source_file: str) -> str:
+    """Whether a file is Azure's actual-cost or amortized-cost dataset: the export's manifest
+    when there is one, else the first rows that prove it, else the file's name; a file that
+    shows no sign either way (no commitment rows: both datasets are the same) counts as actual,
+    the dataset the invoice is made of."""
+    if found := _manifest_dataset(path):
+        return found
+    try:
+        for frame in stream_csv_as_strings(path, source_file):
+            fields = _resolve([c for c in frame.columns if c != ROW_NUMBER])
+            if "cost" in fields and (found := _row_evidence(frame, fields)):
+                return found
+    except Exception:  # noqa: BLE001 - the read proper reports what is wrong with the file
+        pass
+    name = source_file.lower()
+    return "amortized" if "amortized" in name else "actual"
+
+
 class AzureCostConnector(Connector):
     name = "azure_cost"
     kind = "billing"
@@ -99,6 +158,7 @@ class AzureCostConnector(Connector):
         return {"cost", "date"} <= fields.keys() and len(markers) >= 2
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
+        dataset = dataset_of(path, ctx.source_file)
         for frame in stream_csv_as_strings(path, ctx.source_file):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             fields = _resolve(source_columns)
@@ -119,9 +179,23 @@ class AzureCostConnector(Connector):
             if not accepted.height:
                 continue
             charge_type = get("charge_type").fill_null("Usage")
-            committed = get("pricing_model").is_in(["Reservation", "SavingsPlan"])
+            committed = get("pricing_model").is_in(COMMITMENT_MODELS)
             covered = committed & (charge_type == "Usage")
-            purchase_of_commitment = (charge_type == "Purchase") & (committed | get("reservation").is_not_null())
+            unused = charge_type.is_in(UNUSED)
+            commitment_id = pl.coalesce(get("benefit"), get("reservation"))
+            purchase_of_commitment = (charge_type == "Purchase") & (committed | commitment_id.is_not_null())
+            quantity = parse_decimal(fields["quantity"], 28, 10) if "quantity" in fields else pl.lit(None, dtype=pl.Decimal(28, 10))
+            commitment_type = pl.when(get("pricing_model") == "SavingsPlan").then(pl.lit("Savings Plan")) \
+                .when(get("pricing_model") == "Reservation").then(pl.lit("Reservation")) \
+                .when(charge_type == "UnusedSavingsPlan").then(pl.lit("Savings Plan")) \
+                .when(charge_type == "UnusedReservation").then(pl.lit("Reservation"))
+            # The columns that name one charge alike in the actual and the amortized dataset (not
+            # its cost or prices, which are what differ): day, subscription, meter, resource,
+            # charge type, commitment and quantity.
+            charge_key = pl.concat_str([e.fill_null("") for e in (
+                pl.col("__day").dt.strftime("%Y-%m-%d"), get("subscription").str.to_lowercase(),
+                pl.coalesce(get("meter_id"), get("meter")).str.to_lowercase(), get("resource_id").str.to_lowercase(),
+                charge_type, commitment_id.str.to_lowercase(), quantity.cast(pl.String), get("unit"))], separator="|")
             zero = pl.lit(0).cast(pl.Decimal(18, 6))
             by_type, sub_by_type, by_service = service_categories()
             resource_type = get("resource_id").str.to_lowercase().str.extract(r"/providers/([^/]+/[^/]+)")
@@ -134,15 +208,19 @@ class AzureCostConnector(Connector):
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
             out = accepted.select(
-                pl.when(covered).then(zero).otherwise(pl.col("__cost")).alias("BilledCost"),
+                pl.when(covered | unused).then(zero).otherwise(pl.col("__cost")).alias("BilledCost"),
                 pl.when(purchase_of_commitment).then(zero).otherwise(pl.col("__cost")).alias("EffectiveCost"),
                 pl.col("__cost").alias("ListCost"), pl.col("__cost").alias("x_SourceCost"),
                 pl.col("__currency").alias("BillingCurrency"),
                 charge_type.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),
-                pl.when(charge_type.is_in(["UnusedReservation", "UnusedSavingsPlan"])).then(pl.lit("Unused"))
+                pl.when(unused).then(pl.lit("Unused"))
                   .when(covered).then(pl.lit("Used")).alias("CommitmentDiscountStatus"),
-                get("reservation").alias("CommitmentDiscountId"),
-                pl.when(committed).then(pl.lit("Committed")).when(get("pricing_model") == "Spot").then(pl.lit("Dynamic"))
+                commitment_id.alias("CommitmentDiscountId"), get("benefit_name").alias("CommitmentDiscountName"),
+                commitment_type.alias("CommitmentDiscountType"),
+                pl.when(commitment_type == "Savings Plan").then(pl.lit("Spend"))
+                  .when(commitment_type.is_not_null()).then(pl.lit("Usage")).alias("CommitmentDiscountCategory"),
+                pl.when(unused | covered).then(quantity).alias("CommitmentDiscountQuantity"),
+                pl.when(committed | unused).then(pl.lit("Committed")).when(get("pricing_model") == "Spot").then(pl.lit("Dynamic"))
                   .when(charge_type == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
                 pl.col("__day").alias("ChargePeriodStart"), pl.col("__day").dt.offset_by("1d").alias("ChargePeriodEnd"),
                 *((pl.coalesce(get(src).str.to_datetime("%m/%d/%Y", strict=False, time_unit="us", time_zone="UTC"),
@@ -155,9 +233,12 @@ class AzureCostConnector(Connector):
                 pl.lit("Microsoft").alias("InvoiceIssuerName"),
                 get("service").alias("ServiceName"), get("meter").alias("ChargeDescription"),
                 get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
-                get("region").alias("RegionId"), parse_decimal(fields["quantity"], 28, 10).alias("ConsumedQuantity") if "quantity" in fields
-                else pl.lit(None).alias("ConsumedQuantity"),
-                get("unit").alias("ConsumedUnit"),
+                # FOCUS: no ConsumedQuantity on an unused commitment or on anything but Usage.
+                get("region").alias("RegionId"),
+                pl.when(unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")).then(None)
+                  .otherwise(quantity).alias("ConsumedQuantity"),
+                pl.when(unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")).then(None)
+                  .otherwise(get("unit")).alias("ConsumedUnit"),
                 parse_decimal(fields["unit_price"], 28, 12).alias("ListUnitPrice") if "unit_price" in fields else pl.lit(None).alias("ListUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
@@ -170,6 +251,7 @@ class AzureCostConnector(Connector):
                 pl.when(get("pricing_currency").is_not_null() & rate.is_not_null() & (rate > 0))
                   .then((pl.col("__cost").cast(pl.Decimal(38, 12)) / rate).cast(pl.Decimal(18, 6)))
                   .alias("PricingCurrencyEffectiveCost"),
+                pl.lit(dataset).alias("x_AzureDataset"), charge_key.alias("x_AzureChargeKey"),
                 ROW_NUMBER,
             )
             yield to_canonical(out, self.schema, self.name, ctx)

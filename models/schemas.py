@@ -43,6 +43,10 @@ COST_LINE = pa.schema(
         # The provider's own id of the line (AWS identity/LineItemId), where it has one: the same
         # line in a later or final export restates it, whatever account or file name it came with.
         pa.field("x_SourceLineId", pa.string()),
+        # Azure: which dataset the file is ('actual' | 'amortized') and the key that names one
+        # charge alike in both, so the two merge into one row per charge (sql/macros.sql).
+        pa.field("x_AzureDataset", pa.string()),
+        pa.field("x_AzureChargeKey", pa.string()),
         # Columns of the source file that FOCUS does not define (provider `x_` columns included),
         # kept as one JSON object so nothing a provider sent is lost.
         pa.field("x_ExtraColumns", pa.string()),

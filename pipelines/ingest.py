@@ -198,6 +198,8 @@ def mark_restated(conn) -> list[str]:
         WITH all_lines AS (
             SELECT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
                    c.ProviderName, c.BillingAccountId, c.BillingPeriodStart, c.x_SourceLineId, c.ChargePeriodStart,
+                   -- Azure's actual and amortized datasets are two exports: neither restates the other.
+                   coalesce(c.x_AzureDataset, '') AS dataset,
                    bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS final
             FROM raw.cost_lines AS c
             JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
@@ -214,14 +216,14 @@ def mark_restated(conn) -> list[str]:
         lines AS (SELECT * EXCLUDE (x_SourceLineId, ChargePeriodStart) FROM all_lines WHERE BillingPeriodStart IS NOT NULL),
         keys AS (SELECT DISTINCT * FROM lines),
         newest AS (
-            SELECT ProviderName, BillingAccountId, BillingPeriodStart, max((ingested_at, final)) AS rank
+            SELECT ProviderName, BillingAccountId, BillingPeriodStart, dataset, max((ingested_at, final)) AS rank
             FROM keys GROUP BY ALL
         ),
         superseded AS (
             SELECT k.path, k.sha256,
                    bool_and((k.ingested_at, k.final) < n.rank) AS all_superseded
             FROM keys AS k
-            JOIN newest AS n USING (ProviderName, BillingAccountId, BillingPeriodStart)
+            JOIN newest AS n USING (ProviderName, BillingAccountId, BillingPeriodStart, dataset)
             GROUP BY k.path, k.sha256
         )
         SELECT s.path, s.sha256,
@@ -229,7 +231,7 @@ def mark_restated(conn) -> list[str]:
                 JOIN keys AS k1 ON k1.path = s.path AND k1.sha256 = s.sha256
                  AND k2.ProviderName IS NOT DISTINCT FROM k1.ProviderName
                  AND k2.BillingAccountId IS NOT DISTINCT FROM k1.BillingAccountId
-                 AND k2.BillingPeriodStart = k1.BillingPeriodStart
+                 AND k2.BillingPeriodStart = k1.BillingPeriodStart AND k2.dataset = k1.dataset
                 WHERE (k2.ingested_at, k2.final) > (k1.ingested_at, k1.final)) AS by_files
         FROM superseded AS s WHERE s.all_superseded
         UNION

@@ -36,3 +36,43 @@ CREATE OR REPLACE MACRO is_egress_line(consumed_unit, consumed_quantity, service
     consumed_unit IN ('GB', 'GiB', 'gb') AND consumed_quantity > 0
     AND (service_category = 'Networking' OR description ILIKE '%transfer out%' OR description ILIKE '%egress%'
          OR sku ILIKE '%DataTransfer-Out%' OR service_name ILIKE '%data transfer%');
+-- Azure's actual-cost and amortized-cost exports of one scope merged into one row per charge
+-- (core.cost_lines; the connector sets x_AzureDataset and x_AzureChargeKey). Within a billing
+-- account and billing period that has both datasets loaded, the actual export alone states
+-- BilledCost and the amortized export alone states EffectiveCost, so the totals are the
+-- provider's own totals whatever pairs up:
+--   a charge in both: one row, the amortized one, with BilledCost from its actual twin;
+--   a charge only in actual (a commitment purchase, which amortized data spreads over usage):
+--     BilledCost as billed, EffectiveCost 0;
+--   a charge only in amortized (unused commitment, or usage the actual export lacks): as the
+--     amortized export says, BilledCost 0.
+-- A scope with one dataset keeps what that dataset says. Twins pair by key and, for identical
+-- keys, by their order (file, row). Rows of other providers pass through unchanged.
+CREATE OR REPLACE MACRO azure_actual_amortized(lines) AS TABLE
+WITH azure AS (
+    SELECT *,
+           bool_or(x_AzureDataset = 'actual') OVER scope AS __has_actual,
+           bool_or(x_AzureDataset = 'amortized') OVER scope AS __has_amortized,
+           coalesce(BillingPeriodStart, date_trunc('month', ChargePeriodStart)) AS __period,
+           x_AzureChargeKey || '#' || row_number() OVER (
+               PARTITION BY ProviderName, BillingAccountId, coalesce(BillingPeriodStart, date_trunc('month', ChargePeriodStart)),
+                            x_AzureDataset, x_AzureChargeKey
+               ORDER BY x_SourceFile, x_SourceRow) AS __twin
+    FROM query_table(lines)
+    WHERE x_AzureDataset IS NOT NULL
+    WINDOW scope AS (PARTITION BY ProviderName, BillingAccountId, coalesce(BillingPeriodStart, date_trunc('month', ChargePeriodStart)))
+),
+twins AS (
+    SELECT *,
+           sum(BilledCost) FILTER (WHERE x_AzureDataset = 'actual') OVER twin AS __actual_billed,
+           count(*) FILTER (WHERE x_AzureDataset = 'amortized') OVER twin AS __amortized_rows
+    FROM azure
+    WINDOW twin AS (PARTITION BY ProviderName, BillingAccountId, __period, __twin)
+)
+SELECT * FROM query_table(lines) WHERE x_AzureDataset IS NULL
+UNION ALL
+SELECT * EXCLUDE (__has_actual, __has_amortized, __period, __twin, __actual_billed, __amortized_rows) REPLACE (
+    CASE WHEN x_AzureDataset = 'amortized' AND __has_actual THEN coalesce(__actual_billed, 0) ELSE BilledCost END AS BilledCost,
+    CASE WHEN x_AzureDataset = 'actual' AND __has_amortized THEN 0 ELSE EffectiveCost END AS EffectiveCost)
+FROM twins
+WHERE NOT (x_AzureDataset = 'actual' AND __has_amortized AND __amortized_rows > 0);

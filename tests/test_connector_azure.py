@@ -85,3 +85,16 @@ def test_gpu_vm_size_from_additional_info(tmp_path):
     table, ctx = read_all(path)
     row = table.to_pylist()[0]
     assert (row["x_GpuModel"], row["x_GpuCount"], row["ServiceCategory"]) == ("A100 80G", 8, "Compute")
+
+
+def test_each_export_says_its_dataset_and_ten_charges_pair_by_key():
+    actual, _ = read_all(sample("billing/azure_ea_actual_cost_finopstoolkit.csv"))
+    amortized, _ = read_all(sample("billing/azure_ea_amortized_cost_finopstoolkit.csv"))
+    assert set(actual["x_AzureDataset"].to_pylist()) == {"actual"} and set(amortized["x_AzureDataset"].to_pylist()) == {"amortized"}
+    keys = lambda t: t["x_AzureChargeKey"].to_pylist()  # noqa: E731
+    assert len(set(keys(actual))) == 11 and len(set(keys(amortized))) == 28
+    assert len(set(keys(actual)) & set(keys(amortized))) == 10  # every usage charge; the purchase is actual's alone
+    # The savings plan's usage names its benefit (no ReservationId): CommitmentDiscountId from benefitId.
+    plan = [r for r in amortized.to_pylist() if r["CommitmentDiscountType"] == "Savings Plan"]
+    assert [(r["CommitmentDiscountCategory"], r["CommitmentDiscountStatus"], r["BilledCost"]) for r in plan] == [("Spend", "Used", Decimal("0"))]
+    assert plan[0]["CommitmentDiscountId"].lower().startswith("/providers/microsoft.billingbenefits/savingsplanorders/")

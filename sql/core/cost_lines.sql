@@ -20,14 +20,16 @@ current_lines AS (
     FROM loaded_lines
     QUALIFY (BillingPeriodStart IS NULL
              OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
-                OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart))
+                OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart, x_AzureDataset))
         AND (x_SourceLineId IS NULL
              OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
                 OVER (PARTITION BY ProviderName, x_SourceLineId, ChargePeriodStart))
 ),
+-- Azure actual + amortized exports of one scope: one row per charge (macro in sql/macros.sql).
+charges AS (FROM azure_actual_amortized(current_lines)),
 rated AS (
     SELECT c.*, fx.rate AS fx_rate, fx.rate_date AS fx_rate_date, fx.source AS fx_source
-    FROM current_lines AS c
+    FROM charges AS c
     ASOF LEFT JOIN core.fx_rates AS fx
       ON fx.from_currency = c.BillingCurrency
      AND fx.to_currency = $reporting_currency

@@ -1,0 +1,155 @@
+"""Azure actual-cost and amortized-cost exports of one scope merge into one FOCUS row per charge:
+BilledCost from actual, EffectiveCost from amortized, in one run or across runs, in either order.
+
+The finops-toolkit samples are one Microsoft demo scope (EA 8611537, September 2023). Microsoft's
+own totals are the files' sums: billed 8.5450077867 (actual), effective 16.2969321366 (amortized).
+Ten usage charges are in both files, the reservation purchase only in actual, 18 charges only in
+amortized: 29 charges.
+"""
+
+import csv
+import json
+import shutil
+from decimal import Decimal
+
+import pytest
+
+from connectors.azure_cost import dataset_of
+from pipelines.warehouse import connect, fetch_all
+from tests.conftest import run_pipeline, sample
+
+ACTUAL = "billing/azure_ea_actual_cost_finopstoolkit.csv"
+AMORTIZED = "billing/azure_ea_amortized_cost_finopstoolkit.csv"
+# Neutral names: the dataset must come from the rows, not from the file name.
+NAMES = {ACTUAL: "sept/export-1.csv", AMORTIZED: "sept/export-2.csv"}
+BILLED, EFFECTIVE, CHARGES = Decimal("8.545008"), Decimal("16.296932"), 29
+
+
+def load(tmp_path, *runs):
+    """Each run: the files that land before it; the warehouse is kept between runs."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    for files in runs:
+        for name in files:
+            target = landing / NAMES.get(name, name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(sample(name) if name in NAMES else tmp_path / name, target)
+        assert run_pipeline(landing, warehouse).success
+    return connect(warehouse, read_only=True)
+
+
+def totals(conn):
+    return fetch_all(conn, """
+        SELECT sum(BilledCost), sum(EffectiveCost), count(*) FROM core.cost_lines WHERE ProviderName = 'Microsoft'""")[0]
+
+
+def assert_providers_totals(conn):
+    """The provider's totals to 1e-6. While per-line money is kept to 6 decimals (the lines of the
+    amortized file carry up to 28), each line may round by half a micro-unit: 28 lines drift by
+    2e-6 (16.296934); once the money columns keep more decimals, 1e-6 is the bound."""
+    billed, effective, rows = totals(conn)
+    scale = fetch_all(conn, """SELECT numeric_scale FROM information_schema.columns
+                               WHERE table_schema = 'core' AND table_name = 'cost_lines' AND column_name = 'EffectiveCost'""")[0][0]
+    bound = Decimal("0.000001") if scale > 6 else Decimal("0.0000005") * rows
+    assert abs(billed - BILLED) <= Decimal("0.000001") and abs(effective - EFFECTIVE) <= bound, (billed, effective)
+    assert rows == CHARGES
+
+
+def twins(conn):
+    """Charges that appear more than once (the merge left both halves)."""
+    return fetch_all(conn, """
+        SELECT x_AzureChargeKey, count(*) FROM core.cost_lines WHERE ProviderName = 'Microsoft'
+        GROUP BY ALL HAVING count(*) > 1""")
+
+
+def test_the_files_own_totals_are_the_providers():
+    def file_sum(name):
+        with open(sample(name), encoding="utf-8-sig", newline="") as fh:
+            return sum((Decimal(r["Cost"]) for r in csv.DictReader(fh)), Decimal(0))
+    assert file_sum(ACTUAL).quantize(Decimal("0.000001")) == BILLED
+    assert file_sum(AMORTIZED).quantize(Decimal("0.000001")) == EFFECTIVE
+
+
+def test_both_in_one_run_give_one_row_per_charge_and_the_providers_totals(tmp_path):
+    with load(tmp_path, [ACTUAL, AMORTIZED]) as conn:
+        assert_providers_totals(conn)
+        assert twins(conn) == []
+        assert dict(fetch_all(conn, """SELECT x_AzureDataset, count(*) FROM core.cost_lines GROUP BY ALL""")) == \
+            {"amortized": 28, "actual": 1}
+        # A charge in both: billed as actual says, effective as amortized says.
+        assert fetch_all(conn, """
+            SELECT BilledCost, EffectiveCost FROM core.cost_lines
+            WHERE ChargeDescription = 'D2 v3/D2s v3' AND utc_day(ChargePeriodStart) = DATE '2023-09-04'""") == \
+            [(Decimal("2.640000"), Decimal("2.640000"))]
+
+
+@pytest.mark.parametrize("first, second", [(ACTUAL, AMORTIZED), (AMORTIZED, ACTUAL)])
+def test_across_runs_in_either_order_the_same_totals(tmp_path, first, second):
+    with load(tmp_path, [first], [second]) as conn:
+        assert_providers_totals(conn)
+        assert twins(conn) == []
+
+
+def test_the_purchase_bills_its_price_and_is_effective_at_zero(tmp_path):
+    with load(tmp_path, [ACTUAL, AMORTIZED]) as conn:
+        assert fetch_all(conn, """
+            SELECT ChargeCategory, BilledCost, EffectiveCost, CommitmentDiscountType, ConsumedQuantity IS NULL
+            FROM core.cost_lines WHERE ChargeCategory = 'Purchase'""") == \
+            [("Purchase", Decimal("3.250000"), Decimal("0.000000"), "Reservation", True)]
+
+
+def test_each_export_alone_keeps_what_it_says(tmp_path):
+    with load(tmp_path / "a", [ACTUAL]) as conn:
+        # Actual alone: effective = billed, but the purchase is effective at zero.
+        assert totals(conn) == (BILLED, BILLED - Decimal("3.25"), 11)
+    with load(tmp_path / "b", [AMORTIZED]) as conn:
+        # Amortized alone: on-demand usage bills its cost; commitment-covered usage bills nothing.
+        billed, effective, rows = totals(conn)
+        assert (effective - billed, rows) == (Decimal("0.493152") + Decimal("0.006000"), 28)
+
+
+def unused_exports(tmp_path):
+    """An actual export with a reservation purchase and covered usage (cost 0), and the amortized
+    export of the same scope: the covered usage at its amortized cost and the unused hours."""
+    header = ("BillingAccountId,BillingPeriodStartDate,BillingPeriodEndDate,SubscriptionId,Date,MeterId,MeterCategory,MeterName,"
+              "Quantity,Cost,BillingCurrency,ResourceId,UnitOfMeasure,ReservationId,benefitId,ChargeType,PricingModel\n")
+    vm = "/subscriptions/s-1/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/gpu-1"
+    ri = "/providers/Microsoft.Capacity/reservationOrders/o-1/reservations/r-1"
+    common = "ea-1,10/01/2026,10/31/2026,s-1"
+    actual = (f"{common},10/01/2026,m-ri,Virtual Machines,ND96,1,900.00,USD,,1 Hour,r-1,{ri},Purchase,Reservation\n"
+              f"{common},10/02/2026,m-vm,Virtual Machines,ND96,20,0,USD,{vm},1 Hour,r-1,{ri},Usage,Reservation\n"
+              f"{common},10/02/2026,m-od,Storage,P30,1,4.10,USD,{vm}-disk,1/Month,,,Usage,OnDemand\n")
+    amortized = (f"{common},10/02/2026,m-vm,Virtual Machines,ND96,20,25.00,USD,{vm},1 Hour,r-1,{ri},Usage,Reservation\n"
+                 f"{common},10/02/2026,m-vm,Virtual Machines,ND96,4,5.00,USD,,1 Hour,r-1,{ri},UnusedReservation,Reservation\n"
+                 f"{common},10/02/2026,m-od,Storage,P30,1,4.10,USD,{vm}-disk,1/Month,,,Usage,OnDemand\n")
+    (tmp_path / "oct-a.csv").write_text(header + actual)
+    (tmp_path / "oct-b.csv").write_text(header + amortized)
+    return "oct-a.csv", "oct-b.csv"
+
+
+def test_unused_commitment_is_usage_unused_bills_nothing_and_has_no_consumed_quantity(tmp_path):
+    actual, amortized = unused_exports(tmp_path)
+    assert (dataset_of(tmp_path / actual, actual), dataset_of(tmp_path / amortized, amortized)) == ("actual", "amortized")
+    with load(tmp_path, [amortized], [actual]) as conn:
+        assert totals(conn) == (Decimal("904.100000"), Decimal("34.100000"), 4)
+        assert fetch_all(conn, """
+            SELECT ChargeCategory, CommitmentDiscountStatus, BilledCost, EffectiveCost, ConsumedQuantity, CommitmentDiscountQuantity,
+                   CommitmentDiscountId
+            FROM core.cost_lines WHERE CommitmentDiscountStatus = 'Unused'""") == \
+            [("Usage", "Unused", Decimal("0.000000"), Decimal("5.000000"), None, Decimal("4.0000000000"),
+              "/providers/Microsoft.Capacity/reservationOrders/o-1/reservations/r-1")]
+        assert fetch_all(conn, """
+            SELECT CommitmentDiscountStatus, BilledCost, EffectiveCost, ConsumedQuantity FROM core.cost_lines
+            WHERE CommitmentDiscountStatus = 'Used'""") == [("Used", Decimal("0.000000"), Decimal("25.000000"), Decimal("20.0000000000"))]
+
+
+def test_an_export_manifest_names_the_dataset(tmp_path):
+    # No commitment rows: the rows cannot tell; the manifest can, and then the file name.
+    path = tmp_path / "run-1" / "part_0_0001.csv"
+    path.parent.mkdir()
+    path.write_text("SubscriptionId,MeterId,Date,Cost,BillingCurrency,ChargeType,PricingModel\ns-1,m-1,10/01/2026,1.00,USD,Usage,OnDemand\n")
+    assert dataset_of(path, "x/part_0_0001.csv") == "actual"
+    assert dataset_of(path, "monthly-amortized/part_0_0001.csv") == "amortized"
+    (path.parent / "manifest.json").write_text(json.dumps({"exportConfig": {"exportName": "m", "type": "AmortizedCost"}}))
+    assert dataset_of(path, "x/part_0_0001.csv") == "amortized"
+    (path.parent / "manifest.json").write_text(json.dumps({"exportConfig": {"type": "ActualCost"}}))
+    assert dataset_of(path, "monthly-amortized/part_0_0001.csv") == "actual"
