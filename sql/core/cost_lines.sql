@@ -50,6 +50,9 @@ filled AS (
         -- stands in; any other line bills at its contracted rate (credits, tax: BilledCost, per spec).
         coalesce(ContractedCost, CASE WHEN PricingCategory = 'Committed' OR CommitmentDiscountStatus = 'Used'
                                       THEN coalesce(ListCost, BilledCost) ELSE BilledCost END) AS ContractedCost,
+        -- ListCost is never null: a source without list prices bills at them, as the connectors
+        -- already take it (AWS without pricing/publicOnDemandCost, OCI without a unit price).
+        coalesce(ListCost, BilledCost) AS ListCost,
         -- ChargeFrequency is never null and spelled as the spec's values; a purchase is never usage-based.
         CASE
             WHEN ChargeCategory = 'Purchase' AND (lower(ChargeFrequency) = 'recurring'
@@ -66,6 +69,8 @@ filled AS (
         -- stays in x_InvoicingEntity): BilledCost-C-005 reads any other issuer as a third party.
         CASE WHEN InvoiceIssuerName IS NULL OR focus_issuer_is_provider(ProviderName, InvoiceIssuerName) THEN ProviderName
              ELSE InvoiceIssuerName END AS InvoiceIssuerName,
+        -- A line that names no publisher is the provider's own service.
+        coalesce(PublisherName, ProviderName) AS PublisherName,
         coalesce(ServiceCategory, 'Other') AS ServiceCategory
     ),
     InvoiceIssuerName AS x_InvoicingEntity
