@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 
-.PHONY: demo test fuzz ui bench lock clean
+.PHONY: demo test fuzz ui bench lock clean focus-check focus-validate
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,20 @@ bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m tests.bench_rollup $(BENCH_ROLLUP)
 	$(BIN)/python -m tests.bench_cur
 	$(BIN)/python -m tests.bench_anomalies --series 10000
+
+# FOCUS 1.2 conformance of core.cost_lines. `focus-check` runs the project's own check of
+# focus-validator's root-column and dataset rules (what `make test` runs too); `focus-validate`
+# runs the FinOps Foundation's focus-validator 2.2.1 itself, from a venv of its own
+# (.focus-validator-venv, Python 3.12, made on first use: needs PyPI once), on an export of
+# core.cost_lines without the x_ columns, and prints the failing rules. Default warehouse: the
+# demo's (`make demo` first); FOCUS_WAREHOUSES="a.duckdb b.duckdb" checks others.
+FOCUS_WAREHOUSES ?= .finops/demo/warehouse.duckdb
+FOCUS_VALIDATOR_PYTHON ?= python3.12
+focus-check: $(STAMP)
+	$(BIN)/python -m pipelines.focus_conformance $(FOCUS_WAREHOUSES)
+
+focus-validate: $(STAMP)
+	PYTHON=$(BIN)/python FOCUS_VALIDATOR_PYTHON=$(FOCUS_VALIDATOR_PYTHON) tools/focus_validate.sh $(FOCUS_WAREHOUSES)
 
 # Re-resolve every dependency from pyproject.toml into constraints.txt (run after changing deps).
 lock:

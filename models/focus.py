@@ -136,3 +136,62 @@ SERVICE_CATEGORIES = (
     "Web",
     "Other",
 )
+
+# FOCUS 1.2's ServiceSubcategory values, each under its one parent ServiceCategory
+# (sql/macros.sql focus_subcategory_parent holds the same table for the SQL).
+SERVICE_SUBCATEGORIES: dict[str, str] = {
+    **dict.fromkeys(('AI Platforms', 'Bots', 'Generative AI', 'Machine Learning', 'Natural Language Processing', 'Other (AI and Machine Learning)'), 'AI and Machine Learning'),
+    **dict.fromkeys(('Analytics Platforms', 'Business Intelligence', 'Data Processing', 'Search', 'Streaming Analytics', 'Other (Analytics)'), 'Analytics'),
+    **dict.fromkeys(('Productivity and Collaboration', 'Other (Business Applications)'), 'Business Applications'),
+    **dict.fromkeys(('Containers', 'End User Computing', 'Quantum Compute', 'Serverless Compute', 'Virtual Machines', 'Other (Compute)'), 'Compute'),
+    **dict.fromkeys(('Caching', 'Data Warehouses', 'Ledger Databases', 'NoSQL Databases', 'Relational Databases', 'Time Series Databases', 'Other (Databases)'), 'Databases'),
+    **dict.fromkeys(('Developer Platforms', 'Continuous Integration and Deployment', 'Development Environments', 'Source Code Management', 'Quality Assurance', 'Other (Developer Tools)'), 'Developer Tools'),
+    **dict.fromkeys(('Identity and Access Management', 'Other (Identity)'), 'Identity'),
+    **dict.fromkeys(('API Management', 'Messaging', 'Workflow Orchestration', 'Other (Integration)'), 'Integration'),
+    **dict.fromkeys(('IoT Analytics', 'IoT Platforms', 'Other (Internet of Things)'), 'Internet of Things'),
+    **dict.fromkeys(('Architecture', 'Compliance', 'Cost Management', 'Data Governance', 'Disaster Recovery', 'Endpoint Management', 'Observability', 'Support', 'Other (Management and Governance)'), 'Management and Governance'),
+    **dict.fromkeys(('Content Creation', 'Gaming', 'Media Streaming', 'Mixed Reality', 'Other (Media)'), 'Media'),
+    **dict.fromkeys(('Data Migration', 'Resource Migration', 'Other (Migration)'), 'Migration'),
+    **dict.fromkeys(('Other (Mobile)',), 'Mobile'),
+    **dict.fromkeys(('Multicloud Integration', 'Other (Multicloud)'), 'Multicloud'),
+    **dict.fromkeys(('Application Networking', 'Content Delivery', 'Network Connectivity', 'Network Infrastructure', 'Network Routing', 'Network Security', 'Other (Networking)'), 'Networking'),
+    **dict.fromkeys(('Secret Management', 'Security Posture Management', 'Threat Detection and Response', 'Other (Security)'), 'Security'),
+    **dict.fromkeys(('Backup Storage', 'Block Storage', 'File Storage', 'Object Storage', 'Storage Platforms', 'Other (Storage)'), 'Storage'),
+    **dict.fromkeys(('Application Platforms', 'Other (Web)'), 'Web'),
+    **dict.fromkeys(('Other (Other)',), 'Other'),
+}
+
+# FOCUS 1.2 (CostAndUsage dataset): columns a dataset MUST have (the CostAndUsage-D-*-M presence
+# rules), and columns that MUST NOT be null on any row (the unconditional nullability rules).
+FOCUS_12_MANDATORY_COLUMNS = (
+    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart",
+    "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargePeriodEnd", "ChargePeriodStart", "ContractedCost",
+    "EffectiveCost", "InvoiceIssuerName", "ListCost", "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName",
+    "ServiceCategory", "ServiceName",
+)
+FOCUS_12_NOT_NULL_COLUMNS = (
+    "BilledCost", "BillingAccountId", "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory",
+    "ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart", "ContractedCost", "EffectiveCost", "InvoiceIssuerName",
+    "ListCost", "ProviderName", "PublisherName", "ServiceCategory", "ServiceName", "ServiceSubcategory",
+)
+
+
+def _unit_format_regex() -> str:
+    """FOCUS 1.2 UnitFormat, as focus-validator 2.2.1 checks it (FormatUnitGenerator): a data size,
+    a time or a count unit alone, `<unit>-<Times>`, `<unit>/<Time>`, `<n> <unit>`, `<unit>/<n> <Times>`."""
+    sizes = "|".join(f"{p}{b}" for b in ("b", "B") for p in ("", "K", "M", "G", "T", "P", "E")) + "|" + \
+        "|".join(f"{p}i{b}" for b in ("b", "B") for p in ("K", "M", "G", "T", "P", "E"))
+    one = "Year|Month|Day|Hour|Minute|Second"
+    many = "Years|Months|Days|Hours|Minutes|Seconds"
+    count = r"[A-Za-z][A-Za-z0-9]*(?:\s+[A-Za-z][A-Za-z0-9]*)*"
+    forms = (
+        f"({sizes}|{one}|{many}|{count})",
+        f"({sizes}|{count})-({many})",
+        f"({sizes}|{count}|{many})/({one})",
+        f"[0-9]+ ({sizes}|{one}|{many}|{count})",
+        f"({sizes}|{count}|{many})/[0-9]+ ({many})",
+    )
+    return "|".join(f"(^{f}$)" for f in forms)
+
+
+UNIT_FORMAT_REGEX = _unit_format_regex()

@@ -54,6 +54,19 @@ def focus_allowed_values(warehouse: DuckDBResource) -> AssetCheckResult:
     return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.WARN, metadata=result.metadata)
 
 
+@asset_check(asset=core_cost_lines, description="FOCUS 1.2 conformance: every mandatory column present and filled, "
+             "the root-column and dataset rules of focus-validator 2.2.1 (pipelines/focus_conformance.py)")
+def focus_12_conformance(warehouse: DuckDBResource) -> AssetCheckResult:
+    from pipelines.focus_conformance import check, rules
+
+    with warehouse.get_connection() as conn:
+        failures = check(conn)
+    # A warning, as for allowed values: a user's own FOCUS file may lack a mandatory value
+    # (BillingAccountId, say), which the run should report, not fail on.
+    return AssetCheckResult(passed=not failures, severity=AssetCheckSeverity.WARN, metadata={
+        "rules": len(rules()), "failing": MetadataValue.json([{k: str(v) for k, v in f.items()} for f in failures])})
+
+
 @asset_check(asset=core_cost_lines, description="every line has a reporting-currency amount (an FX rate was found)")
 def fx_rates_found(warehouse: DuckDBResource) -> AssetCheckResult:
     with warehouse.get_connection() as conn:
@@ -189,7 +202,7 @@ def mapping_files_valid() -> AssetCheckResult:
 
 
 ALL_CHECKS = [
-    focus_required_not_null, focus_allowed_values, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
+    focus_required_not_null, focus_allowed_values, focus_12_conformance, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
     attribution_conserves_money, phases_add_up, raw_rows_reconcile, billing_money_reconciles, no_failed_files,
     no_fully_quarantined_files, mapping_files_valid,
 ]

@@ -76,3 +76,70 @@ SELECT * EXCLUDE (__has_actual, __has_amortized, __period, __twin, __actual_bill
     CASE WHEN x_AzureDataset = 'actual' AND __has_amortized THEN 0 ELSE EffectiveCost END AS EffectiveCost)
 FROM twins
 WHERE NOT (x_AzureDataset = 'actual' AND __has_amortized AND __amortized_rows > 0);
+
+-- FOCUS 1.2 conformance (core.cost_lines' `conformed` step; models/focus.py holds the same rules
+-- for the own check, pipelines/focus_conformance.py).
+-- A ServiceSubcategory's one parent ServiceCategory, as FOCUS 1.2 enumerates them; NULL for a
+-- value FOCUS does not allow.
+CREATE OR REPLACE MACRO focus_subcategory_parent(sub) AS CASE
+    WHEN sub IN ('AI Platforms', 'Bots', 'Generative AI', 'Machine Learning', 'Natural Language Processing') THEN 'AI and Machine Learning'
+    WHEN sub IN ('Analytics Platforms', 'Business Intelligence', 'Data Processing', 'Search', 'Streaming Analytics') THEN 'Analytics'
+    WHEN sub IN ('Productivity and Collaboration') THEN 'Business Applications'
+    WHEN sub IN ('Containers', 'End User Computing', 'Quantum Compute', 'Serverless Compute', 'Virtual Machines') THEN 'Compute'
+    WHEN sub IN ('Caching', 'Data Warehouses', 'Ledger Databases', 'NoSQL Databases', 'Relational Databases', 'Time Series Databases') THEN 'Databases'
+    WHEN sub IN ('Developer Platforms', 'Continuous Integration and Deployment', 'Development Environments', 'Source Code Management', 'Quality Assurance') THEN 'Developer Tools'
+    WHEN sub IN ('Identity and Access Management') THEN 'Identity'
+    WHEN sub IN ('API Management', 'Messaging', 'Workflow Orchestration') THEN 'Integration'
+    WHEN sub IN ('IoT Analytics', 'IoT Platforms') THEN 'Internet of Things'
+    WHEN sub IN ('Architecture', 'Compliance', 'Cost Management', 'Data Governance', 'Disaster Recovery', 'Endpoint Management', 'Observability', 'Support') THEN 'Management and Governance'
+    WHEN sub IN ('Content Creation', 'Gaming', 'Media Streaming', 'Mixed Reality') THEN 'Media'
+    WHEN sub IN ('Data Migration', 'Resource Migration') THEN 'Migration'
+    WHEN sub IN ('Multicloud Integration') THEN 'Multicloud'
+    WHEN sub IN ('Application Networking', 'Content Delivery', 'Network Connectivity', 'Network Infrastructure', 'Network Routing', 'Network Security') THEN 'Networking'
+    WHEN sub IN ('Secret Management', 'Security Posture Management', 'Threat Detection and Response') THEN 'Security'
+    WHEN sub IN ('Backup Storage', 'Block Storage', 'File Storage', 'Object Storage', 'Storage Platforms') THEN 'Storage'
+    WHEN sub IN ('Application Platforms') THEN 'Web'
+    WHEN regexp_matches(sub, '^Other \((.+)\)$') AND regexp_extract(sub, '^Other \((.+)\)$', 1) IN (
+        'AI and Machine Learning', 'Analytics', 'Business Applications', 'Compute', 'Databases', 'Developer Tools',
+        'Identity', 'Integration', 'Internet of Things', 'Management and Governance', 'Media', 'Migration', 'Mobile',
+        'Multicloud', 'Networking', 'Security', 'Storage', 'Web', 'Other') THEN regexp_extract(sub, '^Other \((.+)\)$', 1)
+END;
+-- A unit in FOCUS's UnitFormat (`GB`, `GPU-Hours`, `GiB-Months`, `Requests/Second`): provider
+-- spellings such as 'gibibyte month', 'GB-Month', 'OCPU Per Hour' or 'Lambda-GB-Seconds' become
+-- the spec's form; a unit already in it is kept as it is.
+CREATE OR REPLACE MACRO focus_time_unit(t, plural) AS
+    CASE lower(t) WHEN 'yr' THEN 'Year' WHEN 'mo' THEN 'Month' WHEN 'hr' THEN 'Hour' WHEN 'hrs' THEN 'Hour'
+                  WHEN 'sec' THEN 'Second' WHEN 'min' THEN 'Minute'
+                  ELSE upper(t[1]) || lower(regexp_replace(t[2:], 's$', '')) END || CASE WHEN plural THEN 's' ELSE '' END;
+CREATE OR REPLACE MACRO focus_unit_sizes(u) AS
+    regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(regexp_replace(u,
+        '(?i)\bkibibytes?\b', 'KiB', 'g'), '(?i)\bmebibytes?\b', 'MiB', 'g'), '(?i)\bgibibytes?\b', 'GiB', 'g'),
+        '(?i)\btebibytes?\b', 'TiB', 'g'), '(?i)\bkilobytes?\b', 'KB', 'g'), '(?i)\bmegabytes?\b', 'MB', 'g'),
+        '(?i)\bgigabytes?\b', 'GB', 'g'), '(?i)\bterabytes?\b', 'TB', 'g');
+CREATE OR REPLACE MACRO focus_unit(unit) AS (
+    WITH s AS (SELECT trim(focus_unit_sizes(trim(unit))) AS u)
+    SELECT CASE
+        WHEN u IS NULL OR u = '' THEN NULL
+        WHEN regexp_full_match(u, '(?i)(year|month|day|hour|minute|second|yr|mo|hrs?|sec|min)s?')
+            THEN focus_time_unit(u, true)
+        -- '<unit> per <time>', '<unit>/<time>'  → '<unit>/<Time>'
+        WHEN regexp_full_match(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?')
+             AND NOT regexp_matches(regexp_extract(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?$', 1), '[-/]')
+            THEN regexp_extract(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?$', 1) || '/'
+                 || focus_time_unit(regexp_extract(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?$', 2), false)
+        -- '<unit> <time>', '<unit>-<time>', 'Lambda-GB-Seconds', 'GiB/Second-Months' → '<unit>-<Times>'
+        WHEN regexp_full_match(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?')
+            THEN trim(regexp_replace(regexp_replace(
+                     regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?$', 1), '/', ' Per ', 'g'), '[-\s]+', ' ', 'g'))
+                 || '-' || focus_time_unit(regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?$', 2), true)
+        ELSE u
+    END FROM s
+);
+-- Whether an invoice issuer is the provider itself under its legal name ('Amazon Web Services
+-- EMEA SARL' for AWS): then the issuer is the provider, not a third party (FOCUS BilledCost-C-005).
+CREATE OR REPLACE MACRO focus_issuer_is_provider(provider, issuer) AS
+    issuer = provider
+    OR (provider = 'AWS' AND regexp_matches(issuer, '^(AWS|Amazon Web Services|Amazon\.com|Amazon Internet Services)\b'))
+    OR (provider IN ('Microsoft', 'Azure') AND regexp_matches(issuer, '^Microsoft\b'))
+    OR (provider IN ('Google Cloud', 'Google', 'GCP') AND regexp_matches(issuer, '^Google\b'))
+    OR (provider IN ('Oracle', 'OCI') AND regexp_matches(issuer, '^Oracle\b'));

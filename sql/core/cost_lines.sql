@@ -4,6 +4,10 @@
 -- of the newest export (the latest ingestion run that covered it) count; a final export (with
 -- invoice ids) outranks an open one of the same run; and a line the provider identifies
 -- (x_SourceLineId) counts once, from the newest or final export that carries it.
+-- The `conformed` step then makes every row FOCUS 1.2 conformant (focus-validator 2.2.1 passes
+-- every root and dataset rule; README "FOCUS conformance"): it fills what the spec requires
+-- and a source left empty, after the ledger has chosen the lines, so it never changes which
+-- lines count nor any amount.
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
 CREATE OR REPLACE TABLE core.cost_lines AS
 WITH loaded_lines AS (
@@ -34,6 +38,82 @@ rated AS (
       ON fx.from_currency = c.BillingCurrency
      AND fx.to_currency = $reporting_currency
      AND fx.rate_date <= utc_day(c.ChargePeriodStart)
+),
+-- FOCUS 1.2 conformance, one place for every connector. Per line first:
+filled AS (
+    SELECT * REPLACE (
+        -- The billing period a source does not state (OCI, Azure exports without one) is the
+        -- calendar month of the charge, in UTC, as every one of these providers bills.
+        coalesce(BillingPeriodStart, date_trunc('month', timezone('UTC', ChargePeriodStart)) AT TIME ZONE 'UTC') AS BillingPeriodStart,
+        coalesce(BillingPeriodEnd, (coalesce(BillingPeriodStart, date_trunc('month', timezone('UTC', ChargePeriodStart)) AT TIME ZONE 'UTC')
+                                    + INTERVAL 1 MONTH)) AS BillingPeriodEnd,
+        -- ContractedCost is never null: the cost at negotiated rates before commitment discounts.
+        -- A committed line's BilledCost is its discounted (often zero) cost, so its list cost
+        -- stands in; any other line bills at its contracted rate (credits, tax: BilledCost, per spec).
+        coalesce(ContractedCost, CASE WHEN PricingCategory = 'Committed' OR CommitmentDiscountStatus = 'Used'
+                                      THEN coalesce(ListCost, BilledCost) ELSE BilledCost END) AS ContractedCost,
+        -- ListCost is never null: a source without list prices bills at them, as the connectors
+        -- already take it (AWS without pricing/publicOnDemandCost, OCI without a unit price).
+        coalesce(ListCost, BilledCost) AS ListCost,
+        -- ChargeFrequency is never null and spelled as the spec's values; a purchase is never usage-based.
+        CASE
+            WHEN ChargeCategory = 'Purchase' AND (lower(ChargeFrequency) = 'recurring'
+                 OR json_extract_string(x_ExtraColumns, '$.line_item_type') IN ('RIFee', 'SavingsPlanRecurringFee')) THEN 'Recurring'
+            WHEN ChargeCategory = 'Purchase' THEN 'One-Time'
+            WHEN lower(replace(ChargeFrequency, ' ', '')) IN ('one-time', 'onetime') THEN 'One-Time'
+            WHEN lower(ChargeFrequency) = 'recurring' THEN 'Recurring'
+            WHEN lower(replace(ChargeFrequency, ' ', '')) IN ('usage-based', 'usagebased') THEN 'Usage-Based'
+            WHEN ChargeCategory = 'Usage' THEN 'Usage-Based'
+            ELSE 'One-Time'
+        END AS ChargeFrequency,
+        focus_unit(PricingUnit) AS PricingUnit,
+        -- An issuer that is the provider under its legal name is the provider (the legal name
+        -- stays in x_InvoicingEntity): BilledCost-C-005 reads any other issuer as a third party.
+        CASE WHEN InvoiceIssuerName IS NULL OR focus_issuer_is_provider(ProviderName, InvoiceIssuerName) THEN ProviderName
+             ELSE InvoiceIssuerName END AS InvoiceIssuerName,
+        -- A line that names no publisher is the provider's own service.
+        coalesce(PublisherName, ProviderName) AS PublisherName,
+        coalesce(ServiceCategory, 'Other') AS ServiceCategory
+    ),
+    InvoiceIssuerName AS x_InvoicingEntity
+    FROM rated
+),
+with_invoice AS (
+    -- A line not yet on an issued invoice carries its pre-generated provisional invoice id
+    -- (InvoiceId-C-006-O): one per provider, billing account and billing period, marked
+    -- 'provisional:' so it is never mistaken for the provider's own id. InvoiceId is then
+    -- never null, as FOCUS's all-or-none nullability rule (InvoiceId-C-003-C) reads it.
+    SELECT * REPLACE (coalesce(InvoiceId, 'provisional:' || ProviderName || ':' || coalesce(BillingAccountId, '-') || ':'
+                                          || strftime(timezone('UTC', BillingPeriodStart), '%Y-%m')) AS InvoiceId)
+    FROM filled
+),
+-- Then per ServiceName, across the dataset: FOCUS wants one ServiceCategory and one
+-- ServiceSubcategory for each ServiceName (ServiceName-C-005-C, -C-008-C). The category most of
+-- its lines carry wins (ties: alphabetical); the subcategory is the provider's where FOCUS allows
+-- it under that category (most lines first), else 'Other (<category>)'.
+service_category AS (
+    SELECT ServiceName, ServiceCategory
+    FROM (SELECT ServiceName, ServiceCategory, count(*) AS n FROM with_invoice WHERE ServiceName IS NOT NULL GROUP BY ALL)
+    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceCategory) = 1
+),
+service_subcategory AS (
+    SELECT ServiceName, ServiceSubcategory
+    FROM (SELECT l.ServiceName, l.ServiceSubcategory, count(*) AS n
+          FROM with_invoice AS l JOIN service_category AS s USING (ServiceName)
+          WHERE focus_subcategory_parent(l.ServiceSubcategory) = s.ServiceCategory GROUP BY ALL)
+    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceSubcategory) = 1
+),
+conformed AS (
+    SELECT l.* REPLACE (
+        coalesce(s.ServiceCategory, l.ServiceCategory) AS ServiceCategory,
+        CASE
+            WHEN l.ServiceName IS NOT NULL THEN coalesce(t.ServiceSubcategory, 'Other (' || s.ServiceCategory || ')')
+            WHEN focus_subcategory_parent(l.ServiceSubcategory) = l.ServiceCategory THEN l.ServiceSubcategory
+            ELSE 'Other (' || l.ServiceCategory || ')'
+        END AS ServiceSubcategory)
+    FROM with_invoice AS l
+    LEFT JOIN service_category AS s USING (ServiceName)
+    LEFT JOIN service_subcategory AS t USING (ServiceName)
 )
 SELECT
     -- One source row can give several charges (a GCP line and its credits): number them, stably.
@@ -51,5 +131,5 @@ SELECT
         WHEN x_FxRate IS NOT NULL THEN 'converted: ' || fx_source || ' of ' || fx_rate_date
         ELSE 'missing_rate'
     END AS x_FxStatus
-FROM rated
+FROM conformed
 ORDER BY ChargePeriodStart, x_SourceFile, x_SourceRow;
