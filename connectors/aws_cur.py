@@ -73,7 +73,7 @@ class AwsCurConnector(Connector):
             for column in MONEY:
                 if column not in frame.columns:
                     frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
-            money = {c: parse_decimal(c, 18, 6) for c in MONEY}
+            money = {c: parse_decimal(c, 38, 10) for c in MONEY}
             start = parse_utc("line_item_usage_start_date")
             end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             reason = first_reason([
@@ -89,7 +89,7 @@ class AwsCurConnector(Connector):
     def _to_focus(self, frame: pl.DataFrame, money: dict, start: pl.Expr, end: pl.Expr) -> pl.DataFrame:
         get = lambda c: pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
         kind = pl.col("line_item_line_item_type")
-        zero = pl.lit(0).cast(pl.Decimal(18, 6))
+        zero = pl.lit(0).cast(pl.Decimal(38, 10))
         billed = money["line_item_unblended_cost"]
         effective = (
             pl.when(kind == "DiscountedUsage").then(pl.coalesce(money["reservation_effective_cost"], billed))
@@ -101,7 +101,7 @@ class AwsCurConnector(Connector):
                 pl.coalesce(money["reservation_unused_amortized_upfront_fee_for_billing_period"], zero)
                 + pl.coalesce(money["reservation_unused_recurring_fee"], zero))
             .otherwise(billed)
-        ).cast(pl.Decimal(18, 6))
+        ).cast(pl.Decimal(38, 10))
         pricing = (pl.when(kind.is_in(["DiscountedUsage", "SavingsPlanCoveredUsage"])).then(pl.lit("Committed"))
                    .when(get("pricing_term").str.to_lowercase() == "spot").then(pl.lit("Dynamic"))
                    .when(get("line_item_usage_type").str.contains("SpotUsage")).then(pl.lit("Dynamic"))
