@@ -105,15 +105,27 @@ def is_widening(old: str, new: str) -> bool:
     return s2 >= s1 and p2 - s2 >= p1 - s1
 
 
+def _widens_stored_values(conn: duckdb.DuckDBPyConnection, table: str, column: str, old: str, new: str) -> bool:
+    """A type change that keeps every stored value exactly: a widening, or more decimals at the same
+    width (DECIMAL(38,6) → DECIMAL(38,10)) where every stored value fits the fewer integer digits."""
+    if is_widening(old, new):
+        return True
+    a, b = _DECIMAL.fullmatch(old.replace(" ", "")), _DECIMAL.fullmatch(new.replace(" ", ""))
+    if not (a and b) or int(b.group(2)) < int(a.group(2)):
+        return False
+    integer_digits = int(b.group(1)) - int(b.group(2))
+    return bool(fetch_value(conn, f'SELECT coalesce(max(abs("{column}")) < CAST(10 AS DOUBLE) ^ {integer_digits}, true) FROM {table}'))
+
+
 def widen_column(conn: duckdb.DuckDBPyConnection, table: str, column: str, wanted: str) -> None:
-    """Widen a DECIMAL column of an existing table to `wanted` (exact: every stored value is kept);
-    a narrowing or a change of kind is refused."""
+    """Widen a DECIMAL column of an existing table to `wanted`, every stored value kept exactly;
+    a change that would lose a digit, or of another kind, is refused."""
     schema_name, table_name = table.split(".")
     dtype = fetch_value(conn, """SELECT data_type FROM information_schema.columns
         WHERE table_schema = ? AND table_name = ? AND column_name = ?""", [schema_name, table_name, column])
     if dtype is None or dtype.replace(" ", "") == wanted.replace(" ", ""):
         return
-    if not is_widening(dtype, wanted):
+    if not _widens_stored_values(conn, table, column, dtype, wanted):
         raise WarehouseSchemaError(f"{table}.{column} is {dtype} in the warehouse but {wanted} in this version")
     conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{column}" TYPE {wanted}')
 
@@ -134,9 +146,7 @@ def _migrate(conn: duckdb.DuckDBPyConnection, table: str, schema) -> None:
             continue
         dtype, nullable = existing[field.name]
         if dtype.replace(" ", "") != wanted.replace(" ", "") and not (wanted == "TIMESTAMPTZ" and dtype == "TIMESTAMP WITH TIME ZONE"):
-            if not is_widening(dtype, wanted):
-                raise WarehouseSchemaError(f"{table}.{field.name} is {dtype} in the warehouse but {wanted} in this version")
-            conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{field.name}" TYPE {wanted}')
+            widen_column(conn, table, field.name, wanted)
         if field.nullable and not nullable:
             conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{field.name}" DROP NOT NULL')
 
