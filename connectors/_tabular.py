@@ -322,7 +322,8 @@ def parse_utc(column: str, local_tz: str = "UTC", naive_formats: Sequence[str] =
 
 
 def parse_decimal(column: str, precision: int, scale: int) -> pl.Expr:
-    """Text → exact decimal; never through a float."""
+    """Text → exact decimal; never through a float. Digits past `scale` are cut off (money is parsed
+    at DECIMAL(38, 10): providers' lines carry up to 10 decimals); a value too wide gives null."""
     return pl.col(column).str.strip_chars().cast(pl.Decimal(precision, scale), strict=False)
 
 

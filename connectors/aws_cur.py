@@ -94,7 +94,7 @@ class AwsCurConnector(Connector):
             for column in MONEY:
                 if column not in frame.columns:
                     frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
-            money = {c: parse_decimal(c, 18, 6) for c in MONEY}
+            money = {c: parse_decimal(c, 38, 10) for c in MONEY}
             start = parse_utc("line_item_usage_start_date")
             end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             reason = first_reason([
@@ -111,7 +111,7 @@ class AwsCurConnector(Connector):
         get = lambda c: pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
         first = lambda names: pl.coalesce([get(c) for c in names])  # noqa: E731
         kind = pl.col("line_item_line_item_type")
-        zero = pl.lit(0).cast(pl.Decimal(18, 6))
+        zero = pl.lit(0).cast(pl.Decimal(38, 10))
         billed = money["line_item_unblended_cost"]
         reservation, savings_plan = first(RESERVATION_ARN), first(SAVINGS_PLAN_ARN)
         commitment = pl.coalesce(savings_plan, reservation)
@@ -124,7 +124,7 @@ class AwsCurConnector(Connector):
             .when((kind == "Fee") & reservation.is_not_null()).then(zero)
             .when(kind.is_in(["SavingsPlanNegation", "SavingsPlanUpfrontFee", "SavingsPlanRecurringFee", "RIFee"])).then(zero)
             .otherwise(billed)
-        ).cast(pl.Decimal(18, 6))
+        ).cast(pl.Decimal(38, 10))
         # What of a recurring commitment fee went unused this period: its own Unused row (below).
         unused = (
             pl.when(kind == "SavingsPlanRecurringFee").then(
@@ -132,7 +132,7 @@ class AwsCurConnector(Connector):
             .when(kind == "RIFee").then(
                 pl.coalesce(money["reservation_unused_amortized_upfront_fee_for_billing_period"], zero)
                 + pl.coalesce(money["reservation_unused_recurring_fee"], zero))
-        ).cast(pl.Decimal(18, 6))
+        ).cast(pl.Decimal(38, 10))
         pricing = (pl.when(category == "Tax").then(pl.lit(None, dtype=pl.String))
                    .when(category == "Purchase").then(pl.lit("Standard"))  # a commitment bought at the agreed rate
                    .when(kind.is_in(COVERED) & ((kind != "SavingsPlanNegation") | commitment.is_not_null()))

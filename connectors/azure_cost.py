@@ -163,7 +163,7 @@ class AzureCostConnector(Connector):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             fields = _resolve(source_columns)
             get = lambda f: pl.col(fields[f]).str.strip_chars() if f in fields else pl.lit(None, dtype=pl.String)  # noqa: E731
-            cost = parse_decimal(fields["cost"], 18, 6)
+            cost = parse_decimal(fields["cost"], 38, 10)
             # Azure writes dates as MM/DD/YYYY in many exports and ISO in others; both are UTC days.
             day = pl.coalesce(get("date").str.to_datetime("%m/%d/%Y", strict=False, time_unit="us", time_zone="UTC"),
                               parse_utc(fields["date"], "UTC"))
@@ -196,7 +196,7 @@ class AzureCostConnector(Connector):
                 pl.col("__day").dt.strftime("%Y-%m-%d"), get("subscription").str.to_lowercase(),
                 pl.coalesce(get("meter_id"), get("meter")).str.to_lowercase(), get("resource_id").str.to_lowercase(),
                 charge_type, commitment_id.str.to_lowercase(), quantity.cast(pl.String), get("unit"))], separator="|")
-            zero = pl.lit(0).cast(pl.Decimal(18, 6))
+            zero = pl.lit(0).cast(pl.Decimal(38, 10))
             by_type, sub_by_type, by_service = service_categories()
             resource_type = get("resource_id").str.to_lowercase().str.extract(r"/providers/([^/]+/[^/]+)")
             rate = parse_decimal(fields["exchange_rate"], 28, 12) if "exchange_rate" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
@@ -249,7 +249,7 @@ class AzureCostConnector(Connector):
                 get("pricing_currency").str.to_uppercase().alias("PricingCurrency"),
                 # Costs are in the billing currency; the pricing-currency cost divides by the exchange rate.
                 pl.when(get("pricing_currency").is_not_null() & rate.is_not_null() & (rate > 0))
-                  .then((pl.col("__cost").cast(pl.Decimal(38, 12)) / rate).cast(pl.Decimal(18, 6)))
+                  .then((pl.col("__cost").cast(pl.Decimal(38, 12)) / rate).cast(pl.Decimal(38, 10)))
                   .alias("PricingCurrencyEffectiveCost"),
                 pl.lit(dataset).alias("x_AzureDataset"), charge_key.alias("x_AzureChargeKey"),
                 ROW_NUMBER,

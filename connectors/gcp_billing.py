@@ -162,7 +162,7 @@ class GcpBillingConnector(Connector):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             if missing := [c for c in (*SIGNATURE, "usage_end_time") if c not in frame.columns]:
                 raise ConnectorError(ctx.source_file, f"columns missing: {', '.join(missing)}", line=1)
-            cost = parse_decimal("cost", 18, 6)
+            cost = parse_decimal("cost", 38, 10)
             start, end = parse_utc("usage_start_time"), parse_utc("usage_end_time")
             credits = pl.col("credits").map_elements(parse_credits, return_dtype=pl.List(CREDIT)) if "credits" in frame.columns \
                 else pl.lit([], dtype=pl.List(CREDIT))
@@ -190,7 +190,7 @@ class GcpBillingConnector(Connector):
             usage = self._charges(accepted, pl.col("__cost"), pl.col("__category"),
                                   pl.col("sku.description") if "sku.description" in accepted.columns else pl.lit(None, dtype=pl.String))
             credit_rows = accepted.explode("__credits").drop_nulls("__credits").with_columns(pl.col("__credits").struct.unnest())
-            credit = self._charges(credit_rows, parse_decimal("amount", 18, 6), pl.lit("Credit"),
+            credit = self._charges(credit_rows, parse_decimal("amount", 38, 10), pl.lit("Credit"),
                                    pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))
             # Credits are money the file states too: they belong in its source total.
             ctx.source_total += Decimal(str(credit.select(pl.col("BilledCost").sum()).item() or 0))

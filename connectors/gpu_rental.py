@@ -102,7 +102,7 @@ class GpuRentalConnector(Connector):
             frame = frame.with_columns(
                 parse_time("__f_start").alias("__start"),
                 parse_decimal("__f_hours", 28, 10).alias("__hours"),
-                parse_decimal("__f_amount", 18, 6).alias("__amount"),
+                parse_decimal("__f_amount", 38, 10).alias("__amount"),
                 self.col("gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
                 self.col("billing_mode").str.to_lowercase().replace_strict(self.mapping.mode_words(), default=None).alias("__mode"),
             )
@@ -152,7 +152,7 @@ class GpuRentalConnector(Connector):
         card_hours = hours * pl.col("__gpus").cast(pl.Decimal(28, 10))
         return frame.select(
             pl.col("__amount").alias("BilledCost"), pl.col("__amount").alias("EffectiveCost"), pl.col("__amount").alias("x_SourceCost"),
-            pl.coalesce((card_hours * unit_price).cast(pl.Decimal(18, 6), strict=False), pl.col("__amount")).alias("ListCost"),
+            pl.coalesce((card_hours * unit_price).cast(pl.Decimal(38, 10), strict=False), pl.col("__amount")).alias("ListCost"),
             currency.alias("BillingCurrency"), get("account_id").alias("BillingAccountId"), get("account_id").alias("SubAccountId"),
             pl.lit("Usage").alias("ChargeCategory"), frequency.alias("ChargeFrequency"), pricing.alias("PricingCategory"),
             pl.col("__start").alias("ChargePeriodStart"), pl.col("__end").alias("ChargePeriodEnd"),

@@ -36,7 +36,7 @@ class OciCostConnector(Connector):
         for frame in stream_csv_as_strings(path, ctx.source_file):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             get = lambda c: pl.col(c).str.strip_chars() if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
-            cost = parse_decimal("cost/myCost", 18, 6)
+            cost = parse_decimal("cost/myCost", 38, 10)
             start, end = parse_utc("lineItem/intervalUsageStart", "UTC"), parse_utc("lineItem/intervalUsageEnd", "UTC") if "lineItem/intervalUsageEnd" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
             frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"))
             reason = first_reason([
@@ -56,7 +56,7 @@ class OciCostConnector(Connector):
             unit_price = parse_decimal("cost/unitPrice", 28, 12) if "cost/unitPrice" in accepted.columns else pl.lit(None, dtype=pl.Decimal(28, 12))
             out = accepted.select(
                 pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"), pl.col("__cost").alias("x_SourceCost"),
-                pl.coalesce((quantity * unit_price).cast(pl.Decimal(18, 6), strict=False), pl.col("__cost")).alias("ListCost"),
+                pl.coalesce((quantity * unit_price).cast(pl.Decimal(38, 10), strict=False), pl.col("__cost")).alias("ListCost"),
                 get("cost/currencyCode").alias("BillingCurrency"), pl.lit("Usage").alias("ChargeCategory"),
                 pl.when(get("lineItem/isCorrection") == "true").then(pl.lit("Correction")).alias("ChargeClass"),
                 pl.lit("Usage-Based").alias("ChargeFrequency"), pl.lit("Standard").alias("PricingCategory"),

@@ -1,7 +1,7 @@
 """Spend anomalies: a robust, explainable baseline for each daily series, gates, and episodes.
 
 A series is one provider × sub-account × service × phase, for one metric: cost (reporting
-currency), GPU-hours or egress GB. Values travel as integer micro-units (Int64), so medians of
+currency), GPU-hours or egress GB. Values travel as integer micro-units (Int128: a 10^12 cost is 10^18 micro-units, sums go past Int64), so medians of
 money are exact and nothing here rounds an amount.
 
 - Baseline: the median of the same weekday over the last 4–8 weeks; with fewer than
@@ -110,7 +110,7 @@ def score(series: pl.DataFrame, days: list[date], rules: AnomalyRules = AnomalyR
           planned: list[PlannedRun] = ()) -> pl.DataFrame:
     """Score every series on each of `days` against its own history.
 
-    `series`: day, provider, sub_account, service, phase, metric, value (Int64 micro-units; null
+    `series`: day, provider, sub_account, service, phase, metric, value (Int128 micro-units; null
     = unknown). Returns one row per series, metric and scored day with the baseline, the gates
     and the verdict (`flagged`, `kind`, `direction`, `suppressed_by`).
     """

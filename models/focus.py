@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Value kinds. Money is exact (DECIMAL(18,6), as the design fixes); unit prices and quantities
+# Value kinds. Money is exact (DECIMAL(38,10), as the design fixes); unit prices and quantities
 # carry more scale because real exports price requests at fractions of a micro-unit.
 MONEY = "money"
 PRICE = "price"

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from models.focus import FOCUS_COLUMNS, JSON, MONEY, PRICE, QUANTITY, TEXT, TIMESTAMP
 
-MONEY_TYPE = pa.decimal128(18, 6)
+MONEY_TYPE = pa.decimal128(38, 10)  # ±10^12 and beyond with 10 decimals: sums stay exact in DECIMAL(38, 10)
 PRICE_TYPE = pa.decimal128(28, 12)
 QUANTITY_TYPE = pa.decimal128(28, 10)
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")

@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from models.anomalies import KEY, MICROS, AnomalyRules, PlannedRun, episodes, reconcile, score
-from pipelines.warehouse import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text
+from pipelines.warehouse import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text, widen_column
 
 USAGE_UNITS = {"gpu_hours": "GPU-hours", "egress_gb": "GB"}
 STILL = 0.05  # a usage or unit-price change under 5 % counts as unchanged when naming the driver
@@ -36,7 +36,8 @@ def window_for(as_of: date, lag_days: int = 2, rescore_days: int = 30) -> Window
 
 
 def load_series(conn, key: dict | None = None) -> pl.DataFrame:
-    """marts.daily_series in long form: one row per day, series and metric, values in micro-units.
+    """marts.daily_series in long form: one row per day, series and metric, values in micro-units
+    (Int128: a day's cost past 9.2·10^12 would overflow Int64 micro-units).
     `key` (provider, sub_account, service, phase) loads that one series only."""
     params = dict(key) if key else {k: None for k in KEY}
     return conn.sql("""
@@ -45,13 +46,13 @@ def load_series(conn, key: dict | None = None) -> pl.DataFrame:
             WHERE ($provider IS NULL OR (provider = $provider AND sub_account = $sub_account
                                          AND service = $service AND phase = $phase))
         )
-        SELECT day, provider, sub_account, service, phase, 'cost' AS metric, CAST(to_micros(cost) AS BIGINT) AS value FROM s
+        SELECT day, provider, sub_account, service, phase, 'cost' AS metric, to_micros(cost) AS value FROM s
         UNION ALL
-        SELECT day, provider, sub_account, service, phase, 'gpu_hours', CAST(round(gpu_hours * 1000000) AS BIGINT)
+        SELECT day, provider, sub_account, service, phase, 'gpu_hours', CAST(round(gpu_hours * 1000000) AS HUGEINT)
         FROM s WHERE gpu_hours IS NOT NULL
         UNION ALL
-        SELECT day, provider, sub_account, service, phase, 'egress_gb', CAST(round(egress_gb * 1000000) AS BIGINT)
-        FROM s WHERE egress_gb IS NOT NULL""", params=params).pl()
+        SELECT day, provider, sub_account, service, phase, 'egress_gb', CAST(round(egress_gb * 1000000) AS HUGEINT)
+        FROM s WHERE egress_gb IS NOT NULL""", params=params).pl().with_columns(pl.col("value").cast(pl.Int128))
 
 
 def money(micros) -> Decimal | None:
@@ -141,8 +142,8 @@ UPDATE_SCHEMA = pa.schema([
     ("anomaly_id", pa.string()), ("status", pa.string()), ("resolution", pa.string()), ("metric", pa.string()),
     ("unit", pa.string()), *[(k, pa.string()) for k in KEY], ("kind", pa.string()), ("direction", pa.string()),
     ("first_day", pa.date32()), ("last_day", pa.date32()), ("days", pa.int32()), ("peak_day", pa.date32()),
-    ("resolved_on", pa.date32()), ("actual", pa.decimal128(18, 6)), ("expected", pa.decimal128(18, 6)),
-    ("change", pa.decimal128(18, 6)), ("impact", pa.decimal128(18, 6)), ("z", pa.float64()),
+    ("resolved_on", pa.date32()), ("actual", pa.decimal128(38, 10)), ("expected", pa.decimal128(38, 10)),
+    ("change", pa.decimal128(38, 10)), ("impact", pa.decimal128(38, 10)), ("z", pa.float64()),
     ("baseline_method", pa.string()), ("baseline_points", pa.int32()), ("driver", pa.string()), ("summary", pa.string()),
     ("explanation", pa.string()), ("first_detected_at", pa.timestamp("us", tz="UTC")),
     ("resolved_at", pa.timestamp("us", tz="UTC")), ("last_scored_at", pa.timestamp("us", tz="UTC")),
@@ -169,6 +170,8 @@ def detect(conn, as_of: date, rules: AnomalyRules, planned: list[PlannedRun], cu
     window = window_for(as_of, lag_days, rescore_days)
     conn.execute(sql_text("findings.anomaly_runs"))
     conn.execute(sql_text("findings.anomalies").split("-- merge")[0])  # the table, before reading it
+    for column in ("actual", "expected", "change", "impact"):  # DECIMAL(18, 6) in older warehouses
+        widen_column(conn, "findings.anomalies", column, "DECIMAL(38, 10)")
     latest = fetch_value(conn, "SELECT max(scored_day) FROM findings.anomaly_runs")
     if latest is not None and window.scored_day < latest:
         return DetectionResult(window, 0, 0, 0, [], [], skipped=(
@@ -189,7 +192,7 @@ def detect(conn, as_of: date, rules: AnomalyRules, planned: list[PlannedRun], cu
     restated = [u["anomaly_id"] for u in updates if u["resolution"] == "restated" and u["resolved_at"] == now]
     conn.execute("BEGIN TRANSACTION")
     try:
-        conn.register("anomaly_scores_input", scores.to_arrow())
+        conn.register("anomaly_scores_input", scores.with_columns(pl.col(pl.Int128).cast(pl.Decimal(38, 0))).to_arrow())  # Arrow has no Int128
         run_sql_file(conn, "findings.anomaly_scores", {"reporting_currency": currency})
         conn.register("anomaly_updates", pa.Table.from_pylist([_update_row(u) for u in updates], schema=UPDATE_SCHEMA))
         conn.execute(sql_text("findings.anomalies"))

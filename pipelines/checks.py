@@ -160,7 +160,7 @@ def raw_rows_reconcile(warehouse: DuckDBResource) -> AssetCheckResult:
 
 
 @asset_check(asset=key_of("raw.files"), blocking=True,
-             description="per billing file, the money it states = the money loaded + the money quarantined, to the cent")
+             description="per billing file, the money it states = the money loaded + the money quarantined, exactly (to 10^-10)")
 def billing_money_reconciles(warehouse: DuckDBResource) -> AssetCheckResult:
     with warehouse.get_connection() as conn:
         broken = fetch_dicts(conn, """
@@ -172,7 +172,7 @@ def billing_money_reconciles(warehouse: DuckDBResource) -> AssetCheckResult:
             FROM raw.files AS f
             LEFT JOIN loaded AS l ON l.x_SourceFile = f.path AND l.x_SourceSha256 = f.sha256
             WHERE f.kind = 'billing' AND f.source_total IS NOT NULL
-              AND round(f.source_total, 2) <> round(coalesce(l.loaded_total, 0) + f.quarantined_total, 2)""")
+              AND f.source_total <> coalesce(l.loaded_total, 0) + f.quarantined_total""")  # exact, at money's 10 decimals
         files = fetch_all(conn, "SELECT count(*) FROM raw.files WHERE kind = 'billing' AND source_total IS NOT NULL")[0][0]
     return AssetCheckResult(passed=not broken, metadata={
         "billing_files": files, "unreconciled": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})

@@ -6,6 +6,7 @@ same connection, so every read here fetches everything it asks for.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -64,8 +65,8 @@ CREATE TABLE IF NOT EXISTS raw.files (
     rows_read BIGINT NOT NULL DEFAULT 0,
     rows_loaded BIGINT NOT NULL DEFAULT 0,
     rows_quarantined BIGINT NOT NULL DEFAULT 0,
-    source_total DECIMAL(38, 6),      -- billing files: the money the file states, all rows
-    quarantined_total DECIMAL(38, 6), -- billing files: the part of it on quarantined rows
+    source_total DECIMAL(38, 10),      -- billing files: the money the file states, all rows
+    quarantined_total DECIMAL(38, 10), -- billing files: the part of it on quarantined rows
     detail VARCHAR,
     ingested_at TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (path, sha256)
@@ -83,16 +84,57 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     for schema in SCHEMAS_IN_WAREHOUSE:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     conn.execute(RAW_REGISTRY_DDL)
-    for column in ("source_total", "quarantined_total"):  # added after the first release
-        conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} DECIMAL(38, 6)")
+    for column in ("source_total", "quarantined_total"):  # added after the first release, widened to 10 decimals later
+        conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} DECIMAL(38, 10)")
+        widen_column(conn, "raw.files", column, "DECIMAL(38, 10)")
     for table, schema in [*((t, SCHEMAS[k]) for k, t in RAW_TABLES.items()), ("raw.quarantine", QUARANTINE)]:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(schema)}\n)")
         _migrate(conn, table, schema)
 
 
+_DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
+
+
+def is_widening(old: str, new: str) -> bool:
+    """Whether DECIMAL type `old` fits in `new` without losing a digit: as many decimals or more,
+    and as many integer digits or more (DECIMAL(18,6) → DECIMAL(38,10) keeps every value exactly)."""
+    a, b = _DECIMAL.fullmatch(old.replace(" ", "")), _DECIMAL.fullmatch(new.replace(" ", ""))
+    if not (a and b):
+        return False
+    (p1, s1), (p2, s2) = map(int, a.groups()), map(int, b.groups())
+    return s2 >= s1 and p2 - s2 >= p1 - s1
+
+
+def _widens_stored_values(conn: duckdb.DuckDBPyConnection, table: str, column: str, old: str, new: str) -> bool:
+    """A type change that keeps every stored value exactly: a widening, or more decimals at the same
+    width (DECIMAL(38,6) → DECIMAL(38,10)) where every stored value fits the fewer integer digits."""
+    if is_widening(old, new):
+        return True
+    a, b = _DECIMAL.fullmatch(old.replace(" ", "")), _DECIMAL.fullmatch(new.replace(" ", ""))
+    if not (a and b) or int(b.group(2)) < int(a.group(2)):
+        return False
+    integer_digits = int(b.group(1)) - int(b.group(2))
+    return bool(fetch_value(conn, f'SELECT coalesce(max(abs("{column}")) < CAST(10 AS DOUBLE) ^ {integer_digits}, true) FROM {table}'))
+
+
+def widen_column(conn: duckdb.DuckDBPyConnection, table: str, column: str, wanted: str) -> None:
+    """Widen a DECIMAL column of an existing table to `wanted`, every stored value kept exactly;
+    a change that would lose a digit, or of another kind, is refused."""
+    schema_name, table_name = table.split(".")
+    dtype = fetch_value(conn, """SELECT data_type FROM information_schema.columns
+        WHERE table_schema = ? AND table_name = ? AND column_name = ?""", [schema_name, table_name, column])
+    if dtype is None or dtype.replace(" ", "") == wanted.replace(" ", ""):
+        return
+    if not _widens_stored_values(conn, table, column, dtype, wanted):
+        raise WarehouseSchemaError(f"{table}.{column} is {dtype} in the warehouse but {wanted} in this version")
+    conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{column}" TYPE {wanted}')
+
+
 def _migrate(conn: duckdb.DuckDBPyConnection, table: str, schema) -> None:
     """Columns the canonical schema added are added (NULL for old rows); a column that became
-    optional drops NOT NULL. A changed type is refused: it needs a deliberate migration."""
+    optional drops NOT NULL; a DECIMAL that became wider (money from DECIMAL(18,6) to
+    DECIMAL(38,10)) is widened in place, every stored value kept. Any other changed type is
+    refused: it needs a deliberate migration."""
     schema_name, table_name = table.split(".")
     existing = {name: (dtype, nullable == "YES") for name, dtype, nullable in fetch_all(conn, """
         SELECT column_name, data_type, is_nullable FROM information_schema.columns
@@ -104,7 +146,7 @@ def _migrate(conn: duckdb.DuckDBPyConnection, table: str, schema) -> None:
             continue
         dtype, nullable = existing[field.name]
         if dtype.replace(" ", "") != wanted.replace(" ", "") and not (wanted == "TIMESTAMPTZ" and dtype == "TIMESTAMP WITH TIME ZONE"):
-            raise WarehouseSchemaError(f"{table}.{field.name} is {dtype} in the warehouse but {wanted} in this version")
+            widen_column(conn, table, field.name, wanted)
         if field.nullable and not nullable:
             conn.execute(f'ALTER TABLE {table} ALTER COLUMN "{field.name}" DROP NOT NULL')
 

@@ -32,7 +32,7 @@ def test_foundation_sample_loads_every_row_and_billed_cost_reconciles_to_the_cen
     table, ctx = read_all(path)
     assert table.num_rows == 1000
     assert ctx.quarantined == []
-    assert table.schema.field("BilledCost").type == pa.decimal128(18, 6)
+    assert table.schema.field("BilledCost").type == pa.decimal128(38, 10)
     loaded = pc.sum(table["BilledCost"]).as_py()
     assert loaded.quantize(Decimal("0.01")) == file_sum(path, "BilledCost").quantize(Decimal("0.01")) == Decimal("20.52")
     assert pc.sum(table["EffectiveCost"]).as_py().quantize(Decimal("0.01")) == file_sum(path, "EffectiveCost").quantize(Decimal("0.01"))

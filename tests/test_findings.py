@@ -115,8 +115,8 @@ def test_slow_disk_checkpoint_with_partial_telemetry_and_gpus_shared_by_two_jobs
     # The design's worked example: 200 GB in 8 minutes on 8 GPUs ≈ 417 MB/s and 64 GPU-minutes; 67 s at 3 GB/s.
     assert (evidence["gpus"], evidence["throughput_mb_s"], evidence["duration_on_fast_disk_s"]) == (8, 416.7, 66.7)
     assert evidence["workloads"] == "job-a, job-b" and evidence["gpu_minutes_with_telemetry"] == 32
-    assert f["wasted_cost"] == Decimal("1.973333")  # 64/60 GPU-hours × 1.85 CNY, the charge's own price
-    assert f["avoidable_cost"] == Decimal("1.699259")  # × (1 − 66.67 s / 480 s)
+    assert f["wasted_cost"] == Decimal("1.9733333334")  # 64/60 GPU-hours (to 10 decimals) × 1.85 CNY, the charge's own price
+    assert f["avoidable_cost"] == Decimal("1.6992592592")  # × (1 − 66.67 s / 480 s)
     assert (f["currency"], f["price_source"]) == ("CNY", "charge")
 
 

@@ -86,7 +86,9 @@ def test_gpu_charge_split_by_gpu_seconds_held_rest_is_idle(fixture_run):
 
 def test_rounding_residue_goes_to_one_part_and_money_is_conserved(fixture_run):
     _, conn = fixture_run
-    assert parts(conn, "i-y") == {"finetuning": Decimal("0.033334"), "inference": Decimal("0.033333"), "pretraining": Decimal("0.033333")}
+    # Parts are whole units of 10^-10 (money's scale); the residue goes to one part.
+    assert parts(conn, "i-y") == {"finetuning": Decimal("0.0333333334"), "inference": Decimal("0.0333333333"),
+                                  "pretraining": Decimal("0.0333333333")}
 
 
 def test_tags_credits_and_oversubscription(fixture_run):
@@ -107,7 +109,7 @@ def test_missing_fx_rate_is_flagged_never_converted_at_one(fixture_run):
     assert "core/cost_lines:fx_rates_found" in outcome.warned_checks
     cny = fetch_dicts(conn, "SELECT x_FxRate, x_EffectiveCostReporting FROM core.cost_lines WHERE ResourceId = 'ins-x'")[0]
     assert cny["x_FxRate"] == Decimal("0.140845070422")  # 1 / 7.1 to 12 decimals, by integer division
-    assert cny["x_EffectiveCostReporting"] == Decimal("14.084507")
+    assert cny["x_EffectiveCostReporting"] == Decimal("14.0845070422")  # to money's 10 decimals
 
 
 def test_every_check_passes_but_the_fx_warning(fixture_run):

@@ -125,7 +125,7 @@ SELECT
         WHEN BillingCurrency = $reporting_currency THEN CAST(1 AS DECIMAL(38, 12))
         WHEN utc_day(ChargePeriodStart) - fx_rate_date <= $max_rate_age_days THEN fx_rate
     END AS x_FxRate,
-    CAST(round(EffectiveCost * x_FxRate, 6) AS DECIMAL(18, 6)) AS x_EffectiveCostReporting,
+    convert_money(EffectiveCost, x_FxRate) AS x_EffectiveCostReporting,
     CASE
         WHEN BillingCurrency = $reporting_currency THEN 'same_currency'
         WHEN x_FxRate IS NOT NULL THEN 'converted: ' || fx_source || ' of ' || fx_rate_date

@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS findings.anomalies (
     provider VARCHAR, sub_account VARCHAR, service VARCHAR, phase VARCHAR,
     kind VARCHAR, direction VARCHAR,
     first_day DATE, last_day DATE, days INTEGER, peak_day DATE, resolved_on DATE,
-    actual DECIMAL(18, 6), expected DECIMAL(18, 6), change DECIMAL(18, 6), impact DECIMAL(18, 6),
+    actual DECIMAL(38, 10), expected DECIMAL(38, 10), change DECIMAL(38, 10), impact DECIMAL(38, 10),
     z DOUBLE,
     baseline_method VARCHAR, baseline_points INTEGER,
     driver VARCHAR,
@@ -34,8 +34,8 @@ DELETE FROM findings.anomalies WHERE anomaly_id IN (SELECT anomaly_id FROM anoma
 INSERT INTO findings.anomalies BY NAME
 SELECT anomaly_id, status, resolution, metric, unit, provider, sub_account, service, phase, kind, direction,
        first_day, last_day, days, peak_day, resolved_on,
-       CAST(actual AS DECIMAL(18, 6)) AS actual, CAST(expected AS DECIMAL(18, 6)) AS expected,
-       CAST(change AS DECIMAL(18, 6)) AS change, CAST(impact AS DECIMAL(18, 6)) AS impact,
+       CAST(actual AS DECIMAL(38, 10)) AS actual, CAST(expected AS DECIMAL(38, 10)) AS expected,
+       CAST(change AS DECIMAL(38, 10)) AS change, CAST(impact AS DECIMAL(38, 10)) AS impact,
        z, baseline_method, baseline_points, driver, summary, CAST(explanation AS JSON) AS explanation,
        first_detected_at, resolved_at, last_scored_at, CAST(daily AS JSON) AS daily
 FROM anomaly_updates;

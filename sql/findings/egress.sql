@@ -15,7 +15,7 @@ WITH egress_lines AS (
 ),
 per_resource AS (
     SELECT provider, resource, resource_id, BillingCurrency AS currency, sum(gb) AS gb, sum(EffectiveCost) AS cost,
-           from_micros(to_micros(sum(EffectiveCost)) * 1000000 // nullif(to_micros(sum(gb)), 0)) AS price_per_gb
+           from_units(to_units(sum(EffectiveCost)) * 10000000000 // nullif(to_units(sum(gb)), 0)) AS price_per_gb
     FROM egress_lines GROUP BY ALL
 ),
 catalog AS (
@@ -57,10 +57,10 @@ explained AS (
 daily_findings AS (
     SELECT 'egress' AS kind, e.path AS subkind, e.resource, NULL AS host,
            min(e.ChargePeriodStart) AS period_start, max(e.ChargePeriodEnd) AS period_end,
-           sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(18, 6)) AS avoidable_cost, e.BillingCurrency AS currency,
+           sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, e.BillingCurrency AS currency,
            'charge' AS price_source,
            json_object('gb', sum(e.gb), 'cost', sum(e.EffectiveCost),
-                       'price_per_gb', from_micros(to_micros(sum(e.EffectiveCost)) * 1000000 // nullif(to_micros(sum(e.gb)), 0)),
+                       'price_per_gb', from_units(to_units(sum(e.EffectiveCost)) * 10000000000 // nullif(to_units(sum(e.gb)), 0)),
                        'catalog_price_per_gb', any_value(c.price_per_gb)) AS evidence,
            printf('%.0f GB left %s on %s. Find out who downloads it; keep repeated reads in the same region or on a cache.',
                   sum(e.gb), e.resource, e.day) AS recommendation

@@ -24,13 +24,13 @@ SELECT
     substr(md5(kind || '|' || subkind || '|' || resource || '|' || period_start::VARCHAR), 1, 16) AS finding_id,
     kind, subkind, resource, host, period_start, period_end,
     wasted_cost, avoidable_cost, currency,
-    CAST(round(wasted_cost * fx_rate, 6) AS DECIMAL(18, 6)) AS wasted_cost_reporting,
-    CAST(round(avoidable_cost * fx_rate, 6) AS DECIMAL(18, 6)) AS avoidable_cost_reporting,
+    convert_money(wasted_cost, fx_rate) AS wasted_cost_reporting,
+    convert_money(avoidable_cost, fx_rate) AS avoidable_cost_reporting,
     $reporting_currency AS reporting_currency,
     CASE
         WHEN fx_rate IS NULL THEN 'unrated'  -- no FX rate: the amount cannot be compared with the thresholds
-        WHEN avoidable_cost * fx_rate >= $severity_high THEN 'high'
-        WHEN avoidable_cost * fx_rate >= $severity_medium THEN 'medium'
+        WHEN convert_money(avoidable_cost, fx_rate) >= $severity_high THEN 'high'
+        WHEN convert_money(avoidable_cost, fx_rate) >= $severity_medium THEN 'medium'
         ELSE 'low'
     END AS severity,
     price_source, evidence, recommendation

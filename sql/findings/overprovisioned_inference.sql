@@ -63,8 +63,8 @@ SELECT
         ELSE 'autoscaling'
     END AS subkind,
     host AS resource, host, period_start, period_end,
-    CAST(paid_cost AS DECIMAL(18, 6)) AS wasted_cost,
-    CAST(greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) AS DECIMAL(18, 6)) AS avoidable_cost,
+    CAST(paid_cost AS DECIMAL(38, 10)) AS wasted_cost,
+    CAST(greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) AS DECIMAL(38, 10)) AS avoidable_cost,
     currency, 'charge' AS price_source,
     json_object('hours', hours, 'paid_gpu_hours', paid_gpu_hours, 'busy_gpu_hours', round(busy_gpu_hours, 2),
                 'peak_busy_gpus', round(peak_busy_gpus, 3), 'valley_busy_gpus', round(valley_busy_gpus, 3),

@@ -33,7 +33,7 @@ catalog AS (
 run_prices AS (
     -- A run may span several daily charges: price it at the mean of their GPU-hour prices.
     SELECT r.gpu_key, r.period_start, any_value(p.currency) AS currency,
-           from_micros(sum(to_micros(p.price_per_gpu_hour)) // count(*)) AS price_per_gpu_hour
+           from_units(sum(to_units(p.price_per_gpu_hour)) // count(*)) AS price_per_gpu_hour
     FROM runs AS r
     JOIN marts.gpu_hour_prices AS p
       ON r.host IN (p.host, p.resource_host) AND p.period_start < r.period_end AND p.period_end > r.period_start
@@ -65,7 +65,7 @@ dark_charges AS (
 ),
 no_telemetry AS (
     SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(resource_id, host) AS resource, host, period_start, period_end,
-           EffectiveCost AS wasted_cost, CAST(0 AS DECIMAL(18, 6)) AS avoidable_cost, currency, 'charge' AS price_source,
+           EffectiveCost AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, currency, 'charge' AS price_source,
            json_object('gpus', gpu_count, 'gpu_model', gpu_model, 'charge_id', x_ChargeId) AS evidence,
            printf('%s was paid for (%d GPUs) but reported no telemetry at all: an orphaned instance, or a host whose '
                   || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(resource_id, host), gpu_count) AS recommendation

@@ -8,7 +8,7 @@
 --      whose conditions all match                                                → 'rule'
 --   4. anything else                                                             → 'unattributed'
 --
--- Money is conserved exactly: each part is floor(cost × weight / total) in micro-units, and the
+-- Money is conserved exactly: each part is floor(cost × weight / total) in 10^-10 units, and the
 -- rounding residue goes to the charge's largest part (ties by phase name), so the parts of a
 -- charge always add up to its EffectiveCost, and to its x_EffectiveCostReporting.
 CREATE OR REPLACE TABLE marts.cost_attribution AS
@@ -113,10 +113,10 @@ split AS (
     SELECT
         p.*,
         c.ChargePeriodStart,
-        to_micros(c.EffectiveCost) AS cost_micros,
-        to_micros(c.x_EffectiveCostReporting) AS reporting_micros,
-        to_micros(c.EffectiveCost) * p.weight // p.total_weight AS part_micros,
-        to_micros(c.x_EffectiveCostReporting) * p.weight // p.total_weight AS part_reporting_micros,
+        to_units(c.EffectiveCost) AS cost_units,
+        to_units(c.x_EffectiveCostReporting) AS reporting_units,
+        to_units(c.EffectiveCost) * p.weight // p.total_weight AS part_units,
+        to_units(c.x_EffectiveCostReporting) * p.weight // p.total_weight AS part_reporting_units,
         row_number() OVER (PARTITION BY p.x_ChargeId ORDER BY p.weight DESC, p.phase) AS rank_in_charge
     FROM parts AS p
     JOIN classified AS c USING (x_ChargeId)
@@ -126,10 +126,10 @@ SELECT
     utc_day(ChargePeriodStart) AS charge_day,
     phase,
     method,
-    from_micros(part_micros + CASE WHEN rank_in_charge = 1
-        THEN cost_micros - sum(part_micros) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_billing,
-    from_micros(part_reporting_micros + CASE WHEN rank_in_charge = 1
-        THEN reporting_micros - sum(part_reporting_micros) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_reporting,
+    from_units(part_units + CASE WHEN rank_in_charge = 1
+        THEN cost_units - sum(part_units) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_billing,
+    from_units(part_reporting_units + CASE WHEN rank_in_charge = 1
+        THEN reporting_units - sum(part_reporting_units) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_reporting,
     gpu_seconds,
     weight,
     total_weight,

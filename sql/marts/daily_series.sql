@@ -51,7 +51,7 @@ SELECT
     b.day,
     s.provider, s.sub_account, s.service, s.phase,
     s.reporting_currency,
-    CASE WHEN o.day IS NULL THEN CAST(0 AS DECIMAL(18, 6)) ELSE CAST(o.cost AS DECIMAL(18, 6)) END AS cost,
+    CASE WHEN o.day IS NULL THEN CAST(0 AS DECIMAL(38, 10)) ELSE CAST(o.cost AS DECIMAL(38, 10)) END AS cost,
     CASE WHEN s.has_gpu_hours THEN coalesce(o.gpu_hours, 0) END AS gpu_hours,
     CASE WHEN s.has_egress THEN coalesce(o.egress_gb, 0) END AS egress_gb,
     coalesce(o.charge_lines, 0) AS charge_lines

@@ -1,5 +1,5 @@
 -- marts.gpu_hour_prices: what one GPU-hour cost on each charged GPU resource, per charge period,
--- computed from the charge itself (EffectiveCost ÷ GPUs ÷ hours, in whole micro-units). Findings
+-- computed from the charge itself (EffectiveCost ÷ GPUs ÷ hours, in whole 10^-10 units). Findings
 -- price telemetry-only waste with it, and fall back to the catalog where no charge exists.
 CREATE OR REPLACE TABLE marts.gpu_hour_prices AS
 SELECT
@@ -13,7 +13,7 @@ SELECT
     ChargePeriodStart AS period_start,
     ChargePeriodEnd AS period_end,
     BillingCurrency AS currency,
-    from_micros(to_micros(EffectiveCost) * 3600
+    from_units(to_units(EffectiveCost) * 3600
                 // (x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd))) AS price_per_gpu_hour
 FROM core.cost_lines
 WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart;

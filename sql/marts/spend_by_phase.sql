@@ -65,15 +65,15 @@ SELECT
     pe.period,
     ph.phase,
     $reporting_currency AS reporting_currency,
-    coalesce(c.cost_reporting, 0)::DECIMAL(18, 6) AS cost_reporting,
+    coalesce(c.cost_reporting, 0)::DECIMAL(38, 10) AS cost_reporting,
     b.cost_by_billing_currency,
     round(100.0 * coalesce(c.cost_reporting, 0) / nullif(t.cost_reporting, 0), 2) AS share_pct,
     round(coalesce(c.gpu_hours_paid, 0), 3) AS gpu_hours_paid,
     round(coalesce(u.gpu_hours_busy, 0), 3) AS gpu_hours_busy,
     round(100.0 * u.gpu_hours_busy / nullif(c.gpu_hours_paid, 0), 2) AS utilization_pct,
-    -- A money rate: whole micro-units divided by whole busy GPU-seconds, never through a float.
+    -- A money rate: whole 10^-10 units divided by whole busy GPU-seconds, never through a float.
     CASE WHEN round(u.gpu_hours_busy * 3600) > 0 THEN
-        from_micros(to_micros(c.cost_reporting) * 3600 // CAST(round(u.gpu_hours_busy * 3600) AS HUGEINT))
+        from_units(to_units(c.cost_reporting) * 3600 // CAST(round(u.gpu_hours_busy * 3600) AS HUGEINT))
     END AS cost_per_busy_gpu_hour,
     r.util_low AS typical_util_pct_low,
     r.util_high AS typical_util_pct_high,
