@@ -233,7 +233,8 @@ def layout_of(rel: str, connector: str | None) -> Layout:
     if connector == "oci_cost":
         stem = re.sub(r"(\.(csv|gz|zip|parquet))+$", "", name, flags=re.I)
         counter = re.findall(r"\d+", stem)
-        return Layout(f"oci:{PurePosixPath(rel).parent.as_posix()}/{stem}", None, None,
+        folder = PurePosixPath(rel).parent.as_posix()
+        return Layout(f"oci:{'' if folder == '.' else folder + '/'}{stem}", None, None,
                       int(counter[-1]) if counter and len(counter[-1]) <= 18 else None)
     return Layout()
 
