@@ -170,6 +170,9 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_REGISTRY_DDL)
     for column, dtype in RAW_FILES_ADDED:
         conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} {dtype}")
+    # `restated` was the status before the ledger: the rules recompute it as `superseded` (or
+    # `loaded`) at the next ingest, and the file is not read again.
+    conn.execute("UPDATE raw.files SET status = 'superseded' WHERE status = 'restated'")
     conn.execute(RAW_MANIFESTS_DDL)
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)

@@ -340,3 +340,17 @@ def test_manifests_of_aws_data_exports_and_azure_are_read(tmp_path):
     assert layout_of("daily-actual/20260901-20260930/5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/part_0_0001.csv", "azure_cost").delivery_id == \
         "azure:5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
     assert read_manifest(tmp_path / "nothing.json", "nothing.json") is None
+
+
+def test_a_warehouse_from_before_the_ledger_keeps_its_restated_files_out(tmp_path):
+    from datetime import UTC, datetime
+
+    from pipelines.warehouse import ensure_warehouse
+
+    conn = connect(tmp_path / "old.duckdb")
+    ensure_warehouse(conn)
+    conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, kind, status, ingested_at) VALUES (?, ?, 1, 'billing', 'restated', ?)",
+                 ["old.csv", "0" * 64, datetime(2026, 9, 1, tzinfo=UTC)])
+    ensure_warehouse(conn)
+    assert fetch_all(conn, "SELECT status FROM raw.files") == [("superseded",)]  # never read again as new
+    conn.close()
