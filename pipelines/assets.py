@@ -22,7 +22,7 @@ from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
-RAW_ASSETS = ["raw.files", *RAW_TABLES.values(), "raw.quarantine"]
+RAW_ASSETS = ["raw.files", *RAW_TABLES.values(), "raw.quarantine", "raw.manifests", "raw.deliveries", "raw.delivery_slices"]
 
 
 def key_of(table: str) -> AssetKey:
@@ -51,6 +51,9 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}
     for broken in invalid_mappings(all_connectors()):
         context.log.error(f"invalid mapping, not used: {broken.error}")
+    for d in summary.incomplete:
+        context.log.warning(for_terminal(f"delivery {d['delivery_id']} ({d['provider']} {d['export_name']}): "
+                                         f"{d['parts_seen']} of {d['parts_expected']} parts so far, marked incomplete"))
     for o in summary.outcomes:
         if o.status == "failed":
             context.log.error(for_terminal(o.detail))  # the console shows it: no control characters from file names
@@ -64,6 +67,8 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         "new_files": len(summary.outcomes),
         "already_loaded": summary.already_loaded,
         "loaded": len(summary.by_status("loaded")),
+        "incomplete_deliveries": MetadataValue.json([{k: str(v) for k, v in d.items()} for d in summary.incomplete]),
+        "superseded": MetadataValue.json(summary.superseded),
         "failed": MetadataValue.json([{"path": o.path, "error": o.detail} for o in summary.by_status("failed")]),
         "quarantined": MetadataValue.json([{"path": o.path, "reason": o.detail} for o in summary.by_status("quarantined")]),
         "invalid_mappings": MetadataValue.json([str(m.error) for m in invalid_mappings(all_connectors())]),
@@ -139,7 +144,10 @@ def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
 
 fx_rates_asset = sql_asset("core.fx_rates", [], "core.fx_rates: FX rates by day and pair, bundled reference plus your own file",
                            "core", inputs=fx_rates_input)
-core_cost_lines = sql_asset("core.cost_lines", ["raw.cost_lines", "raw.files", "core.fx_rates"],
+core_billing_lines = sql_asset("core.billing_lines", ["raw.cost_lines", "raw.files", "raw.deliveries", "raw.delivery_slices"],
+                               "core.billing_lines: the raw cost lines that count after the ledger's delivery rules, each once",
+                               "core")
+core_cost_lines = sql_asset("core.cost_lines", ["core.billing_lines", "core.fx_rates"],
                             "core.cost_lines: FOCUS charge rows, reporting currency beside billing currency", "core")
 core_gpu_samples = sql_asset("core.gpu_samples", ["raw.gpu_samples", "raw.files"],
                              "core.gpu_samples: one GPU at one instant, UTC", "core")
@@ -211,7 +219,7 @@ def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
 
 
 ALL_ASSETS = [
-    ingest_landing_asset, fx_rates_asset, core_cost_lines, core_gpu_samples, core_gpu_minutes,
+    ingest_landing_asset, fx_rates_asset, core_billing_lines, core_cost_lines, core_gpu_samples, core_gpu_minutes,
     core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
     price_catalog_asset, marts_gpu_hour_prices, findings_egress, findings_slow_disk_idle, findings_unused_gpu,
     findings_overprovisioned_inference, findings_hidden_costs, marts_daily_series, *DAILY_ASSETS,

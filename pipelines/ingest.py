@@ -1,6 +1,10 @@
 """Landing folder → raw tables, one file per transaction, each file loaded once.
 
-A file is identified by its content hash: the same bytes under any name load once. A file no
+A file is identified by its normalized content (`pipelines.ledger.deliveries.content_sha256`:
+decompressed, CRLF→LF, BOM stripped): the same export under any name, compressed or not, loads
+once. A provider's delivery manifest is recorded in `raw.manifests` (status `manifest`), not read
+as billing data; after the files, the ledger's rules (`pipelines.ledger.rules`) put every billing
+file in its delivery and mark it `loaded`, `incomplete` or `superseded`. A file no
 connector recognises is listed with the reason and skipped; a file a connector claims but cannot
 read is marked failed with the connector's message; neither stops the other files. Because each
 file loads inside one transaction, a crash or kill mid-file leaves the warehouse as it was.
@@ -28,6 +32,8 @@ from connectors.base import Connector, ConnectorError, ReadContext, printable
 from connectors.registry import all_connectors, detect
 from models.schemas import RAW_TABLES
 from pipelines import progress
+from pipelines.ledger import rules
+from pipelines.ledger.deliveries import content_sha256, file_mtime, layout_of, read_manifest
 from pipelines.warehouse import ensure_warehouse, fetch_all
 
 log = logging.getLogger(__name__)
@@ -51,7 +57,8 @@ class FileOutcome:
 class IngestSummary:
     outcomes: list[FileOutcome] = field(default_factory=list)
     already_loaded: int = 0
-    restated: list[str] = field(default_factory=list)  # billing files a later export replaced
+    superseded: list[str] = field(default_factory=list)  # billing files a newer delivery of their export replaced
+    incomplete: list[dict] = field(default_factory=list)  # deliveries whose parts are not all here yet
 
     def by_status(self, status: str) -> list[FileOutcome]:
         return [o for o in self.outcomes if o.status == status]
@@ -154,8 +161,8 @@ def ingest_landing(
     ensure_warehouse(conn)
     connectors = connectors if connectors is not None else all_connectors()
     summary = IngestSummary()
-    # One time for the whole run: files loaded together are one export (its parts), so they never
-    # restate one another; a later run's export of the same billing period does.
+    # One time for the whole run (lineage). Which delivery counts never depends on it, except as
+    # the last tie-break between plain uploads that nothing else orders (see the README's ledger).
     batch_time = datetime.now(UTC)
     scan = scan_landing(landing)
     root = os.path.realpath(landing)
@@ -175,7 +182,8 @@ def ingest_landing(
         sha = sha256_of(path)
         done = fetch_all(
             conn,
-            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ('loaded', 'duplicate', 'replaced', 'restated')",
+            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN "
+            "('loaded', 'incomplete', 'superseded', 'duplicate', 'replaced', 'manifest')",
             [rel, sha],
         )
         if done:
@@ -187,76 +195,43 @@ def ingest_landing(
         progress.report(position, len(files), rel, outcome.rows_loaded, path.stat().st_size / 2**20 / seconds)
         summary.outcomes.append(outcome)
         log.info("%s: %s %s", rel, outcome.status, outcome.detail)
-    summary.restated = mark_restated(conn)
+    state = rules.refresh(conn)
+    summary.superseded, summary.incomplete = state.superseded, state.incomplete
+    for d in state.incomplete:
+        log.warning("delivery %s (%s %s): %s of %s parts so far", d["delivery_id"], d["provider"], d["export_name"],
+                    d["parts_seen"], d["parts_expected"])
     return summary
-
-
-def mark_restated(conn) -> list[str]:
-    """Billing files every one of whose billing periods a later export covers again (same provider,
-    billing account and period) are restated: marked so, with the files that replaced them."""
-    restated = fetch_all(conn, """
-        WITH all_lines AS (
-            SELECT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, f.ingested_at,
-                   c.ProviderName, c.BillingAccountId, c.BillingPeriodStart, c.x_SourceLineId, c.ChargePeriodStart,
-                   -- Azure's actual and amortized datasets are two exports: neither restates the other.
-                   coalesce(c.x_AzureDataset, '') AS dataset,
-                   bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS final
-            FROM raw.cost_lines AS c
-            JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
-        ),
-        -- Files every line of which a later or final export carries again, by the provider's line id.
-        line_flags AS (
-            SELECT path, sha256,
-                   x_SourceLineId IS NOT NULL
-                   AND (ingested_at, final) < max((ingested_at, final))
-                       OVER (PARTITION BY ProviderName, x_SourceLineId, ChargePeriodStart) AS restated_line
-            FROM all_lines
-        ),
-        by_line AS (SELECT path, sha256, bool_and(restated_line) AS all_restated FROM line_flags GROUP BY ALL),
-        lines AS (SELECT * EXCLUDE (x_SourceLineId, ChargePeriodStart) FROM all_lines WHERE BillingPeriodStart IS NOT NULL),
-        keys AS (SELECT DISTINCT * FROM lines),
-        newest AS (
-            SELECT ProviderName, BillingAccountId, BillingPeriodStart, dataset, max((ingested_at, final)) AS rank
-            FROM keys GROUP BY ALL
-        ),
-        superseded AS (
-            SELECT k.path, k.sha256,
-                   bool_and((k.ingested_at, k.final) < n.rank) AS all_superseded
-            FROM keys AS k
-            JOIN newest AS n USING (ProviderName, BillingAccountId, BillingPeriodStart, dataset)
-            GROUP BY k.path, k.sha256
-        )
-        SELECT s.path, s.sha256,
-               (SELECT string_agg(DISTINCT k2.path, ', ') FROM keys AS k2
-                JOIN keys AS k1 ON k1.path = s.path AND k1.sha256 = s.sha256
-                 AND k2.ProviderName IS NOT DISTINCT FROM k1.ProviderName
-                 AND k2.BillingAccountId IS NOT DISTINCT FROM k1.BillingAccountId
-                 AND k2.BillingPeriodStart = k1.BillingPeriodStart AND k2.dataset = k1.dataset
-                WHERE (k2.ingested_at, k2.final) > (k1.ingested_at, k1.final)) AS by_files
-        FROM superseded AS s WHERE s.all_superseded
-        UNION
-        SELECT b.path, b.sha256, 'a later or final export of the same line items'
-        FROM by_line AS b
-        WHERE b.all_restated
-          AND NOT EXISTS (SELECT 1 FROM superseded AS s WHERE s.path = b.path AND s.sha256 = b.sha256 AND s.all_superseded)""")
-    for path, sha, by_files in restated:
-        conn.execute("UPDATE raw.files SET status = 'restated', detail = detail || '; restated by ' || ? "
-                     "WHERE path = ? AND sha256 = ?", [by_files, path, sha])
-    return [path for path, _, _ in restated]
 
 
 def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors, now: datetime) -> FileOutcome:
     size = path.stat().st_size
+    mtime = file_mtime(path)
+    manifest = read_manifest(path, rel)
+    if manifest is not None:  # a delivery's manifest: recorded, never read as billing data
+        _record(conn, rel, sha, size, None, None, "manifest", 0, 0, manifest.detail, now, file_mtime=mtime,
+                delivery_id=manifest.delivery_id)
+        conn.execute("DELETE FROM raw.manifests WHERE path = ? AND sha256 = ?", [rel, sha])
+        conn.execute("INSERT INTO raw.manifests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            rel, sha, manifest.format, manifest.provider, manifest.export_name, manifest.scope, manifest.billing_period,
+            manifest.delivery_id, manifest.created_at, mtime, manifest.mode, manifest.latest_pointer, manifest.parts, now])
+        _replace_older_versions(conn, rel, sha)
+        return FileOutcome(rel, "manifest", detail=manifest.detail)
     detection = detect(path, connectors)
     connector = detection.connector
     if connector is None:
         _record(conn, rel, sha, size, None, None, "unrecognized", 0, 0, detection.reason, now)
         return FileOutcome(rel, "unrecognized", detail=detection.reason)
 
-    twin = fetch_all(conn, "SELECT path FROM raw.files WHERE sha256 = ? AND status = 'loaded' LIMIT 1", [sha])
+    content = content_sha256(path)
+    layout = layout_of(rel, connector.name)
+    extra = dict(content_sha256=content, file_mtime=mtime, layout_delivery_id=layout.delivery_id,
+                 layout_export=layout.export_name, layout_period=layout.billing_period, layout_seq=layout.seq)
+    twin = fetch_all(conn, "SELECT path FROM raw.files WHERE coalesce(content_sha256, sha256) = ? "
+                           "AND status IN ('loaded', 'incomplete', 'superseded') ORDER BY ingested_at, path LIMIT 1", [content])
     if twin:
         detail = f"same content as {twin[0][0]}, already loaded"
-        _record(conn, rel, sha, size, connector.name, connector.kind, "duplicate", 0, 0, detail, now)
+        _record(conn, rel, sha, size, connector.name, connector.kind, "duplicate", 0, 0, detail, now, **extra)
+        _replace_older_versions(conn, rel, sha)
         return FileOutcome(rel, "duplicate", connector.name, detail=detail)
 
     ctx = ReadContext(source_file=rel, ingested_at=now, timezone=timezone, source_sha256=sha)
@@ -283,13 +258,8 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
             detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
         detail += "".join(f"; warning: {w}" for w in ctx.warnings)
         totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
-        _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals)
-        # New content at a path already loaded is a re-export of that file: it replaces the old one.
-        conn.execute(
-            """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
-               WHERE path = ? AND sha256 <> ? AND status IN ('loaded', 'quarantined')""",
-            [sha[:12], rel, sha],
-        )
+        _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals, **extra)
+        _replace_older_versions(conn, rel, sha)
         conn.execute("COMMIT")
         return FileOutcome(rel, status, connector.name, loaded, quarantined, detail)
     except Exception as exc:
@@ -297,6 +267,17 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
         message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {_unexpected(exc)}"
         _record(conn, rel, sha, size, connector.name, connector.kind, "failed", 0, 0, message, now)
         return FileOutcome(rel, "failed", connector.name, detail=message)
+
+
+def _replace_older_versions(conn, rel: str, sha: str) -> None:
+    """New content at a path already loaded is a re-export of that file (or the provider's
+    overwritten manifest): it replaces the old version, which no longer counts."""
+    conn.execute(
+        """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
+           WHERE path = ? AND sha256 <> ?
+             AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest')""",
+        [sha[:12], rel, sha],
+    )
 
 
 def _unexpected(exc: Exception) -> str:
@@ -309,13 +290,16 @@ def _unexpected(exc: Exception) -> str:
 UNEXPECTED_CLIP = 80
 
 
-def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None)) -> None:
+def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None),
+            **extra) -> None:
+    """`extra`: the ledger's columns of raw.files (content_sha256, file_mtime, layout_*, delivery_id)."""
     detail = printable(detail)
     # A file retried after a failure or a new connector replaces its earlier verdict.
     conn.execute("DELETE FROM raw.files WHERE path = ? AND sha256 = ?", [rel, sha])
+    names = ", ".join(extra)
     conn.execute(
-        """INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, rows_read, rows_loaded,
-                                  rows_quarantined, source_total, quarantined_total, detail, ingested_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-        [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, *totals, detail, now],
+        f"""INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, rows_read, rows_loaded,
+                                  rows_quarantined, source_total, quarantined_total, detail, ingested_at{", " + names if extra else ""})
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{", ?" * len(extra)})""",
+        [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, *totals, detail, now, *extra.values()],
     )

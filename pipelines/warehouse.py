@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS raw.files (
     size_bytes BIGINT NOT NULL,
     connector VARCHAR,
     kind VARCHAR,
-    status VARCHAR NOT NULL,          -- loaded | quarantined | duplicate | replaced | restated | unrecognized | failed | refused
+    -- loaded | incomplete | superseded | duplicate | replaced | manifest | quarantined | unrecognized | failed | refused
+    -- (the ledger's statuses are explained in the README's ledger table)
+    status VARCHAR NOT NULL,
     rows_read BIGINT NOT NULL DEFAULT 0,
     rows_loaded BIGINT NOT NULL DEFAULT 0,
     rows_quarantined BIGINT NOT NULL DEFAULT 0,
@@ -69,7 +71,90 @@ CREATE TABLE IF NOT EXISTS raw.files (
     quarantined_total DECIMAL(38, 10), -- billing files: the part of it on quarantined rows
     detail VARCHAR,
     ingested_at TIMESTAMPTZ NOT NULL,
+    content_sha256 VARCHAR,           -- normalized content (gunzipped, CRLF→LF, BOM stripped): one file however it arrives
+    file_mtime TIMESTAMPTZ,           -- as synced (aws s3 sync keeps the object's LastModified)
+    layout_delivery_id VARCHAR,       -- what the folder layout or file name says (pipelines/ledger/deliveries.py)
+    layout_export VARCHAR,
+    layout_period DATE,
+    layout_seq BIGINT,                -- the provider's counter in the file name (OCI)
+    delivery_id VARCHAR,              -- the delivery the ledger's rules put the file in (raw.deliveries)
+    delivery_note VARCHAR,            -- why the ledger gave the file its status
     PRIMARY KEY (path, sha256)
+)
+"""
+
+# Columns raw.files gained after its first release, added to older warehouses.
+RAW_FILES_ADDED = (("source_total", "DECIMAL(38, 10)"), ("quarantined_total", "DECIMAL(38, 10)"),
+                   ("content_sha256", "VARCHAR"), ("file_mtime", "TIMESTAMPTZ"), ("layout_delivery_id", "VARCHAR"),
+                   ("layout_export", "VARCHAR"), ("layout_period", "DATE"), ("layout_seq", "BIGINT"),
+                   ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"))
+
+# One row per delivery manifest file version read (pipelines/ledger/deliveries.py: read_manifest).
+RAW_MANIFESTS_DDL = """
+CREATE TABLE IF NOT EXISTS raw.manifests (
+    path VARCHAR NOT NULL,
+    sha256 VARCHAR NOT NULL,
+    format VARCHAR NOT NULL,          -- aws_cur | aws_data_exports | azure_export
+    provider VARCHAR,
+    export_name VARCHAR,
+    scope VARCHAR,                    -- billing account / export scope
+    billing_period DATE,              -- first day
+    delivery_id VARCHAR NOT NULL,
+    created_at TIMESTAMPTZ,           -- the provider's creation time, where the manifest states it
+    file_mtime TIMESTAMPTZ,           -- the manifest file's time as synced (the object's LastModified)
+    mode VARCHAR NOT NULL,            -- replace | incremental
+    latest_pointer BOOLEAN NOT NULL,  -- a manifest the provider overwrites to name its newest delivery
+    parts VARCHAR[] NOT NULL,         -- object keys of the delivery's data files
+    ingested_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (path, sha256)
+)
+"""
+
+# The ledger's view of deliveries, rebuilt from every raw row after each ingest
+# (pipelines/ledger/deliveries.sql): one row per delivery of an export.
+RAW_DELIVERIES_DDL = """
+CREATE TABLE IF NOT EXISTS raw.deliveries (
+    delivery_id VARCHAR PRIMARY KEY,  -- aws-cur:<assemblyId> | aws-dataexports:<executionId> | azure:<runId> | gcp:… | oci:… | file:<content>
+    provider VARCHAR,
+    export_name VARCHAR,              -- '' for a plain upload
+    scope VARCHAR,                    -- billing account / export scope, where the delivery states one
+    billing_period DATE,              -- first day, where the delivery states one
+    mode VARCHAR NOT NULL,            -- replace | incremental
+    source VARCHAR NOT NULL,          -- manifest | layout | rows | file: where the delivery's identity came from
+    created_at TIMESTAMPTZ,           -- the provider's creation time (manifest, run info, export_time, synced LastModified)
+    seq BIGINT,                       -- the provider's counter (OCI file names)
+    parts_expected INTEGER,           -- from the manifest; NULL when no manifest says
+    parts_seen INTEGER NOT NULL,
+    complete BOOLEAN NOT NULL,        -- every expected part is here (true when nothing says how many to expect)
+    counts BOOLEAN NOT NULL,          -- some of its lines count in core.billing_lines
+    status VARCHAR NOT NULL,          -- current | incomplete | superseded
+    superseded_by VARCHAR,            -- the deliveries that replaced it
+    files INTEGER NOT NULL,
+    lines BIGINT NOT NULL,
+    final BOOLEAN,                    -- its lines carry invoice ids (a closed AWS month)
+    max_charge_end TIMESTAMPTZ,
+    first_seen_at TIMESTAMPTZ,        -- when its first file was loaded: the last tie-break only
+    manifests VARCHAR[]
+)
+"""
+
+# One row per delivery × the (provider, billing account, billing period) its lines state: the unit
+# a newer delivery replaces (for a plain upload spanning several accounts or months, each slice on its own).
+RAW_DELIVERY_SLICES_DDL = """
+CREATE TABLE IF NOT EXISTS raw.delivery_slices (
+    delivery_id VARCHAR NOT NULL,
+    line_provider VARCHAR,            -- the lines' ProviderName, BillingAccountId, BillingPeriodStart as stated
+    line_account VARCHAR,
+    line_period TIMESTAMPTZ,
+    provider VARCHAR,                 -- the key a newer delivery replaces: provider, export, scope, period
+    export_name VARCHAR,
+    scope VARCHAR,
+    billing_period DATE,
+    mode VARCHAR NOT NULL,
+    lines BIGINT NOT NULL,
+    rank INTEGER NOT NULL,            -- 1: the delivery whose lines count for this key
+    counts BOOLEAN NOT NULL,
+    winner VARCHAR
 )
 """
 
@@ -84,9 +169,16 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     for schema in SCHEMAS_IN_WAREHOUSE:
         conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
     conn.execute(RAW_REGISTRY_DDL)
-    for column in ("source_total", "quarantined_total"):  # added after the first release, widened to 10 decimals later
-        conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} DECIMAL(38, 10)")
+    for column, dtype in RAW_FILES_ADDED:
+        conn.execute(f"ALTER TABLE raw.files ADD COLUMN IF NOT EXISTS {column} {dtype}")
+    for column in ("source_total", "quarantined_total"):  # widened to 10 decimals with money
         widen_column(conn, "raw.files", column, "DECIMAL(38, 10)")
+    # `restated` was the status before the ledger: the rules recompute it as `superseded` (or
+    # `loaded`) at the next ingest, and the file is not read again.
+    conn.execute("UPDATE raw.files SET status = 'superseded' WHERE status = 'restated'")
+    conn.execute(RAW_MANIFESTS_DDL)
+    conn.execute(RAW_DELIVERIES_DDL)
+    conn.execute(RAW_DELIVERY_SLICES_DDL)
     for table, schema in [*((t, SCHEMAS[k]) for k, t in RAW_TABLES.items()), ("raw.quarantine", QUARANTINE)]:
         conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(schema)}\n)")
         _migrate(conn, table, schema)

@@ -90,16 +90,20 @@ def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tm
 
     landing = tmp_path / "landing"
     landing.mkdir()
-    # The pair names two payer accounts (9999999999999 open, 0099999999999 final) but the same three
-    # line items (identity/LineItemId): the final export's lines restate the open one's.
-    for name in ("aws_cur_legacy_csv_savingsplan_notfinal_koku.csv", "aws_cur_legacy_csv_savingsplan_koku.csv"):
-        shutil.copy(sample(f"billing/{name}"), landing / name)
+    # The pair are plain uploads (no manifest): each is a delivery of its own. koku's open copy names
+    # another payer account (9999999999999); here it is the final one's account, so both are the
+    # same export, scope and month, and the final one (bill/InvoiceId set) outranks the open one.
+    # The ledger never matches lines by identity/LineItemId alone: AWS does not keep it stable.
+    final = sample("billing/aws_cur_legacy_csv_savingsplan_koku.csv")
+    shutil.copy(final, landing / final.name)
+    notfinal = sample("billing/aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").read_text()
+    (landing / "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv").write_text(notfinal.replace("9999999999999", "0099999999999"))
     conn = connect(tmp_path / "wh.duckdb")
     summary = ingest_landing(conn, landing)
-    assert summary.restated == ["aws_cur_legacy_csv_savingsplan_notfinal_koku.csv"]
+    assert summary.superseded == ["aws_cur_legacy_csv_savingsplan_notfinal_koku.csv"]
     status = dict(fetch_all(conn, "SELECT path, status FROM raw.files"))
     assert status == {"aws_cur_legacy_csv_savingsplan_koku.csv": "loaded",
-                      "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv": "restated"}
+                      "aws_cur_legacy_csv_savingsplan_notfinal_koku.csv": "superseded"}
     conn.close()
     # And the totals never include both: core.cost_lines keeps only the final month's 30 NOK.
     from tests.test_ingest import current_total

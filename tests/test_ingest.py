@@ -151,42 +151,66 @@ def current_total(warehouse):
     conn = connect(warehouse)
     conn.execute((REPO / "sql" / "macros.sql").read_text())
     conn.execute("CREATE TABLE IF NOT EXISTS core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(24,10), source VARCHAR)")
+    run_sql_file(conn, "core.billing_lines")
     run_sql_file(conn, "core.cost_lines", {"reporting_currency": "USD", "max_rate_age_days": 45})
     total = fetch_all(conn, "SELECT sum(EffectiveCost), count(*) FROM core.cost_lines")[0]
     conn.close()
     return total
 
 
-def test_a_restated_month_replaces_the_earlier_export_and_parts_of_one_export_add_up(tmp_path):
+def test_a_restated_month_replaces_the_earlier_delivery_and_parts_of_one_delivery_add_up(tmp_path):
+    from decimal import Decimal
+
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    # One delivery in two parts (the Data Exports layout names it: data/BILLING_PERIOD=…/<execution>/).
+    first = landing / "focus-export" / "data" / "BILLING_PERIOD=2026-09" / "exec-1"
+    first.mkdir(parents=True)
+    (first / "part0.csv").write_text(focus_month(["10.00", "20.00"]))
+    (first / "part1.csv").write_text(focus_month(["5.00"]))
+    conn = connect(warehouse)
+    conn.execute("CREATE SCHEMA IF NOT EXISTS core")
+    assert ingest_landing(conn, landing).superseded == []
+    conn.close()
+    assert current_total(warehouse) == (Decimal("35.000000"), 3)
+    # The provider restates the month in a new delivery: only it counts now (no manifest says when
+    # each was made, so the one with the later line dates is the newer).
+    second = landing / "focus-export" / "data" / "BILLING_PERIOD=2026-09" / "exec-2"
+    second.mkdir()
+    (second / "part0.csv").write_text(focus_month(["11.00", "20.00", "5.00", "0.50"]))
+    conn = connect(warehouse)
+    summary = ingest_landing(conn, landing)
+    old = ["focus-export/data/BILLING_PERIOD=2026-09/exec-1/part0.csv", "focus-export/data/BILLING_PERIOD=2026-09/exec-1/part1.csv"]
+    assert summary.superseded == old
+    assert fetch_all(conn, "SELECT path, status, delivery_id FROM raw.files ORDER BY path") == [
+        (old[0], "superseded", "aws-dataexports:exec-1"), (old[1], "superseded", "aws-dataexports:exec-1"),
+        ("focus-export/data/BILLING_PERIOD=2026-09/exec-2/part0.csv", "loaded", "aws-dataexports:exec-2")]
+    assert "superseded by aws-dataexports:exec-2" in fetch_all(conn, "SELECT delivery_note FROM raw.files WHERE path = ?", [old[0]])[0][0]
+    conn.close()
+    assert current_total(warehouse) == (Decimal("36.500000"), 4)  # never 71.50: the month counts once
+    # Another account's month is a different key: it replaces nothing.
+    (landing / "other-account.csv").write_text(focus_month(["1.00"], account="acct-2"))
+    conn = connect(warehouse)
+    assert ingest_landing(conn, landing).superseded == old
+    conn.close()
+    assert current_total(warehouse) == (Decimal("37.500000"), 5)
+
+
+def test_plain_uploads_of_one_month_are_each_a_delivery_the_later_line_dates_win(tmp_path):
     from decimal import Decimal
 
     landing = tmp_path / "landing"
     landing.mkdir()
     warehouse = tmp_path / "wh.duckdb"
-    # One export in two parts (the same run): both parts count.
-    (landing / "cur-2026-09-part0.csv").write_text(focus_month(["10.00", "20.00"]))
-    (landing / "cur-2026-09-part1.csv").write_text(focus_month(["5.00"]))
+    # No manifest, no layout: each file is a delivery of its own, and of two deliveries of the same
+    # provider, account and month, the one reaching the later day counts, whichever loaded first.
+    (landing / "b-month-to-date.csv").write_text(focus_month(["10.00", "20.00", "30.00"]))
+    (landing / "a-earlier.csv").write_text(focus_month(["10.00", "20.00"]))
     conn = connect(warehouse)
     conn.execute("CREATE SCHEMA IF NOT EXISTS core")
-    assert ingest_landing(conn, landing).restated == []
+    assert ingest_landing(conn, landing).superseded == ["a-earlier.csv"]
     conn.close()
-    assert current_total(warehouse) == (Decimal("35.000000"), 3)
-    # The provider restates the month in a new export, under new names: only it counts now.
-    (landing / "cur-2026-09-final.csv").write_text(focus_month(["11.00", "20.00", "5.00", "0.50"]))
-    conn = connect(warehouse)
-    summary = ingest_landing(conn, landing)
-    assert sorted(summary.restated) == ["cur-2026-09-part0.csv", "cur-2026-09-part1.csv"]
-    assert fetch_all(conn, "SELECT path, status FROM raw.files ORDER BY path") == [
-        ("cur-2026-09-final.csv", "loaded"), ("cur-2026-09-part0.csv", "restated"), ("cur-2026-09-part1.csv", "restated")]
-    assert "restated by cur-2026-09-final.csv" in fetch_all(conn, "SELECT detail FROM raw.files WHERE path = 'cur-2026-09-part0.csv'")[0][0]
-    conn.close()
-    assert current_total(warehouse) == (Decimal("36.500000"), 4)  # never 71.50: the month counts once
-    # Another account's month is a different key: it does not restate anything.
-    (landing / "other-account.csv").write_text(focus_month(["1.00"], account="acct-2"))
-    conn = connect(warehouse)
-    assert ingest_landing(conn, landing).restated == []
-    conn.close()
-    assert current_total(warehouse) == (Decimal("37.500000"), 5)
+    assert current_total(warehouse) == (Decimal("60.000000"), 3)
 
 
 def test_compressed_truncated_encoded_and_odd_files_get_clear_outcomes(tmp_path):

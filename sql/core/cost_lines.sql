@@ -1,33 +1,15 @@
--- core.cost_lines: one FOCUS charge row per line of every billing file currently loaded, with
--- the effective cost in the reporting currency. Re-exports never count twice: a file replaced at
--- its path is excluded, and for each provider, billing account and billing period only the rows
--- of the newest export (the latest ingestion run that covered it) count; a final export (with
--- invoice ids) outranks an open one of the same run; and a line the provider identifies
--- (x_SourceLineId) counts once, from the newest or final export that carries it.
+-- core.cost_lines: one FOCUS charge row per billing line that counts, with the effective cost in
+-- the reporting currency. Which lines count (deliveries, restatements, duplicates, incremental
+-- line keys) is the ledger's business: core.billing_lines (README, "The ledger"). Azure's actual
+-- and amortized exports of one scope then merge into one row per charge (`charges`).
 -- The `conformed` step then makes every row FOCUS 1.2 conformant (focus-validator 2.2.1 passes
 -- every root and dataset rule; README "FOCUS conformance"): it fills what the spec requires
 -- and a source left empty, after the ledger has chosen the lines, so it never changes which
 -- lines count nor any amount.
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
 CREATE OR REPLACE TABLE core.cost_lines AS
-WITH loaded_lines AS (
-    SELECT c.*, f.ingested_at AS export_loaded_at,
-           -- An export whose lines carry invoice ids is final: it outranks a not-final export of
-           -- the same period loaded in the same run (AWS before and after month-end).
-           bool_or(c.InvoiceId IS NOT NULL) OVER (PARTITION BY c.x_SourceFile, c.x_SourceSha256) AS export_final
-    FROM raw.cost_lines AS c
-    JOIN raw.files AS f
-      ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256 AND f.status = 'loaded'
-),
-current_lines AS (
-    SELECT * EXCLUDE (export_loaded_at, export_final)
-    FROM loaded_lines
-    QUALIFY (BillingPeriodStart IS NULL
-             OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
-                OVER (PARTITION BY ProviderName, BillingAccountId, BillingPeriodStart, x_AzureDataset))
-        AND (x_SourceLineId IS NULL
-             OR (export_loaded_at, export_final) = max((export_loaded_at, export_final))
-                OVER (PARTITION BY ProviderName, x_SourceLineId, ChargePeriodStart))
+WITH current_lines AS (
+    SELECT * FROM core.billing_lines
 ),
 -- Azure actual + amortized exports of one scope: one row per charge (macro in sql/macros.sql).
 charges AS (FROM azure_actual_amortized(current_lines)),

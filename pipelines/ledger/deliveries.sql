@@ -1,0 +1,173 @@
+-- The ledger's delivery rules, recomputed over every raw row after each ingest, so the outcome never
+-- depends on which run loaded which file. Builds raw.deliveries and raw.delivery_slices and sets
+-- raw.files.delivery_id / status / delivery_note for billing files. core.billing_lines reads them.
+
+-- Billing file versions in play: read into raw.cost_lines, or the same content as one that was.
+CREATE OR REPLACE TEMP TABLE ledger_files AS
+SELECT path, sha256, coalesce(content_sha256, sha256) AS content, connector, status, ingested_at,
+       layout_delivery_id, layout_export, layout_period, layout_seq
+FROM raw.files
+WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate');
+
+-- Every manifest version ever read describes a real delivery; the parts it lists, as object keys.
+CREATE OR REPLACE TEMP TABLE ledger_manifest_parts AS
+SELECT delivery_id, created_at, file_mtime, unnest(parts) AS part FROM raw.manifests;
+
+-- A file is a part its manifest lists when the key and the landing path agree on their tail (the
+-- landing folder may be the bucket or any prefix of it). Several manifests listing one key (an
+-- export that overwrites its files): the newest manifest's delivery.
+CREATE OR REPLACE TEMP TABLE ledger_file_parts AS
+SELECT f.path, f.sha256, mp.delivery_id, mp.part
+FROM ledger_files AS f
+JOIN ledger_manifest_parts AS mp
+  ON mp.part = f.path OR ends_with(mp.part, '/' || f.path) OR ends_with(f.path, '/' || mp.part)
+QUALIFY dense_rank() OVER (PARTITION BY f.path, f.sha256
+                           ORDER BY coalesce(mp.created_at, mp.file_mtime) DESC NULLS LAST, mp.delivery_id DESC) = 1;
+
+-- The delivery of each file: the manifest's that lists it, else its folder layout's or file name's,
+-- else the delivery of another file with the same content (a renamed copy of a delivered part
+-- stays in that delivery), else GCP's rows (incremental), else the file is a delivery of its own.
+CREATE OR REPLACE TEMP TABLE ledger_assigned AS
+WITH placed AS (
+    SELECT f.*, coalesce((SELECT any_value(p.delivery_id) FROM ledger_file_parts AS p
+                          WHERE p.path = f.path AND p.sha256 = f.sha256), f.layout_delivery_id) AS known
+    FROM ledger_files AS f
+),
+twins AS (SELECT content, min(known) AS twin FROM placed WHERE known IS NOT NULL GROUP BY content)
+SELECT p.* EXCLUDE (known),
+       coalesce(p.known, t.twin,
+                CASE WHEN p.connector = 'gcp_billing' THEN 'gcp:' ELSE 'file:' END || left(p.content, 16)) AS delivery_id
+FROM placed AS p LEFT JOIN twins AS t USING (content);
+
+-- What the manifests say about each delivery. The date-range-level CUR manifest (and the Data
+-- Exports period manifest) names the newest delivery only while it is the version at its path.
+CREATE OR REPLACE TEMP TABLE ledger_manifest_info AS
+SELECT m.delivery_id, any_value(m.provider) AS provider, any_value(m.export_name) AS export_name,
+       any_value(m.scope) AS scope, any_value(m.billing_period) AS billing_period, any_value(m.mode) AS mode,
+       coalesce(max(m.created_at), max(m.file_mtime)) AS created_at, max(len(m.parts)) AS parts_expected,
+       bool_or(m.latest_pointer AND f.status = 'manifest') AS latest_pointer, list(DISTINCT m.path ORDER BY m.path) AS manifests
+FROM raw.manifests AS m JOIN raw.files AS f USING (path, sha256)
+GROUP BY m.delivery_id;
+
+-- One reader per content: the file version whose rows are in raw.cost_lines.
+CREATE OR REPLACE TEMP TABLE ledger_readers AS
+SELECT path, sha256, content FROM ledger_files WHERE status <> 'duplicate'
+QUALIFY row_number() OVER (PARTITION BY content ORDER BY ingested_at, path, sha256) = 1;
+
+CREATE OR REPLACE TEMP TABLE ledger_delivery_contents AS
+SELECT delivery_id, content, any_value(layout_export) AS layout_export, any_value(layout_period) AS layout_period,
+       max(layout_seq) AS seq, min(ingested_at) AS first_seen_at, any_value(connector) AS connector
+FROM ledger_assigned GROUP BY delivery_id, content;
+
+-- Per delivery: its identity and the facts that rank it.
+CREATE OR REPLACE TEMP TABLE ledger_delivery_facts AS
+WITH contents AS (
+    SELECT delivery_id, any_value(layout_export) AS layout_export, any_value(layout_period) AS layout_period,
+           max(seq) AS seq, min(first_seen_at) AS first_seen_at, any_value(connector) AS connector
+    FROM ledger_delivery_contents GROUP BY delivery_id
+),
+files AS (SELECT delivery_id, count(*) AS files FROM ledger_assigned GROUP BY delivery_id),
+seen AS (SELECT delivery_id, count(DISTINCT part) AS parts_seen FROM ledger_file_parts GROUP BY delivery_id),
+line_facts AS (
+    SELECT dc.delivery_id, count(*) AS lines, bool_or(c.InvoiceId IS NOT NULL) AS final,
+           max(c.ChargePeriodEnd) AS max_charge_end,
+           max(CASE WHEN c.x_Connector = 'gcp_billing'
+                    THEN try_cast(try(json_extract_string(c.x_ExtraColumns, '$.export_time')) AS TIMESTAMPTZ) END) AS export_time,
+           any_value(c.ProviderName) AS provider
+    FROM ledger_delivery_contents AS dc
+    JOIN ledger_readers AS r USING (content)
+    JOIN raw.cost_lines AS c ON c.x_SourceFile = r.path AND c.x_SourceSha256 = r.sha256
+    GROUP BY dc.delivery_id
+),
+ids AS (SELECT delivery_id FROM contents UNION SELECT delivery_id FROM ledger_manifest_info)
+SELECT i.delivery_id,
+       coalesce(l.provider, m.provider) AS provider,
+       coalesce(m.export_name, c.layout_export, '') AS export_name,
+       m.scope,
+       coalesce(m.billing_period, c.layout_period) AS billing_period,
+       CASE WHEN c.connector IN ('gcp_billing', 'oci_cost') THEN 'incremental' ELSE coalesce(m.mode, 'replace') END AS mode,
+       CASE WHEN m.delivery_id IS NOT NULL THEN 'manifest' WHEN i.delivery_id LIKE 'file:%' THEN 'file'
+            WHEN i.delivery_id LIKE 'gcp:%' THEN 'rows' ELSE 'layout' END AS source,
+       coalesce(m.created_at, l.export_time) AS created_at,
+       c.seq,
+       CAST(m.parts_expected AS INTEGER) AS parts_expected,
+       CAST(CASE WHEN m.delivery_id IS NOT NULL THEN coalesce(s.parts_seen, 0) ELSE coalesce(f.files, 0) END AS INTEGER) AS parts_seen,
+       coalesce(s.parts_seen, 0) >= coalesce(m.parts_expected, 0) AS complete,
+       coalesce(m.latest_pointer, false) AS latest_pointer,
+       coalesce(f.files, 0) AS files, coalesce(l.lines, 0) AS lines, l.final, l.max_charge_end, c.first_seen_at,
+       m.manifests
+FROM ids AS i
+LEFT JOIN contents AS c USING (delivery_id)
+LEFT JOIN ledger_manifest_info AS m USING (delivery_id)
+LEFT JOIN files AS f USING (delivery_id)
+LEFT JOIN seen AS s USING (delivery_id)
+LEFT JOIN line_facts AS l USING (delivery_id);
+
+-- Slices: a delivery's lines by the provider, billing account and billing period they state. Within
+-- one key (provider, export, scope, period) of a `replace` export one delivery counts, ranked by:
+-- complete first (a newer delivery still missing parts does not yet replace a complete one), the
+-- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
+-- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded.
+-- Incremental deliveries and lines without a billing period always count (lines dedupe later).
+DELETE FROM raw.delivery_slices;
+INSERT INTO raw.delivery_slices
+WITH slices AS (
+    SELECT dc.delivery_id, c.ProviderName AS line_provider, c.BillingAccountId AS line_account,
+           c.BillingPeriodStart AS line_period, count(*) AS lines,
+           bool_or(c.InvoiceId IS NOT NULL) AS final, max(c.ChargePeriodEnd) AS max_charge_end,
+           -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
+           any_value(c.x_AzureDataset) AS dataset
+    FROM ledger_delivery_contents AS dc
+    JOIN ledger_readers AS r USING (content)
+    JOIN raw.cost_lines AS c ON c.x_SourceFile = r.path AND c.x_SourceSha256 = r.sha256
+    GROUP BY ALL
+),
+keyed AS (
+    SELECT s.*, d.mode, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, s.line_provider AS provider,
+           CASE WHEN d.source = 'file' THEN coalesce(s.dataset, '') ELSE d.export_name || coalesce('#' || s.dataset, '') END AS export_name,
+           coalesce(d.scope, s.line_account) AS scope,
+           coalesce(d.billing_period, CAST(s.line_period AS DATE)) AS billing_period
+    FROM slices AS s JOIN ledger_delivery_facts AS d USING (delivery_id)
+),
+ranked AS (
+    SELECT *, CASE WHEN mode = 'incremental' OR billing_period IS NULL THEN 1 ELSE dense_rank() OVER (
+                  PARTITION BY provider, export_name, scope, billing_period, mode = 'incremental' OR billing_period IS NULL
+                  ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, final DESC,
+                           max_charge_end DESC NULLS LAST, first_seen_at DESC, delivery_id DESC) END AS rank
+    FROM keyed
+)
+SELECT delivery_id, line_provider, line_account, line_period, provider, export_name, scope, billing_period, mode, lines,
+       rank, rank = 1 AS counts,
+       CASE WHEN rank > 1 THEN first_value(delivery_id) OVER (
+           PARTITION BY provider, export_name, scope, billing_period, mode = 'incremental' OR billing_period IS NULL
+           ORDER BY rank) END AS winner
+FROM ranked;
+
+DELETE FROM raw.deliveries;
+INSERT INTO raw.deliveries BY NAME
+SELECT d.delivery_id, d.provider, d.export_name, d.scope,
+       coalesce(d.billing_period, (SELECT min(s.billing_period) FROM raw.delivery_slices AS s WHERE s.delivery_id = d.delivery_id)) AS billing_period,
+       d.mode, d.source, d.created_at, d.seq, d.parts_expected, d.parts_seen, d.complete,
+       coalesce(w.counts, false) AS counts,
+       CASE WHEN NOT d.complete THEN 'incomplete' WHEN coalesce(w.counts, false) THEN 'current' ELSE 'superseded' END AS status,
+       w.winners AS superseded_by, d.files, d.lines, d.final, d.max_charge_end, d.first_seen_at, d.manifests
+FROM ledger_delivery_facts AS d
+LEFT JOIN (SELECT delivery_id, bool_or(counts) AS counts,
+                  string_agg(DISTINCT winner, ', ' ORDER BY winner) FILTER (WHERE NOT counts) AS winners
+           FROM raw.delivery_slices GROUP BY delivery_id) AS w USING (delivery_id);
+
+-- Each billing file takes its delivery's verdict: `loaded` (its lines count), `incomplete` (its
+-- delivery still misses parts), `superseded` (a newer delivery of the same export replaced it);
+-- a `duplicate` stays one (its content counts through the file first read with it).
+UPDATE raw.files AS f
+SET delivery_id = a.delivery_id,
+    status = CASE WHEN f.status = 'duplicate' THEN 'duplicate' WHEN d.status = 'current' THEN 'loaded' ELSE d.status END,
+    delivery_note = CASE
+        WHEN d.status = 'incomplete' THEN format('delivery {} has {} of {} parts{}', d.delivery_id, d.parts_seen,
+                                                 d.parts_expected, CASE WHEN d.counts THEN '; its lines count meanwhile'
+                                                                        ELSE '; the previous delivery counts until it completes' END)
+        WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
+        WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
+        ELSE format('delivery {}', d.delivery_id) END
+FROM ledger_assigned AS a JOIN raw.deliveries AS d USING (delivery_id)
+WHERE f.path = a.path AND f.sha256 = a.sha256;

@@ -1,0 +1,63 @@
+-- core.billing_lines: the raw cost lines that count after the ledger's rules, each once, with their
+-- delivery. The rules (README, "The ledger") are applied over every raw row, so the result does
+-- not depend on which run loaded which file:
+--   * a line counts through the delivery its file belongs to (raw.files.delivery_id), and only
+--     where that delivery's slice counts (raw.delivery_slices: the newest complete delivery of its
+--     export, scope and billing period; incremental deliveries always);
+--   * the same content counts once, however many files carry it (raw.files.content_sha256);
+--   * incremental sources append, and a line seen again counts once, its newest version winning:
+--     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
+--     Oracle by lineItem/referenceNo.
+CREATE OR REPLACE TABLE core.billing_lines AS
+WITH readers AS (
+    -- One file version per content: the one whose rows were read into raw.cost_lines.
+    SELECT path, sha256, coalesce(content_sha256, sha256) AS content
+    FROM raw.files
+    WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded')
+    QUALIFY row_number() OVER (PARTITION BY coalesce(content_sha256, sha256) ORDER BY ingested_at, path, sha256) = 1
+),
+delivery_contents AS (
+    SELECT DISTINCT delivery_id, coalesce(content_sha256, sha256) AS content
+    FROM raw.files
+    WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate') AND delivery_id IS NOT NULL
+),
+counted AS (
+    SELECT c.*, c.rowid AS raw_row, d.delivery_id AS x_DeliveryId, d.export_name AS x_ExportName,
+           d.created_at AS x_DeliveryCreatedAt, d.complete AS x_DeliveryComplete, d.mode AS delivery_mode,
+           d.seq AS delivery_seq, d.first_seen_at AS delivery_first_seen
+    FROM raw.cost_lines AS c
+    JOIN readers AS r ON r.path = c.x_SourceFile AND r.sha256 = c.x_SourceSha256
+    JOIN delivery_contents AS dc ON dc.content = r.content
+    JOIN raw.deliveries AS d ON d.delivery_id = dc.delivery_id
+    JOIN raw.delivery_slices AS s
+      ON s.delivery_id = d.delivery_id AND s.counts
+     AND s.line_provider IS NOT DISTINCT FROM c.ProviderName
+     AND s.line_account IS NOT DISTINCT FROM c.BillingAccountId
+     AND s.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
+    -- A content in two counting deliveries (of different exports) still counts once.
+    QUALIFY row_number() OVER (PARTITION BY c.rowid ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
+),
+keyed AS (
+    SELECT *,
+           CASE
+               WHEN x_Connector = 'gcp_billing' THEN md5(to_json(struct_pack(
+                   BillingAccountId, SubAccountId, ServiceName, SkuId, ChargeCategory, ChargeDescription,
+                   ChargePeriodStart, ChargePeriodEnd, RegionId, AvailabilityZone, ResourceId, Tags, BillingCurrency,
+                   cost_type := try(json_extract_string(x_ExtraColumns, '$.cost_type')),
+                   export_time := try(json_extract_string(x_ExtraColumns, '$.export_time')))))
+               WHEN x_Connector = 'oci_cost' THEN try(json_extract_string(x_ExtraColumns, '$.reference_no'))
+           END AS line_key,
+           try_cast(try(json_extract_string(x_ExtraColumns, '$.export_time')) AS TIMESTAMPTZ) AS line_version
+    FROM counted
+),
+numbered AS (
+    -- Lines a file repeats with the same key are distinct lines: the n-th of one file meets the n-th of another.
+    SELECT *, row_number() OVER (PARTITION BY x_SourceSha256, line_key ORDER BY x_SourceRow, raw_row) AS key_ordinal
+    FROM keyed
+)
+SELECT * EXCLUDE (raw_row, delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
+FROM numbered
+QUALIFY line_key IS NULL OR delivery_mode <> 'incremental'
+     OR row_number() OVER (PARTITION BY ProviderName, line_key, key_ordinal
+                           ORDER BY line_version DESC NULLS LAST, x_DeliveryCreatedAt DESC NULLS LAST,
+                                    delivery_seq DESC NULLS LAST, delivery_first_seen DESC, x_DeliveryId DESC) = 1;

@@ -1,0 +1,356 @@
+"""The ledger with the layouts a bucket sync leaves: each case gives the provider's total to 1e-6,
+across several runs where the case says so, and the same totals whatever order the files arrive in.
+
+Provider totals: a whole sample loaded once on its own is the reference (the CUR fixture gives
+1.682309 USD EffectiveCost once money is kept to 10 decimals, 1.682291 while lines are rounded to 6).
+"""
+
+import csv
+import gzip
+import io
+import json
+import os
+import shutil
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pipelines.ledger.deliveries import content_sha256, layout_of, read_manifest
+from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from tests.conftest import run_pipeline, sample
+
+CUR = "billing/aws_cur_legacy_csv_focusconverters_fixture.csv"
+GCP = "billing/gcp_bigquery_export_flat_2020-11_koku.csv"
+OCI = "billing/oci_cost_report_focusconverters_fixture.csv"
+REPORT, RANGE, ACCOUNT = "gpu-cur", "20231101-20231201", "123412340534"
+ASSEMBLY_A = "4c3b4f5e-1111-4a2b-9c8d-0123456789ab"
+ASSEMBLY_B = "9e8d7c6b-2222-4f3e-8a1b-ba9876543210"
+T1, T2 = 1_699_000_000, 1_699_500_000  # the manifests' LastModified, as `aws s3 sync` leaves them
+TOLERANCE = Decimal("0.000001")
+
+
+def totals(warehouse: Path, where: str = "TRUE") -> tuple[Decimal, int]:
+    conn = connect(warehouse, read_only=True)
+    try:
+        total, lines = fetch_all(conn, f"SELECT coalesce(sum(EffectiveCost), 0), count(*) FROM core.cost_lines WHERE {where}")[0]
+    finally:
+        conn.close()
+    return total, lines
+
+
+def run(landing: Path, warehouse: Path) -> None:
+    assert run_pipeline(landing, warehouse).success
+
+
+def close(a: Decimal, b: Decimal) -> bool:
+    return abs(a - b) <= TOLERANCE
+
+
+@pytest.fixture(scope="module")
+def provider_totals(tmp_path_factory):
+    """Each sample's own total: the whole file loaded once, alone."""
+    out = {}
+    for name in (CUR, GCP, OCI):
+        root = tmp_path_factory.mktemp("reference")
+        (root / "landing").mkdir()
+        shutil.copy(sample(name), root / "landing" / Path(name).name)
+        run(root / "landing", root / "wh.duckdb")
+        conn = connect(root / "wh.duckdb", read_only=True)
+        out[name] = fetch_all(conn, """SELECT sum(EffectiveCost), count(*),
+                                              sum(BilledCost) FILTER (WHERE ChargeCategory = 'Usage') FROM core.cost_lines""")[0]
+        conn.close()
+    assert abs(out[CUR][0] - Decimal("1.682309")) <= Decimal("0.00002")  # the issue's figure, before per-line rounding
+    return out
+
+
+# -- a CUR legacy delivery as S3 holds it -------------------------------------------------------------
+
+def cur_lines() -> tuple[str, list[str]]:
+    text = sample(CUR).read_text()
+    lines = text.splitlines(keepends=True)
+    return lines[0], lines[1:]
+
+
+def corrected(header: str, line: str, delta: Decimal) -> str:
+    """The line with `delta` added to its unblended cost (a Usage line: effective = billed)."""
+    names = next(csv.reader([header]))
+    row = next(csv.reader([line]))
+    i = names.index("lineItem/UnblendedCost")
+    row[i] = str(Decimal(row[i]) + delta)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(row)
+    return buf.getvalue()
+
+
+def first_usage_line(header: str, rows: list[str]) -> int:
+    names = next(csv.reader([header]))
+    kind, cost = names.index("lineItem/LineItemType"), names.index("lineItem/UnblendedCost")
+    return next(n for n, line in enumerate(rows) if (r := next(csv.reader([line])))[kind] == "Usage" and Decimal(r[cost]) > 0)
+
+
+def cur_manifest(assembly: str, keys: list[str]) -> str:
+    """A CUR legacy manifest in the shape AWS writes (project-koku/nise aws-template-manifest.json)."""
+    return json.dumps({
+        "assemblyId": assembly, "account": ACCOUNT,
+        "columns": [{"category": "identity", "name": "LineItemId"}, {"category": "lineItem", "name": "UnblendedCost"}],
+        "charset": "UTF-8", "compression": "GZIP", "contentType": "text/csv",
+        "reportId": "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", "reportName": REPORT,
+        "billingPeriod": {"start": "20231101T000000.000Z", "end": "20231201T000000.000Z"},
+        "bucket": "finops-billing", "reportKeys": keys, "additionalArtifactKeys": [],
+    }, indent=2)
+
+
+def part_key(assembly: str, n: int) -> str:
+    return f"cur/{REPORT}/{RANGE}/{assembly}/{REPORT}-{n:05d}.csv.gz"
+
+
+def write(path: Path, data: bytes, mtime: int | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if mtime:
+        os.utime(path, (mtime, mtime))
+
+
+class CurDelivery:
+    """One assembly: its parts' bytes and its manifests, placed as `aws s3 sync s3://bucket/cur/ landing/` would."""
+
+    def __init__(self, assembly: str, parts: list[str], mtime: int):
+        self.assembly, self.parts, self.mtime = assembly, parts, mtime
+
+    def local(self, key: str) -> str:
+        return key.removeprefix("cur/")
+
+    def place_part(self, landing: Path, n: int) -> None:
+        write(landing / self.local(part_key(self.assembly, n)), gzip.compress(self.parts[n - 1].encode()), self.mtime)
+
+    def place_manifests(self, landing: Path, date_range_too: bool = True) -> None:
+        manifest = cur_manifest(self.assembly, [part_key(self.assembly, n) for n in range(1, len(self.parts) + 1)]).encode()
+        write(landing / REPORT / RANGE / self.assembly / f"{REPORT}-Manifest.json", manifest, self.mtime)
+        if date_range_too:  # the date-range-level manifest: AWS overwrites it with each new delivery
+            write(landing / REPORT / RANGE / f"{REPORT}-Manifest.json", manifest, self.mtime)
+
+    def place(self, landing: Path, date_range_too: bool = True) -> None:
+        for n in range(1, len(self.parts) + 1):
+            self.place_part(landing, n)
+        self.place_manifests(landing, date_range_too)
+
+
+def two_deliveries(delta: Decimal = Decimal("1.5")):
+    header, rows = cur_lines()
+    half = len(rows) // 2
+    a = CurDelivery(ASSEMBLY_A, [header + "".join(rows[:half]), header + "".join(rows[half:])], T1)
+    fixed = list(rows)
+    i = first_usage_line(header, rows[:half])
+    fixed[i] = corrected(header, rows[i], delta)
+    # The restatement changes one line of part 1; its part 2 is the same content as the old one's.
+    b = CurDelivery(ASSEMBLY_B, [header + "".join(fixed[:half]), a.parts[1]], T2)
+    return a, b, rows, half
+
+
+def test_a_delivery_in_two_parts_is_incomplete_until_its_second_part_arrives(tmp_path, provider_totals):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    a, _, rows, half = two_deliveries()
+    a.place_manifests(landing)
+    a.place_part(landing, 1)
+    run(landing, warehouse)
+
+    conn = connect(warehouse, read_only=True)
+    delivery = fetch_dicts(conn, "SELECT * FROM raw.deliveries")
+    status = dict(fetch_all(conn, "SELECT path, status FROM raw.files"))
+    conn.close()
+    assert [(d["delivery_id"], d["export_name"], d["scope"], str(d["billing_period"]), d["parts_expected"], d["parts_seen"],
+             d["complete"], d["status"], d["source"]) for d in delivery] == [
+        (f"aws-cur:{ASSEMBLY_A}", REPORT, ACCOUNT, "2023-11-01", 2, 1, False, "incomplete", "manifest")]
+    assert status == {f"{REPORT}/{RANGE}/{REPORT}-Manifest.json": "manifest",
+                      f"{REPORT}/{RANGE}/{ASSEMBLY_A}/{REPORT}-Manifest.json": "manifest",
+                      f"{REPORT}/{RANGE}/{ASSEMBLY_A}/{REPORT}-00001.csv.gz": "incomplete"}
+    part1_total, part1_lines = totals(warehouse)
+    assert part1_lines == half and Decimal(0) < part1_total < provider_totals[CUR][0]
+
+    a.place_part(landing, 2)  # part 2 synced after the daily run
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == len(rows)
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, "SELECT parts_seen, complete, status FROM raw.deliveries") == [(2, True, "current")]
+    assert fetch_all(conn, "SELECT DISTINCT x_DeliveryId FROM core.cost_lines") == [(f"aws-cur:{ASSEMBLY_A}",)]
+    conn.close()
+
+
+ORDERS = {
+    "old-then-new-then-old-copy": ["a", "b", "copy"],
+    "new-then-old-then-old-copy": ["b", "a", "copy"],
+    "all-at-once": ["a+b+copy"],
+    "old-copy-first": ["copy", "b", "a"],
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_restated_delivery_replaces_the_old_one_and_the_old_seen_again_never_wins(tmp_path, provider_totals, order):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    delta = Decimal("1.5")
+    a, b, rows, _ = two_deliveries(delta)
+
+    def place(step: str) -> None:
+        for what in step.split("+"):
+            if what == "a":
+                # The old assembly; its date-range manifest only if the new one is not there yet
+                # (the provider overwrote that key when it delivered B).
+                a.place(landing, date_range_too=not (landing / REPORT / RANGE / f"{REPORT}-Manifest.json").exists())
+            elif what == "b":
+                b.place(landing)
+            else:  # the old assembly's part 1 synced again under another name
+                write(landing / "restored" / f"{REPORT}-old-00001.csv.gz", gzip.compress(a.parts[0].encode()))
+
+    for step in ORDERS[order]:
+        place(step)
+        run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0] + delta), total  # the new delivery's total: not the old, not both
+    assert lines == len(rows)
+    conn = connect(warehouse, read_only=True)
+    deliveries = dict(fetch_all(conn, "SELECT delivery_id, status FROM raw.deliveries"))
+    assert deliveries == {f"aws-cur:{ASSEMBLY_A}": "superseded", f"aws-cur:{ASSEMBLY_B}": "current"}
+    assert fetch_all(conn, "SELECT DISTINCT x_DeliveryId FROM core.cost_lines") == [(f"aws-cur:{ASSEMBLY_B}",)]
+    copy = fetch_all(conn, "SELECT status, delivery_id FROM raw.files WHERE path LIKE 'restored/%'")
+    assert copy in ([("superseded", f"aws-cur:{ASSEMBLY_A}")], [("duplicate", f"aws-cur:{ASSEMBLY_A}")])
+    conn.close()
+
+
+def test_the_same_export_as_csv_gzip_crlf_and_bom_counts_once(tmp_path, provider_totals):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    data = sample(CUR).read_bytes()
+    (landing / "cur.csv").write_bytes(data)
+    (landing / "cur.csv.gz").write_bytes(gzip.compress(data))
+    (landing / "cur-crlf.csv").write_bytes(data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    (landing / "cur-bom.csv").write_bytes(b"\xef\xbb\xbf" + data)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    conn = connect(warehouse, read_only=True)
+    assert sorted(s for (s,) in fetch_all(conn, "SELECT status FROM raw.files")) == ["duplicate", "duplicate", "duplicate", "loaded"]
+    assert fetch_all(conn, "SELECT count(DISTINCT content_sha256), count(DISTINCT delivery_id) FROM raw.files") == [(1, 1)]
+    conn.close()
+
+
+def gcp_halves() -> tuple[str, str]:
+    lines = sample(GCP).read_text().splitlines(keepends=True)
+    half = 1 + (len(lines) - 1) // 2
+    return lines[0] + "".join(lines[1:half]), lines[0] + "".join(lines[half:])
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_gcp_export_split_in_two_runs_appends(tmp_path, provider_totals, reverse):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    halves = list(enumerate(gcp_halves(), start=1))
+    for n, text in (halves[::-1] if reverse else halves):
+        (landing / f"gcp-billing-export-{n}.csv").write_text(text)
+        run(landing, warehouse)
+    conn = connect(warehouse, read_only=True)
+    got = fetch_all(conn, """SELECT sum(EffectiveCost), count(*), sum(BilledCost) FILTER (WHERE ChargeCategory = 'Usage')
+                             FROM core.cost_lines""")[0]
+    assert fetch_all(conn, "SELECT DISTINCT mode, status FROM raw.deliveries") == [("incremental", "current")]
+    conn.close()
+    assert got == provider_totals[GCP] and got[2] > 0
+    # The whole file arriving too (an overlapping re-export) adds nothing: each line counts once.
+    (landing / "gcp-billing-export-all.csv").write_text(sample(GCP).read_text())
+    run(landing, warehouse)
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, """SELECT sum(EffectiveCost), count(*), sum(BilledCost) FILTER (WHERE ChargeCategory = 'Usage')
+                              FROM core.cost_lines""")[0] == provider_totals[GCP]
+    conn.close()
+
+
+def oci_corrected() -> tuple[str, Decimal, Decimal, str]:
+    text = sample(OCI).read_text()
+    lines = text.splitlines(keepends=True)
+    names = next(csv.reader([lines[0]]))
+    cost, ref = names.index("cost/myCost"), names.index("lineItem/referenceNo")
+    row = next(csv.reader([lines[5]]))
+    old, new = Decimal(row[cost]), Decimal(row[cost]) + Decimal("0.25")
+    row[cost] = str(new)
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(row)
+    lines[5] = buf.getvalue()
+    return "".join(lines), old, new, row[ref]
+
+
+@pytest.mark.parametrize("order", ["original-first", "correction-first"])
+def test_an_oci_report_redelivered_with_one_corrected_line(tmp_path, provider_totals, order):
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    folder = landing / "reports" / "cost-csv"
+    folder.mkdir(parents=True)
+    text, old, new, reference = oci_corrected()
+    files = [("0001000000000001.csv", sample(OCI).read_text()), ("0001000000000002.csv", text)]
+    for name, body in (files if order == "original-first" else files[::-1]):
+        (folder / name).write_text(body)
+        run(landing, warehouse)
+    total, lines = totals(warehouse)
+    original_total, original_lines = provider_totals[OCI][:2]
+    assert lines == original_lines
+    assert close(total, original_total - old + new) or close(total, original_total + Decimal("0.25")), (total, original_total)
+    conn = connect(warehouse, read_only=True)
+    assert fetch_all(conn, "SELECT x_DeliveryId FROM core.cost_lines WHERE x_ExtraColumns LIKE ?", [f"%{reference}%"]) == [
+        ("oci:reports/cost-csv/0001000000000002",)]
+    conn.close()
+
+
+# -- discovery units ---------------------------------------------------------------------------------
+
+def test_content_identity_ignores_compression_line_ends_and_bom(tmp_path):
+    data = b"a,b\r\n1,2\r\n"
+    (tmp_path / "x.csv").write_bytes(data)
+    (tmp_path / "x.csv.gz").write_bytes(gzip.compress(data.replace(b"\r\n", b"\n")))
+    (tmp_path / "y.csv").write_bytes(b"\xef\xbb\xbf" + data.replace(b"\r\n", b"\n"))
+    (tmp_path / "z.csv").write_bytes(b"a,b\n1,3\n")
+    hashes = {p.name: content_sha256(p) for p in tmp_path.iterdir()}
+    assert hashes["x.csv"] == hashes["x.csv.gz"] == hashes["y.csv"] != hashes["z.csv"]
+
+
+def test_manifests_of_aws_data_exports_and_azure_are_read(tmp_path):
+    exports = tmp_path / "focus-export" / "metadata" / "BILLING_PERIOD=2026-09" / "focus-export-Manifest.json"
+    exports.parent.mkdir(parents=True)
+    exports.write_text(json.dumps({
+        "executionId": "exec-42", "exportArn": "arn:aws:bcm-data-exports:us-east-1:111122223333:export/focus-export-abc",
+        "columns": [], "dataFiles": ["s3://bucket/prefix/focus-export/data/BILLING_PERIOD=2026-09/focus-export-00001.csv.gz"],
+        "additionalOutputFiles": []}))
+    m = read_manifest(exports, "focus-export/metadata/BILLING_PERIOD=2026-09/focus-export-Manifest.json")
+    assert (m.format, m.delivery_id, m.scope, str(m.billing_period), m.parts, m.latest_pointer) == (
+        "aws_data_exports", "aws-dataexports:exec-42", "111122223333", "2026-09-01",
+        ["prefix/focus-export/data/BILLING_PERIOD=2026-09/focus-export-00001.csv.gz"], True)
+
+    azure = tmp_path / "manifest.json"
+    azure.write_text(json.dumps({
+        "manifestVersion": "2024-04-01", "byteCount": 10, "blobCount": 1, "dataRowCount": 3,
+        "exportConfig": {"exportName": "daily-actual", "type": "ActualCost", "timeFrame": "MonthToDate",
+                         "resourceId": "/providers/Microsoft.Billing/billingAccounts/8611537/providers/Microsoft.CostManagement/exports/daily-actual"},
+        "deliveryConfig": {"partitionData": True, "dataOverwriteBehavior": "OverwritePreviousReport"},
+        "runInfo": {"executionType": "Scheduled", "submittedTime": "2026-09-14T03:12:00Z", "runId": "5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b",
+                    "startDate": "2026-09-01T00:00:00", "endDate": "2026-09-30T00:00:00"},
+        "blobs": [{"blobName": "exports/daily-actual/20260901-20260930/5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/part_0_0001.csv",
+                   "byteCount": 10, "dataRowCount": 3}]}))
+    m = read_manifest(azure, "exports/daily-actual/20260901-20260930/5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/manifest.json")
+    assert (m.format, m.delivery_id, m.export_name, m.scope, str(m.billing_period), m.created_at.isoformat(), len(m.parts)) == (
+        "azure_export", "azure:5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "daily-actual",
+        "/providers/Microsoft.Billing/billingAccounts/8611537", "2026-09-01", "2026-09-14T03:12:00+00:00", 1)
+    # Without a manifest, Azure's folder layout still names the run.
+    assert layout_of("daily-actual/20260901-20260930/5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b/part_0_0001.csv", "azure_cost").delivery_id == \
+        "azure:5f0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b"
+    assert read_manifest(tmp_path / "nothing.json", "nothing.json") is None
+
+
+def test_a_warehouse_from_before_the_ledger_keeps_its_restated_files_out(tmp_path):
+    from datetime import UTC, datetime
+
+    from pipelines.warehouse import ensure_warehouse
+
+    conn = connect(tmp_path / "old.duckdb")
+    ensure_warehouse(conn)
+    conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, kind, status, ingested_at) VALUES (?, ?, 1, 'billing', 'restated', ?)",
+                 ["old.csv", "0" * 64, datetime(2026, 9, 1, tzinfo=UTC)])
+    ensure_warehouse(conn)
+    assert fetch_all(conn, "SELECT status FROM raw.files") == [("superseded",)]  # never read again as new
+    conn.close()
