@@ -99,7 +99,7 @@ class AzureCostConnector(Connector):
         return {"cost", "date"} <= fields.keys() and len(markers) >= 2
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        for frame in stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             fields = _resolve(source_columns)
             get = lambda f: pl.col(fields[f]).str.strip_chars() if f in fields else pl.lit(None, dtype=pl.String)  # noqa: E731

@@ -69,7 +69,7 @@ class FocusConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         frames = stream_parquet_as_strings(path, NULL_STRINGS, ctx.source_file) if is_parquet(path) else stream_csv_as_strings(
-            path, ctx.source_file, null_values=NULL_STRINGS
+            path, ctx.source_file, null_values=NULL_STRINGS, ctx=ctx, connector=self.name
         )
         for frame in frames:
             accepted = self._normalise(frame, ctx)

@@ -112,7 +112,7 @@ class GcpBillingConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         with open(path, "rb") as fh:
             is_json = fh.read(1024).lstrip().startswith(b"{")
-        frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file)
+        frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             cost = parse_decimal("cost", 18, 6)

@@ -92,7 +92,7 @@ class GpuRentalConnector(Connector):
         formats = tuple(self.mapping.time_formats)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
-        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding):
+        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:

@@ -33,7 +33,7 @@ class OciCostConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if "cost/myCost" in names else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        for frame in stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             get = lambda c: pl.col(c).str.strip_chars() if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
             cost = parse_decimal("cost/myCost", 18, 6)
