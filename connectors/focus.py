@@ -28,6 +28,7 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors.base import Connector, ConnectorError, ReadContext
+from models.currencies import ISO4217
 from models.focus import (
     FOCUS_COLUMN_NAMES,
     FOCUS_COLUMNS,
@@ -107,7 +108,7 @@ class FocusConnector(Connector):
         if "x_GpuModel" in frame.columns:
             parsed["x_GpuModel"] = pl.col("x_GpuModel").str.strip_chars()
         checks.append((
-            ~parsed["BillingCurrency"].str.contains(r"^[A-Z]{3}$"),
+            ~parsed["BillingCurrency"].is_in(ISO4217),
             pl.format("BillingCurrency '{}' is not an ISO 4217 code", pl.col("BillingCurrency")),
         ))
         checks.append((

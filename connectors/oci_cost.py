@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+from models.currencies import ISO4217
 
 SIGNATURE = ("lineItem/intervalUsageStart", "product/service", "cost/myCost", "cost/currencyCode")
 CATEGORIES = {"COMPUTE": "Compute", "BLOCK_STORAGE": "Storage", "OBJECT_STORAGE": "Storage", "DATABASE": "Databases",
@@ -43,7 +44,7 @@ class OciCostConnector(Connector):
                 (pl.col("__cost").is_null(), pl.format("cost/myCost '{}' is not a number", pl.col("cost/myCost").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("lineItem/intervalUsageStart '{}' is not a time",
                                                         pl.col("lineItem/intervalUsageStart").fill_null(""))),
-                (~get("cost/currencyCode").str.contains(r"^[A-Z]{3}$").fill_null(False),
+                (~get("cost/currencyCode").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", get("cost/currencyCode").fill_null(""))),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
