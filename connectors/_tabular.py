@@ -167,8 +167,9 @@ def quarantine_tail(ctx: ReadContext, connector: str, unit: str = "row") -> Call
     return handle
 
 
-# Rows a ragged file's Python read gathers into one frame (the common path is Arrow's, by block).
-FALLBACK_BATCH_ROWS = 50_000
+# Cells (rows x columns) a ragged file's Python read gathers into one frame: each is a Python string
+# until the frame is built, so this bounds its memory (the common path is Arrow's, by block).
+FALLBACK_BATCH_CELLS = 1_000_000
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes surrogateescape kept: not text in the encoding
 
 
@@ -223,6 +224,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
     Memory stays bounded: one frame of rows and one record at a time.
     """
     width, nulls = len(names), frozenset(null_values)
+    batch_rows = max(1, FALLBACK_BATCH_CELLS // width)
     lines = CompleteLines(path)
     columns: list[list[str | None]] = [[] for _ in names]
     numbers: list[int] = []
@@ -273,7 +275,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
         for record in records:
             if last is not None and last[1]:  # an empty line is no row (Arrow skips them too)
                 take(*last)
-                if len(numbers) >= FALLBACK_BATCH_ROWS:
+                if len(numbers) >= batch_rows:
                     yield frame()
             last = record
         tail = None

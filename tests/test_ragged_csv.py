@@ -87,7 +87,7 @@ def test_short_rows_anywhere_are_padded_and_counted(tmp_path):
 def test_a_ragged_row_past_the_first_block_keeps_the_numbering(tmp_path, monkeypatch):
     """Arrow streams the blocks before the ragged row; Python reads on from there, numbering on."""
     monkeypatch.setattr(tabular, "BLOCK_SIZE", 4096)
-    monkeypatch.setattr(tabular, "FALLBACK_BATCH_ROWS", 100)
+    monkeypatch.setattr(tabular, "FALLBACK_BATCH_CELLS", 700)  # frames of 100 rows
     body = [line(n, cost=f"{n}.01") for n in range(1, 1001)]
     body[700] = f"Usage,2026-09-01T00:00:00Z,701.01,USD,\"short, and\nquoted\",AmazonEC2\n"
     path = tmp_path / "cur.csv"
