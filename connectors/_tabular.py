@@ -167,41 +167,164 @@ def quarantine_tail(ctx: ReadContext, connector: str, unit: str = "row") -> Call
     return handle
 
 
-def _arrow_reason(exc: Exception) -> str:
-    """Arrow's complaint without the row text it quotes ("Expected 3 columns, got 2: <row>")."""
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    for pattern in (r"Expected \d+ columns, got \d+", r"In CSV column #\d+: CSV conversion error to \w+: invalid UTF8 data",
-                    r"straddling object straddles two block boundaries"):
-        if m := re.search(pattern, message):
-            return m.group(0)
-    if message.startswith("CSV parse error:"):
-        return message.split(":", 2)[1].strip() or "CSV parse error"
-    return message[:120]
+# Cells (rows x columns) a ragged file's Python read gathers into one frame: each is a Python string
+# until the frame is built, so this bounds its memory (the common path is Arrow's, by block).
+FALLBACK_BATCH_CELLS = 1_000_000
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes surrogateescape kept: not text in the encoding
 
 
-def _locate_bad_row(path: Path, names: list[str], delimiter: str, encoding: str) -> tuple[int, str] | None:
-    """Where a CSV Arrow refused goes wrong: (line, what is wrong there, naming the column), found
-    by streaming the file again with Python's csv reader. Only ever run after a failure."""
+def _ends_inside_quotes(text: str, delimiter: str, quote: str = '"') -> bool:
+    """True when `text`, the raw lines of one record, ends inside a quoted value: the record was cut
+    short. Python's csv reader (not strict) hands such a record on as if complete, so the last
+    record of a file is checked with this small state machine, which reads quotes as csv does."""
+    state = 0  # 0 start of a field, 1 in an unquoted field, 2 in a quoted field, 3 a quote inside one
+    for ch in text:
+        if state == 2:
+            if ch == quote:
+                state = 3
+        elif ch == delimiter or ch in "\r\n":
+            state = 0
+        elif state == 0:
+            state = 2 if ch == quote else 1
+        elif state == 3:
+            state = 2 if ch == quote else 1
+    return state == 2
+
+
+def _records(lines: CompleteLines, encoding: str, delimiter: str) -> Iterator[tuple[int, list[str], str]]:
+    """Each CSV record of the file's complete lines as (its first line, its fields, its raw text),
+    parsed by Python's csv module; a quoted value may span lines."""
+    consumed: list[str] = []
+
+    def feed() -> Iterator[str]:
+        for _, raw in lines.numbered_lines():
+            text = raw.decode(encoding, errors="surrogateescape")
+            consumed.append(text)
+            yield text
+
+    reader = csv.reader(feed(), delimiter=delimiter)
+    first = 1
+    for fields in reader:
+        yield first, fields, "".join(consumed)
+        consumed.clear()
+        first = reader.line_num + 1
+
+
+def _python_frames(path: Path, source_file: str, names: list[str], null_values: Sequence[str], delimiter: str,
+                   encoding: str, on_truncated: Callable[[TruncatedTail], None] | None, skip: int,
+                   ctx: ReadContext | None, connector: str | None) -> Iterator[pl.DataFrame]:
+    """The file read again from its start with Python's csv module, for what Arrow refuses: data
+    rows 1..`skip` (already passed on) are skipped, the rest come as frames numbered like Arrow's.
+
+    A row with fewer fields than the header gets its missing last columns empty (one warning on the
+    file says how many); a row with more is quarantined with its reason (without a `ctx` the file
+    is refused). The last record decides truncation: a file that ends mid-row (inside a quoted value,
+    or a last line without its newline and short of fields, or a gzip stream cut short) is refused
+    whole, naming the line, or with `on_truncated` (telemetry) hands its tail on as Arrow's path does.
+    Memory stays bounded: one frame of rows and one record at a time.
+    """
+    width, nulls = len(names), frozenset(null_values)
+    batch_rows = max(1, FALLBACK_BATCH_CELLS // width)
+    lines = CompleteLines(path)
+    columns: list[list[str | None]] = [[] for _ in names]
+    numbers: list[int] = []
+    row = 0
+    short: list[tuple[int, int]] = []  # (line, fields) of the first short row, and a count
+    short_rows = 0
+
+    def refuse_cut(line: int) -> ConnectorError:
+        cut = " (compressed stream cut short)" if lines.stream_cut else ""
+        return ConnectorError(source_file, f"file ends mid-row at line {line}{cut}: a partial file is refused whole", line=line)
+
+    def take(line: int, fields: list[str], raw: str) -> None:
+        nonlocal row, short_rows
+        row += 1
+        if row <= skip:
+            return
+        if _UNDECODABLE.search(raw) is not None:
+            column = next((n for n, v in zip(names, fields) if _UNDECODABLE.search(v)), names[0])
+            raise ConnectorError(source_file, f"malformed CSV: column {column}: not valid {encoding} text", line=line)
+        if len(fields) > width:
+            reason = (f"Expected {width} columns, got {len(fields)}: values past the last column, {names[-1]}")
+            if ctx is None:
+                raise ConnectorError(source_file, f"malformed CSV: {reason}", line=line)
+            ctx.quarantine(connector or "", row, f"line {line}: {reason}",
+                           raw.rstrip("\r\n")[:TAIL_RECORD_BYTES])
+            return
+        if len(fields) < width:
+            short_rows += 1
+            if not short:
+                short.append((line, len(fields)))
+            fields = fields + [""] * (width - len(fields))
+        for column, value in zip(columns, fields):
+            column.append(None if value in nulls else value)
+        numbers.append(row)
+
+    def frame() -> pl.DataFrame:
+        out = pl.DataFrame({n: c for n, c in zip(names, columns)}, schema={n: pl.String for n in names})
+        out = out.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64))
+        for column in columns:
+            column.clear()
+        numbers.clear()
+        return out
+
+    records = _records(lines, encoding, delimiter)
     try:
-        with open_maybe_gzip(path) as raw:
-            text = io.TextIOWrapper(raw, encoding=encoding, errors="surrogateescape", newline="")
-            reader = csv.reader(text, delimiter=delimiter)
-            next(reader, None)  # the header
-            for record in reader:
-                if not record:
-                    continue  # Arrow skips empty lines too
-                if len(record) < len(names):
-                    return reader.line_num, (f"Expected {len(names)} columns, got {len(record)}: "
-                                             f"no value for column {names[len(record)]}")
-                if len(record) > len(names):
-                    return reader.line_num, (f"Expected {len(names)} columns, got {len(record)}: "
-                                             f"values past the last column, {names[-1]}")
-                for name, value in zip(names, record):
-                    if any("\udc80" <= ch <= "\udcff" for ch in value):
-                        return reader.line_num, f"column {name}: not valid {encoding} text"
-    except (EOFError, OSError, UnicodeError, csv.Error):
-        return None
-    return None
+        next(records, None)  # the header, read already
+        last = None
+        for record in records:
+            if last is not None and last[1]:  # an empty line is no row (Arrow skips them too)
+                take(*last)
+                if len(numbers) >= batch_rows:
+                    yield frame()
+            last = record
+        tail = None
+        if last is not None and last[1]:
+            if _ends_inside_quotes(last[2], delimiter):  # the complete lines end inside a quoted value
+                if on_truncated is None:
+                    raise refuse_cut(last[0])
+                tail = TruncatedTail(last[0], row + 1, last[2].encode(encoding, errors="surrogateescape") + lines.tail,
+                                     lines.stream_cut)
+            else:
+                take(*last)
+        tail = tail or lines.truncated_tail(row=row + 1)
+        if tail is not None and on_truncated is None:
+            fields = next(csv.reader([tail.raw.decode(encoding, errors="surrogateescape")], delimiter=delimiter), [])
+            complete = (not tail.stream_cut and len(fields) >= width
+                        and not _ends_inside_quotes(tail.raw.decode(encoding, errors="replace"), delimiter))
+            if tail.raw.strip() and not complete:
+                raise refuse_cut(tail.line)
+            if tail.stream_cut:
+                raise ConnectorError(source_file, f"compressed stream ends early after line {tail.line - 1}: "
+                                     "a partial file is refused whole", line=tail.line)
+            if fields:  # a last row whole but for its newline
+                take(tail.line, fields, tail.raw.decode(encoding, errors="surrogateescape"))
+            tail = None
+    finally:
+        lines.close()
+    if numbers:
+        yield frame()
+    if short_rows and ctx is not None:
+        line, got = short[0]
+        ctx.warn(f"{short_rows} row{'s' if short_rows > 1 else ''} with fewer fields than the header's {width}: "
+                 f"the missing last columns are empty (first at line {line}, {got} fields)")
+    if tail is not None and on_truncated is not None:
+        on_truncated(tail)
+
+
+def _refuse_cut_stream(path: Path, source_file: str) -> ConnectorError:
+    """A billing file whose compressed stream ends early, refused naming the line it ends on (the
+    lines are counted again, only after the failure)."""
+    lines = CompleteLines(path)
+    while lines.read(CompleteLines.CHUNK * 8):
+        pass
+    lines.close()
+    line = lines.lines + 1
+    if lines.tail.strip():
+        return ConnectorError(source_file, f"file ends mid-row at line {line} (compressed stream cut short): "
+                              "a partial file is refused whole", line=line)
+    return ConnectorError(source_file, f"compressed stream ends early after line {line - 1}: "
+                          "a partial file is refused whole", line=line)
 
 
 def stream_csv_as_strings(
@@ -211,16 +334,23 @@ def stream_csv_as_strings(
     delimiter: str = ",",
     encoding: str = "utf-8",
     on_truncated: Callable[[TruncatedTail], None] | None = None,
+    ctx: ReadContext | None = None,
+    connector: str | None = None,
 ) -> Iterator[pl.DataFrame]:
     """Stream a headed CSV as polars frames of strings, numbering data rows from 1.
 
     Everything is read as text so each connector decides how to parse, and a bad value becomes a
     quarantined row instead of a failed file.
 
+    Arrow reads the file block by block (the common, fast path). What Arrow refuses, a ragged row
+    above all, is read on from that point by Python's csv module (`_python_frames`): a row with fewer
+    fields than the header loads with its missing last columns empty and a warning on `ctx`; a row
+    with more fields is quarantined on `ctx` under `connector` with its reason (refused without a
+    `ctx`); text not in `encoding` refuses the file naming the line and column, never quoting the row.
+
     With `on_truncated` (telemetry), a file that ends mid-row, or a gzip stream that ends early,
     loads every complete row and hands the broken tail to `on_truncated`; without it (billing) such
-    a file fails whole. A file Arrow cannot parse fails naming the line and column, never quoting
-    the row.
+    a file fails whole, naming the line where it ends.
     """
     try:
         head = read_head(path, tolerate_cut=on_truncated is not None)
@@ -232,6 +362,11 @@ def stream_csv_as_strings(
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
         raise ConnectorError(source_file, f"header names a column more than once: {', '.join(twice)}", line=1)
+
+    def python_from(rows_before: int) -> Iterator[pl.DataFrame]:
+        return _python_frames(path, source_file, names, null_values, delimiter, encoding, on_truncated,
+                              rows_before, ctx, connector)
+
     lines = CompleteLines(path) if on_truncated is not None else None
     try:
         reader = pacsv.open_csv(
@@ -248,27 +383,26 @@ def stream_csv_as_strings(
                 quoted_strings_can_be_null=True,
             ),
         )
-    except pa.ArrowInvalid as exc:
-        where = _locate_bad_row(path, names, delimiter, encoding)
-        if where:
-            raise ConnectorError(source_file, f"malformed CSV: {where[1]}", line=where[0]) from exc
-        raise ConnectorError(source_file, f"not a readable CSV: {_arrow_reason(exc)}", line=1) from exc
+    except pa.ArrowInvalid:
+        if lines is not None:
+            lines.close()
+        yield from python_from(0)
+        return
+    except (EOFError, OSError) as exc:
+        raise _refuse_cut_stream(path, source_file) from exc
     rows_before = 0
     while True:
         try:
             batch = reader.read_next_batch()
         except StopIteration:
             break
+        except pa.ArrowInvalid:
+            if lines is not None:
+                lines.close()
+            yield from python_from(rows_before)
+            return
         except (EOFError, OSError) as exc:  # a gzip cut short
-            raise ConnectorError(source_file, f"file ends early after data row {rows_before}: {exc}",
-                                 line=rows_before + 2) from exc
-        except pa.ArrowInvalid as exc:
-            where = _locate_bad_row(path, names, delimiter, encoding)
-            if where:
-                raise ConnectorError(source_file, f"malformed CSV: {where[1]}", line=where[0]) from exc
-            raise ConnectorError(
-                source_file, f"malformed CSV after data row {rows_before}: {_arrow_reason(exc)}", line=rows_before + 2
-            ) from exc
+            raise _refuse_cut_stream(path, source_file) from exc
         frame = pl.from_arrow(batch)
         yield frame.with_columns(
             pl.int_range(rows_before + 1, rows_before + 1 + batch.num_rows, dtype=pl.Int64).alias(ROW_NUMBER)

@@ -33,7 +33,7 @@ class AlibabaGpuTraceConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         is_memory = header_fields(read_head(path, 4096, tolerate_cut=True)) == MEMORY
-        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name)):
+        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name), ctx=ctx, connector=self.name):
             value = pl.col("value").cast(pl.Float64, strict=False)
             seconds = pl.col("timestamp_anon").cast(pl.Float64, strict=False)
             ts = pl.from_epoch((seconds * 1_000_000).round().cast(pl.Int64, strict=False), time_unit="us").dt.replace_time_zone("UTC")

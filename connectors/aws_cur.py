@@ -86,7 +86,7 @@ class AwsCurConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if names & set(SIGNATURE) else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        frames = stream_parquet_as_strings(path, source_file=ctx.source_file) if is_parquet(path) else stream_csv_as_strings(path, ctx.source_file)
+        frames = stream_parquet_as_strings(path, source_file=ctx.source_file) if is_parquet(path) else stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             frame = frame.rename({c: snake(c) for c in source_columns})

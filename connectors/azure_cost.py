@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+from models.currencies import ISO4217
 from models.gpus import instance_gpus_expr
 
 SERVICES = Path(__file__).resolve().parent.parent / "models" / "data" / "azure_services.csv"
@@ -159,7 +160,7 @@ class AzureCostConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         dataset = dataset_of(path, ctx.source_file)
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        for frame in stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             fields = _resolve(source_columns)
             get = lambda f: pl.col(fields[f]).str.strip_chars() if f in fields else pl.lit(None, dtype=pl.String)  # noqa: E731
@@ -172,7 +173,7 @@ class AzureCostConnector(Connector):
             reason = first_reason([
                 (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col(fields["cost"]).fill_null(""))),
                 (pl.col("__day").is_null(), pl.format("date '{}' is not a date", pl.col(fields["date"]).fill_null(""))),
-                (~pl.col("__currency").str.contains(r"^[A-Z]{3}$").fill_null(False),
+                (~pl.col("__currency").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", pl.col("__currency").fill_null(""))),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))

@@ -28,6 +28,7 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors.base import Connector, ConnectorError, ReadContext
+from models.currencies import ISO4217
 from models.focus import (
     FOCUS_COLUMN_NAMES,
     FOCUS_COLUMNS,
@@ -69,7 +70,7 @@ class FocusConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         frames = stream_parquet_as_strings(path, NULL_STRINGS, ctx.source_file) if is_parquet(path) else stream_csv_as_strings(
-            path, ctx.source_file, null_values=NULL_STRINGS
+            path, ctx.source_file, null_values=NULL_STRINGS, ctx=ctx, connector=self.name
         )
         for frame in frames:
             accepted = self._normalise(frame, ctx)
@@ -107,7 +108,7 @@ class FocusConnector(Connector):
         if "x_GpuModel" in frame.columns:
             parsed["x_GpuModel"] = pl.col("x_GpuModel").str.strip_chars()
         checks.append((
-            ~parsed["BillingCurrency"].str.contains(r"^[A-Z]{3}$"),
+            ~parsed["BillingCurrency"].is_in(ISO4217),
             pl.format("BillingCurrency '{}' is not an ISO 4217 code", pl.col("BillingCurrency")),
         ))
         checks.append((

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ConnectorError, ReadContext
+from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
 
 CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "gcp_service_categories.csv"
@@ -157,7 +158,7 @@ class GcpBillingConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         with open(path, "rb") as fh:
             is_json = fh.read(1024).lstrip().startswith(b"{")
-        frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file)
+        frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             if missing := [c for c in (*SIGNATURE, "usage_end_time") if c not in frame.columns]:
@@ -176,7 +177,7 @@ class GcpBillingConnector(Connector):
             reason = first_reason([
                 (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col("cost").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
-                (~pl.col("currency").str.contains(r"^[A-Z]{3}$").fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
+                (~pl.col("currency").is_in(ISO4217).fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
                 (pl.col("__credits").is_null() & (pl.col("credits").is_not_null() if "credits" in frame.columns else pl.lit(False)),
                  "credits is not a list of credits"),
             ])

@@ -28,6 +28,7 @@ from connectors._tabular import (
 )
 from connectors.base import Connector, ConnectorError, ReadContext
 from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
+from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
 
 MAPPINGS_DIR = Path(__file__).resolve().parent / "mappings"
@@ -92,7 +93,7 @@ class GpuRentalConnector(Connector):
         formats = tuple(self.mapping.time_formats)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
-        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding):
+        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
@@ -124,7 +125,7 @@ class GpuRentalConnector(Connector):
                 (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
                 (pl.col("__gpus").is_null() | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
                 (pl.col("__mode").is_null(), pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
-                (~self._currency().str.contains(r"^[A-Z]{3}$").fill_null(False),
+                (~self._currency().is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
                 *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
             ])

@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from models.currencies import is_iso4217
+
 BillingMode = Literal["monthly", "on_demand", "spot", "commit_1y", "commit_3y"]
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +70,14 @@ class Defaults(_Strict):
     billing_mode: BillingMode | None = None
     hours: Decimal | None = Field(None, gt=0)
     unit_price: Decimal | None = Field(None, ge=0)
-    currency: str | None = Field(None, pattern=r"^[A-Z]{3}$")
+    currency: str | None = None
+
+    @field_validator("currency")
+    @classmethod
+    def _iso_currency(cls, value: str | None) -> str | None:
+        if value is not None and not is_iso4217(value):
+            raise ValueError(f"{value!r} is not an ISO 4217 currency code (e.g. USD, EUR, CNY)")
+        return value
 
     def given(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.model_dump().items() if v is not None}

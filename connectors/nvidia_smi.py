@@ -78,7 +78,7 @@ class NvidiaSmiConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         host = host_from_path(path)
         # A file cut mid-row (a copy still being written, a download that stopped) keeps its whole rows.
-        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name)):
+        for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name), ctx=ctx, connector=self.name):
             frame = frame.rename({c: field_name(c) for c in frame.columns if c != ROW_NUMBER})
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             if "timestamp" not in frame.columns:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
+from models.currencies import ISO4217
 
 SIGNATURE = ("lineItem/intervalUsageStart", "product/service", "cost/myCost", "cost/currencyCode")
 CATEGORIES = {"COMPUTE": "Compute", "BLOCK_STORAGE": "Storage", "OBJECT_STORAGE": "Storage", "DATABASE": "Databases",
@@ -33,7 +34,7 @@ class OciCostConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if "cost/myCost" in names else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        for frame in stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             get = lambda c: pl.col(c).str.strip_chars() if c in frame.columns else pl.lit(None, dtype=pl.String)  # noqa: E731
             cost = parse_decimal("cost/myCost", 38, 10)
@@ -43,7 +44,7 @@ class OciCostConnector(Connector):
                 (pl.col("__cost").is_null(), pl.format("cost/myCost '{}' is not a number", pl.col("cost/myCost").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("lineItem/intervalUsageStart '{}' is not a time",
                                                         pl.col("lineItem/intervalUsageStart").fill_null(""))),
-                (~get("cost/currencyCode").str.contains(r"^[A-Z]{3}$").fill_null(False),
+                (~get("cost/currencyCode").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", get("cost/currencyCode").fill_null(""))),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))

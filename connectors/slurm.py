@@ -65,7 +65,7 @@ class SlurmSacctConnector(Connector):
         return [c for c in REQUIRED if c not in names] if "|" in head.split(b"\n", 1)[0].decode("utf-8", "replace") else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file, delimiter="|"):
+        for frame in stream_csv_as_strings(path, ctx.source_file, delimiter="|", ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             frame = frame.filter(~pl.col("JobID").str.contains(r"\.").fill_null(False)).with_columns(
                 pl.when(pl.col(c).is_in(NOT_A_TIME)).then(None).otherwise(pl.col(c)).alias(c) for c in ("Start", "End")

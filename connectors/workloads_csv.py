@@ -44,7 +44,7 @@ class WorkloadsCsvConnector(Connector):
         return [c for c in REQUIRED if c not in names]
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        for frame in stream_csv_as_strings(path, ctx.source_file):
+        for frame in stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
             key = pl.col("phase").str.to_lowercase().str.replace_all(r"[\s_\-]", "").replace(PHASE_ALIASES)

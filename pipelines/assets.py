@@ -5,6 +5,7 @@
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_duckdb import DuckDBResource
@@ -16,7 +17,8 @@ from pipelines.daily_assets import DAILY_ASSETS
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
 from pipelines.ingest import ingest_landing
-from pipelines.settings import BUNDLED_FX_RATES, BUNDLED_PRICE_CATALOG, FinopsSettings
+from pipelines.fx_reference import FX_INPUT_SCHEMA, ecb_rates
+from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.summary import for_terminal
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
 
@@ -106,15 +108,20 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
 
 
 def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
-    """The bundled reference rates and the user's file (priority 0: the user's rate wins)."""
-    sources = [(BUNDLED_FX_RATES, 1)] + ([(Path(settings.fx_rates_file), 0)] if settings.fx_rates_file else [])
-    tables = []
-    for path, priority in sources:
-        t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types={
+    """The ECB's daily reference rates (pipelines/fx_reference.py, priority 1) and the user's own
+    table (priority 0: it wins for the pairs it covers)."""
+    tables = [ecb_rates()]
+    if settings.fx_rates_file:
+        t = pacsv.read_csv(Path(settings.fx_rates_file), convert_options=pacsv.ConvertOptions(column_types={
             "rate_date": pa.date32(), "from_currency": pa.string(), "to_currency": pa.string(),
             "rate": pa.string(), "source": pa.string()}))  # parsed by the SQL, at 12 decimals
-        tables.append(t.select(["rate_date", "from_currency", "to_currency", "rate", "source"])
-                      .append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
+        if "source" not in t.column_names:
+            t = t.append_column("source", pa.nulls(t.num_rows, pa.string()))
+        t = t.select(["rate_date", "from_currency", "to_currency", "rate", "source"])
+        # Each line records which table converted it: a row without a source of its own says "user table".
+        source = pc.fill_null(pc.if_else(pc.equal(pc.utf8_trim_whitespace(t["source"]), ""), None, t["source"]), "user table")
+        t = t.set_column(4, "source", source)
+        tables.append(t.append_column("priority", pa.array([0] * t.num_rows, pa.int32())).cast(FX_INPUT_SCHEMA))
     return {"fx_rates_input": pa.concat_tables(tables)}
 
 
@@ -142,7 +149,7 @@ def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"charge_rules": load_charge_rules(Path(settings.charge_rules_file) if settings.charge_rules_file else None)}
 
 
-fx_rates_asset = sql_asset("core.fx_rates", [], "core.fx_rates: FX rates by day and pair, bundled reference plus your own file",
+fx_rates_asset = sql_asset("core.fx_rates", [], "core.fx_rates: FX rates by day and pair, the ECB's daily reference rates plus your own table",
                            "core", inputs=fx_rates_input)
 core_billing_lines = sql_asset("core.billing_lines", ["raw.cost_lines", "raw.files", "raw.deliveries", "raw.delivery_slices"],
                                "core.billing_lines: the raw cost lines that count after the ledger's delivery rules, each once",

@@ -208,7 +208,7 @@ def run(
                                                       "warehouse.", envvar="FINOPS_REPORTS")] = None,
     timezone: Annotated[str, typer.Option(help="IANA time zone of telemetry written in local time.", parser=time_zone,
                                           envvar="FINOPS_TIMEZONE")] = "UTC",
-    reporting_currency: Annotated[str, typer.Option(help="3-letter code of the currency every amount is also reported in.",
+    reporting_currency: Annotated[str, typer.Option(help="ISO 4217 code of the currency every amount is also reported in.",
                                                     parser=currency, envvar="FINOPS_REPORTING_CURRENCY")] = "USD",
     fx_rates: Annotated[Path | None, typer.Option(help="Your own FX rates CSV (rate_date,from_currency,to_currency,rate,source).",
                                                   exists=True, dir_okay=False, envvar="FINOPS_FX_RATES")] = None,

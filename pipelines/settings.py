@@ -13,12 +13,13 @@ from pathlib import Path
 from dagster import ConfigurableResource
 from pydantic import Field
 
+from models.currencies import is_iso4217
 from models.phases import TYPICAL_RANGES
 from models.telemetry import UTIL_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_DIR = REPO_ROOT / ".finops" / "demo"
-BUNDLED_FX_RATES = REPO_ROOT / "models" / "data" / "fx_rates.csv"
+
 BUNDLED_PRICE_CATALOG = REPO_ROOT / "models" / "data" / "price_catalog.csv"
 HIDDEN_COSTS_SQL = REPO_ROOT / "sql" / "findings" / "hidden_costs.sql"
 
@@ -56,9 +57,9 @@ def check_timezone(value: str) -> str:
 
 
 def check_currency(value: str) -> str:
-    """A 3-letter ISO 4217 currency code, upper-cased."""
-    if not re.fullmatch(r"[A-Za-z]{3}", value.strip()):
-        raise ValueError(f"{value!r} is not a 3-letter currency code (e.g. USD, EUR, CNY)")
+    """An ISO 4217 currency code (models/currencies.py), upper-cased."""
+    if not is_iso4217(value.strip().upper()):
+        raise ValueError(f"{value!r} is not an ISO 4217 currency code (e.g. USD, EUR, CNY)")
     return value.strip().upper()
 
 
@@ -67,7 +68,7 @@ class FinopsSettings(ConfigurableResource):
     timezone: str = Field(default="UTC", description="Time zone of sources that write local times (nvidia-smi).")
     reporting_currency: str = Field(default="USD", description="Currency every amount is also reported in.")
     phase_tag_keys: list[str] = Field(default=["phase", "ml_phase", "ml-phase"], description="Tag keys naming a charge's phase.")
-    fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates; wins over the bundled ones.")
+    fx_rates_file: str | None = Field(default=None, description="Optional CSV of your own FX rates (a treasury's table); wins over the ECB reference rates for the pairs it covers.")
     max_rate_age_days: int = Field(default=45, description="An FX rate older than this counts as missing.")
     phase_rules_file: str | None = Field(default=None, description="YAML phase rules replacing the bundled ones.")
     charge_rules_file: str | None = Field(default=None, description="YAML charge rules replacing the bundled ones.")

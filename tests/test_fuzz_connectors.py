@@ -119,11 +119,15 @@ def expected_rows(name: str, path: Path) -> set[int] | None:
     # Telemetry readers keep a truncated file's complete rows and hand the cut tail on: count the same way.
     tails: list = []
     on_truncated = tails.append if connector.kind == "telemetry" else None
-    for frame in stream_csv_as_strings(path, str(path), delimiter=delimiter, encoding=encoding, on_truncated=on_truncated):
+    # Rows with more fields than the header are quarantined by the stream itself: they count too.
+    ctx = ReadContext(source_file=str(path), ingested_at=INGESTED_AT)
+    for frame in stream_csv_as_strings(path, str(path), delimiter=delimiter, encoding=encoding, on_truncated=on_truncated,
+                                       ctx=ctx, connector=name):
         if name == "slurm_sacct":  # job steps (123.batch) are left out by design: the job line has the GPUs
             frame = frame.filter(~pl.col("JobID").str.contains(r"\.").fill_null(False))
         rows.update(frame.get_column(ROW_NUMBER).to_list())
     rows.update(t.row for t in tails if t.raw.strip())
+    rows.update(q["x_SourceRow"] for q in ctx.quarantined)
     return rows
 
 

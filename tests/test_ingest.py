@@ -66,17 +66,29 @@ def test_a_re_export_at_the_same_path_replaces_the_earlier_file(tmp_path, landin
 
 def test_a_claimed_file_that_cannot_be_parsed_fails_alone_naming_file_and_line(tmp_path, landing):
     broken = landing / "billing" / "broken.csv"
-    broken.write_text("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n"
-                      "1.0,1.0,USD,Usage,2026-09-01,2026-09-02\n"
-                      "2.0,2.0,USD,Usage,2026-09-01,2026-09-02,surplus,fields\n")
+    broken.write_bytes(b"BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n"
+                       b"1.0,1.0,USD,Usage,2026-09-01,2026-09-02\n"
+                       b"2.0,2.0,USD,Usage \xe9,2026-09-01,2026-09-02\n")  # not UTF-8 text
     conn = connect(tmp_path / "wh.duckdb")
     summary = ingest_landing(conn, landing)
     failed = summary.by_status("failed")
     assert [o.path for o in failed] == ["billing/broken.csv"]
-    assert "billing/broken.csv" in failed[0].detail and "line" in failed[0].detail
-    assert "Expected 6 columns, got 8" in failed[0].detail
+    assert "billing/broken.csv, line 3: malformed CSV: column ChargeCategory: not valid utf-8 text" in failed[0].detail
     assert counts(conn)["raw.cost_lines"] == 1000  # the good file loaded; nothing of the broken one did
     assert fetch_all(conn, "SELECT count(*) FROM raw.cost_lines WHERE x_SourceFile = 'billing/broken.csv'") == [(0,)]
+
+
+def test_a_row_with_surplus_fields_is_quarantined_alone(tmp_path, landing):
+    (landing / "billing" / "surplus.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n"
+        "1.0,1.0,USD,Usage,2026-09-01,2026-09-02\n"
+        "2.0,2.0,USD,Usage,2026-09-01,2026-09-02,surplus,fields\n")
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    assert fetch_all(conn, "SELECT status, rows_loaded, rows_quarantined FROM raw.files WHERE path = 'billing/surplus.csv'") == [
+        ("loaded", 1, 1)]
+    assert fetch_all(conn, "SELECT x_SourceRow, reason FROM raw.quarantine WHERE x_SourceFile = 'billing/surplus.csv'") == [
+        (2, "line 3: Expected 6 columns, got 8: values past the last column, ChargePeriodEnd")]
 
 
 KILLER = textwrap.dedent("""

