@@ -29,10 +29,11 @@ import polars as pl
 import pyarrow as pa
 
 from connectors._tabular import (
-    ROW_NUMBER, failed, first_reason, header_fields, is_parquet, parse_decimal, parse_utc, split_rejected,
+    ROW_NUMBER, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc, split_rejected,
     stream_csv_as_strings, stream_parquet_as_strings, to_canonical,
 )
 from connectors.base import Connector, ReadContext
+from models.currencies import ISO4217
 from models.gpus import instance_gpus_expr
 
 CATEGORIES = Path(__file__).resolve().parent.parent / "models" / "data" / "aws_service_categories.csv"
@@ -101,6 +102,8 @@ class AwsCurConnector(Connector):
                 (failed("line_item_unblended_cost", money["line_item_unblended_cost"]) | money["line_item_unblended_cost"].is_null(),
                  pl.format("lineItem/UnblendedCost '{}' is not a number", pl.col("line_item_unblended_cost").fill_null(""))),
                 (start.is_null(), pl.format("lineItem/UsageStartDate '{}' is not a time", pl.col("line_item_usage_start_date").fill_null(""))),
+                (~pl.col("line_item_currency_code").str.strip_chars().str.to_uppercase().is_in(ISO4217).fill_null(False),
+                 pl.format("lineItem/CurrencyCode '{}' is not an ISO 4217 code", short_value("line_item_currency_code"))),
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"])

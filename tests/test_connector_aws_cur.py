@@ -310,3 +310,13 @@ def test_line_ids_are_never_the_bare_identity_line_item_id(tmp_path):
     assert first["x_SourceLineId"] == "abc|2026-09-01T00:00:00Z/2026-09-01T01:00:00Z|BoxUsage:p5.48xlarge|i-1"
     assert second["x_SourceLineId"] == "abc|2026-09-01T01:00:00Z/2026-09-01T02:00:00Z|BoxUsage:p5.48xlarge|i-1"
     assert unnamed["x_SourceLineId"] is None
+
+
+def test_a_line_in_a_currency_iso_4217_does_not_know_is_quarantined(tmp_path):
+    source = sample("billing/aws_cur_legacy_csv_savingsplan_koku.csv").read_text()
+    path = tmp_path / "cur.csv"
+    path.write_text(source.replace(",NOK,", ",XYZ,", 1))
+    table, ctx = read_all(path)
+    assert table.num_rows == 2
+    assert [q["reason"] for q in ctx.quarantined] == ["lineItem/CurrencyCode 'XYZ' is not an ISO 4217 code"]
+    assert ctx.source_total == sum(table.column("x_SourceCost").to_pylist()) + ctx.quarantined_total
