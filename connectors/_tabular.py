@@ -523,7 +523,11 @@ def _parquet_batches(path: Path, source_file: str | None) -> Iterator[pa.RecordB
     import pyarrow.parquet as pq
 
     try:
-        yield from pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            # A corrupt page can decode to text that is not UTF-8: Arrow's full validation refuses it
+            # here, before polars panics on it later.
+            batch.validate(full=True)
+            yield batch
     except (pa.ArrowException, OSError) as exc:  # a corrupt footer, page header or page
         raise ConnectorError(source_file or str(path), f"not a readable Parquet file: {exc}") from exc
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 from connectors._tabular import (
     ROW_NUMBER,
     failed,
+    short_value,
     first_reason,
     header_fields,
     parse_decimal,
@@ -37,6 +38,7 @@ PRICING = {"monthly": ("Committed", "Recurring"), "commit_1y": ("Committed", "Re
            "commit_3y": ("Committed", "Recurring"), "on_demand": ("Standard", "Usage-Based"),
            "spot": ("Dynamic", "Usage-Based")}
 FIELDS = tuple(Columns.model_fields)
+MAX_HOURS, MAX_GPUS = 1_000_000, 1_000_000
 
 
 class GpuRentalConnector(Connector):
@@ -108,8 +110,10 @@ class GpuRentalConnector(Connector):
                 self.col("billing_mode").str.to_lowercase().replace_strict(self.mapping.mode_words(), default=None).alias("__mode"),
             )
             if computed.end:  # end = start + hours, to the microsecond
-                frame = frame.with_columns((pl.col("__start") + pl.duration(
-                    microseconds=(pl.col("__hours").cast(pl.Float64) * 3_600_000_000).round().cast(pl.Int64))).alias("__end"))
+                # Hours out of range get no end (and are quarantined below) rather than overflowing the clock.
+                hours_us = pl.when(pl.col("__hours").abs() <= MAX_HOURS).then(
+                    (pl.col("__hours").cast(pl.Float64) * 3_600_000_000).round().cast(pl.Int64, strict=False))
+                frame = frame.with_columns((pl.col("__start") + pl.duration(microseconds=hours_us)).alias("__end"))
             else:
                 frame = frame.with_columns(parse_time("__f_end").alias("__end"))
             if computed.hours:  # hours = end - start
@@ -124,6 +128,10 @@ class GpuRentalConnector(Connector):
                 (pl.col("__end") < pl.col("__start"), "end is before start"),
                 (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
                 (pl.col("__gpus").is_null() | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
+                # No invoice line covers a century or a million cards: past that a number is a typo, and
+                # hours × cards would not fit a quantity.
+                (pl.col("__hours").abs() > MAX_HOURS, pl.format("hours '{}' is out of range", short_value("__f_hours"))),
+                (pl.col("__gpus") > MAX_GPUS, pl.format("GPU count '{}' is out of range", short_value("__f_gpu_count"))),
                 (pl.col("__mode").is_null(), pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
                 (~self._currency().is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
