@@ -63,7 +63,7 @@ def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
     machine = json.loads((folder / "report.json").read_text())
     assert machine["scored_day"] == "2026-10-10"
     assert any(a["service"] == "AWS Data Transfer" and a["first_day"] == "2026-09-26" for a in machine["anomalies"])
-    assert machine["headline"]["lines"][0] == "Cost on 2026-10-10: 64.78 USD"
+    assert machine["headline"]["lines"][0] == "Cost on 2026-10-10: 68.71 USD"
     markdown = (folder / "report.md").read_text()
     assert "AWS Data Transfer (AWS 210987654321, unattributed): cost 135.00 USD on 2026-09-26" in markdown
 

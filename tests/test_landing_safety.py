@@ -119,7 +119,8 @@ def test_escape_sequences_in_file_names_are_stored_and_logged_escaped(tmp_path, 
     conn = connect(tmp_path / "wh.duckdb")
     summary = ingest_landing(conn, landing)
     statuses = {o.path: o.status for o in summary.outcomes}
-    assert statuses == {"bill\\x1b[2J.csv": "loaded", "gpu-7\\x1b]0;pwned\\x07.csv": "loaded", "bad\\x1b[31m.csv": "failed"}
+    # The bad file's one row has a field past the header: quarantined, so the file loaded nothing.
+    assert statuses == {"bill\\x1b[2J.csv": "loaded", "gpu-7\\x1b]0;pwned\\x07.csv": "loaded", "bad\\x1b[31m.csv": "quarantined"}
     stored = fetch_all(conn, "SELECT path || coalesce(detail, '') FROM raw.files")
     stored += fetch_all(conn, "SELECT DISTINCT x_SourceFile FROM raw.cost_lines")
     stored += fetch_all(conn, "SELECT DISTINCT x_SourceFile || host FROM raw.gpu_samples")
@@ -144,16 +145,21 @@ def test_a_failure_names_line_and_column_and_never_quotes_the_line(tmp_path, cap
     (landing / "scrape.prom").write_text('# TYPE DCGM_FI_DEV_GPU_UTIL gauge\nDCGM_FI_DEV_GPU_UTIL{gpu="0"} 5\n'
                                         f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",,{MARKER}="1"}} 7\n')
     conn = connect(tmp_path / "wh.duckdb")
-    failed = {o.path: o.detail for o in ingest_landing(conn, landing).by_status("failed")}
+    summary = ingest_landing(conn, landing)
+    failed = {o.path: o.detail for o in summary.by_status("failed")}
     assert failed == {
-        "surplus.csv": "surplus.csv, line 5: malformed CSV: Expected 6 columns, got 7: values past the last column, ChargePeriodEnd",
-        "short.csv": "short.csv, line 3: malformed CSV: Expected 6 columns, got 4: no value for column ChargePeriodStart",
         "latin1.csv": "latin1.csv, line 3: malformed CSV: column ChargeCategory: not valid utf-8 text",
         "scrape.prom": "scrape.prom, line 3: not Prometheus text format",
     }
+    # Ragged rows no longer fail their file: a surplus field quarantines its row, a short row is padded.
+    reasons = dict(fetch_all(conn, "SELECT x_SourceFile, reason FROM raw.quarantine WHERE x_SourceFile = 'surplus.csv'"))
+    assert reasons == {"surplus.csv": "line 5: Expected 6 columns, got 7: values past the last column, ChargePeriodEnd"}
+    assert "fewer fields than the header" in dict(fetch_all(conn, "SELECT path, detail FROM raw.files"))["short.csv"]
+    reasons = " ".join(r for (r,) in fetch_all(conn, "SELECT reason FROM raw.quarantine"))
+    assert MARKER not in reasons.replace(f"'{MARKER}'", "")  # at most a short bad value, never a whole line
     details = fetch_all(conn, "SELECT string_agg(detail, ' ') FROM raw.files")[0][0]
     assert MARKER not in details and MARKER not in caplog.text
-    assert "line 5" in caplog.text
+    assert "line 3" in caplog.text
 
 
 def test_an_unexpected_error_is_told_briefly(tmp_path):
