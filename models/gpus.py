@@ -84,9 +84,9 @@ INSTANCE_TOKEN = (r"(?i)\b[a-z][a-z0-9]*(?:-[a-z0-9]+)?\.(?:\d*xlarge|large|medi
 AZURE_METER_SIZE = r"(?i)\b(N[CDV]C?\d+[a-z]*(?: (?:A100|H100|H200|MI300X|T4|A10))? v\d)\b"
 # A charge that looks like GPU compute: a GPU-family instance type, VM size, machine type or shape, or a
 # SKU, service or description that says GPU. Used to name GPU charges whose GPUs could not be identified.
-GPU_LOOKING = (r"(?i)\bgpus?\b|\bnvidia\b|\btesla\b"
-               r"|\b(?:p[2-6][a-z]*|g[3-6][a-z]*|gr6)(?:-[a-z0-9]+)?\.(?:\d*xlarge|metal)\b"
-               r"|\bStandard_N[CDV]C?\d|\b(?:a2|a3|a4|g2)-[a-z]+-\d+g?\b|\b(?:BM|VM)\.GPU")
+GPU_INSTANCE_TOKEN = (r"(?i)\b(?:p\d+[a-z]*|g\d+[a-z]*|gr\d+)(?:-[a-z0-9]+)?\.(?:\d*xlarge|metal)\b"
+                      r"|\bStandard_N[CDV][a-z0-9_]*|\b[a-z]\d+[a-z]?-[a-z]*gpu-\d+g\b|\bg2-standard-\d+\b|\b(?:BM|VM)\.GPU[a-z0-9]*(?:\.[a-z0-9-]+)*")
+GPU_LOOKING = r"(?i)\bgpus?\b|\bnvidia\b|\btesla\b|" + GPU_INSTANCE_TOKEN.removeprefix("(?i)")
 
 # SkuPriceDetails keys read for GPU identity: the FOCUS-defined ones (1.1 drafts spelt them with `F_`),
 # and the `x_` keys providers use for the GPU model.
