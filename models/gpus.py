@@ -99,7 +99,7 @@ def _json_key(details: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
     return pl.coalesce([details.str.json_path_match(f"$.{k}").str.strip_chars().replace("", None) for k in keys])
 
 
-def _count_from_usage(quantity: pl.Expr, unit: pl.Expr, period_seconds: pl.Expr) -> pl.Expr:
+def count_from_usage(quantity: pl.Expr, unit: pl.Expr, period_seconds: pl.Expr) -> pl.Expr:
     """GPUs held over the charge period by a SKU billed per GPU-time: GPU-seconds ÷ period seconds,
     at least 1 when some GPU time was billed (a GPU used for part of the period is still one GPU)."""
     seconds = (pl.when(unit.str.contains(r"(?i)^\s*(s|sec|secs|seconds?)\s*$")).then(quantity)
@@ -134,8 +134,8 @@ def identify_gpus(columns: list[str], period_seconds: pl.Expr) -> tuple[pl.Expr,
     pricing_unit, consumed_unit = get("PricingUnit"), get("ConsumedUnit")
     per_gpu_time = pricing_unit.str.contains(r"(?i)\bgpus?\b").fill_null(False) | table.struct.field("per_usage").fill_null(False)
     from_usage = pl.coalesce(
-        _count_from_usage(get("ConsumedQuantity").cast(pl.Float64, strict=False), consumed_unit, period_seconds),
-        _count_from_usage(get("PricingQuantity").cast(pl.Float64, strict=False), pricing_unit, period_seconds))
+        count_from_usage(get("ConsumedQuantity").cast(pl.Float64, strict=False), consumed_unit, period_seconds),
+        count_from_usage(get("PricingQuantity").cast(pl.Float64, strict=False), pricing_unit, period_seconds))
     count = pl.when(per_gpu_time).then(from_usage).otherwise(pl.coalesce(sku_count, table.struct.field("count")))
     model = pl.coalesce(gpu_model_expr(sku_model), table.struct.field("model"))
     return model, count

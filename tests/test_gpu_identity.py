@@ -120,3 +120,11 @@ def test_gpu_spend_reaches_the_workload_phase_and_unknown_gpus_are_named(tmp_pat
     console = Console(record=True, width=200)
     print_summary(console, summary, warehouse, 1.0)
     assert "unidentified GPUs: 1 GPU charge with unidentified GPUs: p7.48xlarge" in console.export_text()
+
+
+def test_azure_meter_name_and_oci_gpu_sku_give_gpus():
+    frame = pl.DataFrame({"meter": ["ND96amsr A100 v4", "NC6s v3", "P4 LRS Disk"]})
+    from models.gpus import AZURE_METER_SIZE, instance_gpus_expr
+    size = pl.concat_str(pl.lit("Standard_"), pl.col("meter").str.extract(AZURE_METER_SIZE, 1).str.replace_all(" ", "_"))
+    got = frame.select(instance_gpus_expr(size).alias("g")).unnest("g")
+    assert got.select("model", "count").rows() == [("A100 80G", 8), ("V100", 1), (None, None)]
