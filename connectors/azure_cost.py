@@ -29,7 +29,7 @@ import pyarrow as pa
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
 from models.currencies import ISO4217
-from models.gpus import instance_gpus_expr
+from models.gpus import AZURE_METER_SIZE, instance_gpus_expr
 
 SERVICES = Path(__file__).resolve().parent.parent / "models" / "data" / "azure_services.csv"
 
@@ -203,7 +203,9 @@ class AzureCostConnector(Connector):
             rate = parse_decimal(fields["exchange_rate"], 28, 12) if "exchange_rate" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
             # The VM size is in AdditionalInfo's ServiceType (e.g. Standard_ND96amsr_A100_v4).
             vm_size = pl.coalesce(get("additional_info").str.extract(r'"ServiceType"\s*:\s*"([^"]+)"'),
-                                  get("meter_subcategory").str.extract(r"(Standard_[A-Za-z0-9_]+)"))
+                                  get("meter_subcategory").str.extract(r"(Standard_[A-Za-z0-9_]+)"),
+                                  # else the meter name: "ND96amsr A100 v4" → Standard_ND96amsr_A100_v4
+                                  pl.concat_str(pl.lit("Standard_"), get("meter").str.extract(AZURE_METER_SIZE, 1).str.replace_all(" ", "_")))
             gpus = instance_gpus_expr(vm_size)
             tags = get("tags")
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \

@@ -38,6 +38,7 @@ from models.focus import (
     RENAMED_COLUMNS,
     TIMESTAMP,
 )
+from models.gpus import identify_gpus
 from models.schemas import MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE
 
 # A file is FOCUS when its header carries these (under their current or 1.0-preview names).
@@ -107,6 +108,12 @@ class FocusConnector(Connector):
             parsed["x_GpuCount"] = gpu_count
         if "x_GpuModel" in frame.columns:
             parsed["x_GpuModel"] = pl.col("x_GpuModel").str.strip_chars()
+        # Native exports carry no x_GpuCount: the GPUs come from SkuPriceDetails or the instance type
+        # (models.gpus.identify_gpus); this project's own x_GpuModel/x_GpuCount columns, where given, win.
+        period = (parsed["ChargePeriodEnd"] - parsed["ChargePeriodStart"]).dt.total_seconds()
+        model, count = identify_gpus(source_columns, period)
+        parsed["x_GpuModel"] = pl.coalesce(parsed["x_GpuModel"], model) if "x_GpuModel" in parsed else model
+        parsed["x_GpuCount"] = pl.coalesce(parsed["x_GpuCount"], count) if "x_GpuCount" in parsed else count
         checks.append((
             ~parsed["BillingCurrency"].is_in(ISO4217),
             pl.format("BillingCurrency '{}' is not an ISO 4217 code", pl.col("BillingCurrency")),

@@ -15,6 +15,7 @@ import pyarrow as pa
 from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.base import Connector, ReadContext
 from models.currencies import ISO4217
+from models.gpus import count_from_usage, instance_gpus_expr
 
 SIGNATURE = ("lineItem/intervalUsageStart", "product/service", "cost/myCost", "cost/currencyCode")
 CATEGORIES = {"COMPUTE": "Compute", "BLOCK_STORAGE": "Storage", "OBJECT_STORAGE": "Storage", "DATABASE": "Databases",
@@ -55,6 +56,11 @@ class OciCostConnector(Connector):
                 else pl.lit(None, dtype=pl.String)
             quantity = parse_decimal("usage/billedQuantity", 28, 10) if "usage/billedQuantity" in accepted.columns else pl.lit(None, dtype=pl.Decimal(28, 10))
             unit_price = parse_decimal("cost/unitPrice", 28, 12) if "cost/unitPrice" in accepted.columns else pl.lit(None, dtype=pl.Decimal(28, 12))
+            # GPU shapes (BM.GPU.H100.8) and GPU SKUs billed per GPU-hour, through models/data/instance_gpus.csv.
+            gpus = instance_gpus_expr(get("product/Description"))
+            gpu_count = pl.when(gpus.struct.field("per_usage")).then(count_from_usage(
+                quantity.cast(pl.Float64), pl.coalesce(get("cost/skuUnitDescription"), pl.lit("hours")),
+                (pl.col("__end") - pl.col("__start")).dt.total_seconds())).otherwise(gpus.struct.field("count"))
             out = accepted.select(
                 pl.col("__cost").alias("BilledCost"), pl.col("__cost").alias("EffectiveCost"), pl.col("__cost").alias("x_SourceCost"),
                 pl.coalesce((quantity * unit_price).cast(pl.Decimal(38, 10), strict=False), pl.col("__cost")).alias("ListCost"),
@@ -72,6 +78,7 @@ class OciCostConnector(Connector):
                 get("product/resourceId").alias("ResourceId"), quantity.alias("ConsumedQuantity"),
                 get("cost/skuUnitDescription").alias("ConsumedUnit"), unit_price.alias("ListUnitPrice"),
                 get("cost/subscriptionId").alias("CommitmentDiscountId"), tags.alias("Tags"),
+                gpus.struct.field("model").alias("x_GpuModel"), gpu_count.alias("x_GpuCount"),
                 pl.struct(get("lineItem/referenceNo").alias("reference_no")).struct.json_encode().alias("x_ExtraColumns"),
                 ROW_NUMBER,
             )

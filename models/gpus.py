@@ -9,11 +9,24 @@ import polars as pl
 MODEL_PATTERNS = (
     (r"(?i)A100.*80", "A100 80G"),
     (r"(?i)A100", "A100 40G"),
+    (r"(?i)GH200", "GH200"),
     (r"(?i)H200", "H200"),
     (r"(?i)H100", "H100"),
+    (r"(?i)GB200", "GB200"),
     (r"(?i)B200", "B200"),
+    (r"(?i)MI300X", "MI300X"),
     (r"(?i)L40S", "L40S"),
+    (r"(?i)\bL40\b", "L40"),
+    (r"(?i)\bL4\b", "L4"),
+    (r"(?i)A10G", "A10G"),
+    (r"(?i)\bA10\b", "A10"),
     (r"(?i)RTX\s*6000\s*Ada", "RTX 6000 Ada"),
+    (r"(?i)V100", "V100"),
+    (r"(?i)P100", "P100"),
+    (r"(?i)\bT4G\b", "T4G"),
+    (r"(?i)\bT4\b", "T4"),
+    (r"(?i)\bK80\b", "K80"),
+    (r"(?i)\bM60\b", "M60"),
 )
 
 
@@ -25,24 +38,104 @@ def gpu_model_expr(name: pl.Expr) -> pl.Expr:
 
 
 INSTANCE_TABLE = Path(__file__).resolve().parent / "data" / "instance_gpus.csv"
+USAGE = "usage"  # gpu_count of a SKU billed per GPU-time: the usage quantity gives the count
 
 
 def instance_rules() -> list[tuple[str, str, str]]:
-    """(pattern, model, count) rows: the count may be a back-reference such as `\\1`."""
+    """(pattern, model, count) rows: the count may be a back-reference such as `\\1`, or `usage`."""
     with open(INSTANCE_TABLE, newline="") as fh:
         return [(r["pattern"], r["gpu_model"], r["gpu_count"]) for r in csv.DictReader(fh)]
 
 
+def _gpu_count_value(instance_type: pl.Expr, pattern: str, gpu_count: str) -> pl.Expr:
+    if gpu_count.startswith("\\"):
+        return instance_type.str.extract(pattern, int(gpu_count[1:])).cast(pl.Int32, strict=False)
+    if gpu_count == USAGE:
+        return pl.lit(None, dtype=pl.Int32)
+    return pl.lit(int(gpu_count), dtype=pl.Int32)
+
+
 def instance_gpus_expr(instance_type: pl.Expr) -> pl.Expr:
-    """Instance type or VM size → struct{model, count} from models/data/instance_gpus.csv (first match)."""
+    """Instance type, VM size, shape or accelerator SKU name → struct{model, count, per_usage} from
+    models/data/instance_gpus.csv (first match). `per_usage` rows (accelerator SKUs billed per GPU-time,
+    e.g. "Nvidia Tesla A100 GPU running in Americas") leave `count` null: the usage quantity says it."""
     model = pl.lit(None, dtype=pl.String)
     count = pl.lit(None, dtype=pl.Int32)
+    per_usage = pl.lit(None, dtype=pl.Boolean)
     for pattern, gpu_model, gpu_count in reversed(instance_rules()):
         hit = instance_type.str.contains(pattern)
-        if gpu_count.startswith("\\"):
-            value = instance_type.str.extract(pattern, int(gpu_count[1:])).cast(pl.Int32, strict=False)
-        else:
-            value = pl.lit(int(gpu_count), dtype=pl.Int32)
         model = pl.when(hit).then(pl.lit(gpu_model)).otherwise(model)
-        count = pl.when(hit).then(value).otherwise(count)
-    return pl.struct(model.alias("model"), count.alias("count"))
+        count = pl.when(hit).then(_gpu_count_value(instance_type, pattern, gpu_count)).otherwise(count)
+        per_usage = pl.when(hit).then(pl.lit(gpu_count == USAGE)).otherwise(per_usage)
+    return pl.struct(model.alias("model"), count.alias("count"), per_usage.alias("per_usage"))
+
+
+def known_instance_pattern() -> str:
+    """One regular expression that matches whatever some row of the table matches."""
+    return "|".join(f"(?:{pattern})" for pattern, _, _ in instance_rules())
+
+
+# An instance type, VM size or shape inside a longer text: AWS `p5.48xlarge` (also inside a usage type
+# such as `USE1-BoxUsage:p5.48xlarge` or a description), Azure `Standard_ND96asr_v4`, GCP `a2-highgpu-8g`,
+# OCI `BM.GPU.H100.8`.
+INSTANCE_TOKEN = (r"(?i)\b[a-z][a-z0-9]*(?:-[a-z0-9]+)?\.(?:\d*xlarge|large|medium|small|micro|nano|metal(?:-\d+xl)?)\b"
+                  r"|\bStandard_[a-z0-9_]+|\b[a-z]\d[a-z]?-[a-z]+-\d+g?\b|\b(?:BM|VM)\.[a-z0-9]+(?:\.[a-z0-9-]+)*")
+# Azure meter names spell the VM size with spaces and without `Standard_`: "ND96asr A100 v4", "NC6s v3".
+AZURE_METER_SIZE = r"(?i)\b(N[CDV]C?\d+[a-z]*(?: (?:A100|H100|H200|MI300X|T4|A10))? v\d)\b"
+# A charge that looks like GPU compute: a GPU-family instance type, VM size, machine type or shape, or a
+# SKU, service or description that says GPU. Used to name GPU charges whose GPUs could not be identified.
+GPU_INSTANCE_TOKEN = (r"(?i)\b(?:p\d+[a-z]*|g\d+[a-z]*|gr\d+)(?:-[a-z0-9]+)?\.(?:\d*xlarge|metal)\b"
+                      r"|\bStandard_N[CDV][a-z0-9_]*|\b[a-z]\d+[a-z]?-[a-z]*gpu-\d+g\b|\bg2-standard-\d+\b|\b(?:BM|VM)\.GPU[a-z0-9]*(?:\.[a-z0-9-]+)*")
+GPU_LOOKING = r"(?i)\bgpus?\b|\bnvidia\b|\btesla\b|" + GPU_INSTANCE_TOKEN.removeprefix("(?i)")
+
+# SkuPriceDetails keys read for GPU identity: the FOCUS-defined ones (1.1 drafts spelt them with `F_`),
+# and the `x_` keys providers use for the GPU model.
+SKU_GPU_COUNT_KEYS = ("GpuCount", "F_GpuCount", "x_GpuCount")
+SKU_INSTANCE_TYPE_KEYS = ("InstanceType", "F_InstanceType", "x_InstanceType")
+SKU_GPU_MODEL_KEYS = ("x_GpuModel", "x_GpuType", "x_AcceleratorType", "x_GpuName")
+
+
+def _json_key(details: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
+    return pl.coalesce([details.str.json_path_match(f"$.{k}").str.strip_chars().replace("", None) for k in keys])
+
+
+def count_from_usage(quantity: pl.Expr, unit: pl.Expr, period_seconds: pl.Expr) -> pl.Expr:
+    """GPUs held over the charge period by a SKU billed per GPU-time: GPU-seconds ÷ period seconds,
+    at least 1 when some GPU time was billed (a GPU used for part of the period is still one GPU)."""
+    seconds = (pl.when(unit.str.contains(r"(?i)^\s*(s|sec|secs|seconds?)\s*$")).then(quantity)
+               .when(unit.str.contains(r"(?i)hour|hrs?\b|^\s*h\s*$")).then(quantity * 3600))
+    gpus = (seconds / period_seconds.cast(pl.Float64)).round(0)
+    return (pl.when(period_seconds > 0).then(pl.max_horizontal(gpus, pl.when(seconds > 0).then(pl.lit(1.0))))
+            .cast(pl.Int32, strict=False))
+
+
+def identify_gpus(columns: list[str], period_seconds: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(x_GpuModel, x_GpuCount) for a FOCUS frame of strings, from the first of:
+    1. `SkuPriceDetails` GpuCount and the model keys, then its InstanceType through the table;
+    2. an instance type / VM size / shape / accelerator SKU in SkuId, ResourceType, SkuPriceId, SkuMeter,
+       ChargeDescription or any `x_` column (in file order), through models/data/instance_gpus.csv.
+    A count in SkuPriceDetails wins over the table's; a SKU priced per GPU-time (PricingUnit says GPU, or
+    a table row whose count is `usage`) takes its count from the usage quantity over the charge period."""
+    get = lambda c: pl.col(c).str.strip_chars() if c in columns else pl.lit(None, dtype=pl.String)  # noqa: E731
+    details = get("SkuPriceDetails")
+    texts = [get(c) for c in ("SkuId", "ResourceType", "SkuPriceId", "SkuMeter", "ChargeDescription")]
+    texts += [get(c) for c in columns if c.startswith("x_") and c not in ("x_GpuModel", "x_GpuCount")]
+    candidates = [_json_key(details, SKU_INSTANCE_TYPE_KEYS)]
+    candidates += [t.str.extract(f"({INSTANCE_TOKEN})", 1) for t in texts]
+    candidates += [pl.concat_str(pl.lit("Standard_"), t.str.extract(AZURE_METER_SIZE, 1).str.replace_all(" ", "_"))
+                   for t in texts]
+    candidates += texts  # accelerator SKUs are matched by their whole description
+    known = known_instance_pattern()
+    instance = pl.coalesce([pl.when(c.str.contains(known)).then(c) for c in candidates])
+    table = instance_gpus_expr(instance)
+
+    sku_count = _json_key(details, SKU_GPU_COUNT_KEYS).cast(pl.Float64, strict=False).round(0).cast(pl.Int32, strict=False)
+    sku_model = _json_key(details, SKU_GPU_MODEL_KEYS)
+    pricing_unit, consumed_unit = get("PricingUnit"), get("ConsumedUnit")
+    per_gpu_time = pricing_unit.str.contains(r"(?i)\bgpus?\b").fill_null(False) | table.struct.field("per_usage").fill_null(False)
+    from_usage = pl.coalesce(
+        count_from_usage(get("ConsumedQuantity").cast(pl.Float64, strict=False), consumed_unit, period_seconds),
+        count_from_usage(get("PricingQuantity").cast(pl.Float64, strict=False), pricing_unit, period_seconds))
+    count = pl.when(per_gpu_time).then(from_usage).otherwise(pl.coalesce(sku_count, table.struct.field("count")))
+    model = pl.coalesce(gpu_model_expr(sku_model), table.struct.field("model"))
+    return model, count

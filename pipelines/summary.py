@@ -55,6 +55,7 @@ def summary_dict(warehouse: Path) -> dict:
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "
                                                 "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency "
                                                 "FROM marts.spend_by_phase WHERE period = 'all'"),
+            "unidentified_gpus": unidentified_gpu_charges(conn),
             "conservation": fetch_dicts(conn, """
                 SELECT c.BillingCurrency AS currency, sum(c.EffectiveCost) AS cost_lines_total,
                        (SELECT sum(a.amount_billing) FROM marts.cost_attribution a JOIN core.cost_lines l USING (x_ChargeId)
@@ -63,6 +64,37 @@ def summary_dict(warehouse: Path) -> dict:
         }
     finally:
         conn.close()
+
+
+SHOW_UNIDENTIFIED = 5  # GPU charges without a GPU count: the most frequent names listed
+
+
+def unidentified_gpu_charges(conn) -> list[dict]:
+    """Usage charges that look like GPU compute (a GPU instance type, VM size, shape or a SKU that says GPU)
+    but carry no GPU count: their GPU time cannot reach a phase. One row per name (the instance type where
+    one is written, else the SkuId), most charges first, so a user sees what to map in instance_gpus.csv."""
+    from models.gpus import GPU_INSTANCE_TOKEN, GPU_LOOKING
+
+    return fetch_dicts(conn, """
+        WITH c AS (
+            SELECT SkuId, ChargeDescription, EffectiveCost,
+                   concat_ws(' ', SkuId, SkuPriceId, ResourceType, SkuMeter, ChargeDescription, ServiceName,
+                             SkuPriceDetails, x_ExtraColumns) AS blob
+            FROM core.cost_lines WHERE x_GpuCount IS NULL AND ChargeCategory = 'Usage')
+        SELECT coalesce(nullif(regexp_extract(blob, ?), ''), 'SkuId ' || SkuId, ChargeDescription) AS name,
+               count(*) AS charges, sum(EffectiveCost) AS cost
+        FROM c WHERE regexp_matches(blob, ?) GROUP BY 1 ORDER BY charges DESC, name""", [GPU_INSTANCE_TOKEN, GPU_LOOKING])
+
+
+def unidentified_gpu_line(rows: list[dict]) -> str | None:
+    """ "3 GPU charges with unidentified GPUs: p9.48xlarge (2), SkuId X (1); map them in …", or None."""
+    if not rows:
+        return None
+    n = sum(r["charges"] for r in rows)
+    names = ", ".join(f"{for_terminal(r['name'])} ({r['charges']})" for r in rows[:SHOW_UNIDENTIFIED])
+    more = f" and {len(rows) - SHOW_UNIDENTIFIED} more" if len(rows) > SHOW_UNIDENTIFIED else ""
+    return (f"{n} GPU charge{'' if n == 1 else 's'} with unidentified GPUs: {names}{more}; "
+            "map them in models/data/instance_gpus.csv")
 
 
 def invalid_mapping_errors() -> list[dict]:
@@ -142,6 +174,9 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                        "—" if p["utilization_pct"] is None else f"{p['utilization_pct']:.1f}",
                        _money(p["cost_per_busy_gpu_hour"]), Text(for_terminal(by_currency)))
     console.print(phases)
+
+    if line := unidentified_gpu_line(s.get("unidentified_gpus") or []):
+        console.print(Text.assemble(("unidentified GPUs", "yellow"), f": {line}"), highlight=False, soft_wrap=True)
 
     balance = Table("currency", "cost lines", "attributed to phases", "conserved", title="money conservation")
     for c in s["conservation"]:
