@@ -67,7 +67,8 @@ def main() -> None:
         conn.execute((SQL_DIR / "macros.sql").read_text())
         conn.execute("DROP TABLE raw.gpu_samples")
         conn.execute(f"CREATE VIEW raw.gpu_samples AS SELECT * FROM read_parquet('{parquet}')")
-        conn.execute("INSERT INTO raw.files VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', 0, 0, 0, NULL, now())")
+        conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, ingested_at) "
+                     "VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', now())")
         params = {"util_kinds": list(UTIL_KINDS)}
         run_sql_file(conn, "core.gpu_samples", params)
         t2 = time.perf_counter()
