@@ -165,7 +165,7 @@ core_workloads = sql_asset("core.workloads", ["raw.workloads", "raw.files"],
                            inputs=phase_rules_input)
 core_storage_events = sql_asset("core.storage_events", ["raw.storage_events", "raw.files"],
                                 "core.storage_events: checkpoint writes and transfers", "core")
-marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads"],
+marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads", "core.gpu_minutes"],
                                    "marts.cost_attribution: each charge split into phases, with method and evidence", "marts",
                                    inputs=charge_rules_input)
 marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],

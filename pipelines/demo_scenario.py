@@ -472,7 +472,8 @@ def expected_attribution(rows: list[dict], jobs: list[Workload]) -> dict:
 
 def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict[str, float]:
     """Busy GPU-hours per phase by the mart's rule: a host-minute's busy time goes to the workloads
-    running on the host then (by GPUs held), or to idle when none ran."""
+    running on the host then (by GPUs held); with none, a GPU-minute under the idle threshold to idle
+    and one at or over it to unattributed."""
     out: dict[str, float] = {}
     for host, util in utils.items():
         n = util.shape[1]
@@ -489,7 +490,11 @@ def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> d
         for phase, w in weights.items():
             share = np.divide(w, total, out=np.zeros(n), where=total > 0)
             out[phase] = out.get(phase, 0.0) + float((busy * share).sum() / 60)
-        out["idle"] = out.get("idle", 0.0) + float(busy[total == 0].sum() / 60)
+        # No workload: a GPU-minute at or over the idle threshold ran something unrecorded.
+        unheld = util[:, total == 0]
+        out["idle"] = out.get("idle", 0.0) + float(unheld[unheld < IDLE_BUSY_PCT].sum() / 100 / 60)
+        if (unheld >= IDLE_BUSY_PCT).any():
+            out["unattributed"] = out.get("unattributed", 0.0) + float(unheld[unheld >= IDLE_BUSY_PCT].sum() / 100 / 60)
     return out
 
 

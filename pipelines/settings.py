@@ -79,6 +79,11 @@ class FinopsSettings(ConfigurableResource):
     signature_write_mb_s: float = Field(default=100.0, description="Disk write rate that, with idle GPUs, marks a checkpoint.")
     idle_busy_threshold: float = Field(default=0.05, description="A GPU-minute busier than this is not idle.")
     idle_min_minutes: int = Field(default=360, description="Shortest idle run reported as unused_gpu (minutes).")
+    # Telemetry time-weighting (sql/core/gpu_minutes.sql; documented in the README).
+    telemetry_gap_factor: float = Field(default=3.0, description="A gap longer than this many times a series' median "
+                                        "sampling interval is missing telemetry, not a longer sample.")
+    telemetry_max_gap_s: int = Field(default=900, description="Longest gap (seconds) one sample may stand for, whatever "
+                                     "the series' interval; longer gaps are missing.")
     severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
     severity_medium: float = Field(default=50.0, description="Avoidable cost (reporting currency) from which a finding is medium.")
     inference_target_util: float = Field(default=0.6, description="Utilization autoscaled inference should run at.")
@@ -125,6 +130,8 @@ class FinopsSettings(ConfigurableResource):
             "signature_write_mb_s": self.signature_write_mb_s,
             "idle_busy_threshold": self.idle_busy_threshold,
             "idle_min_minutes": self.idle_min_minutes,
+            "telemetry_gap_factor": self.telemetry_gap_factor,
+            "telemetry_max_gap_s": self.telemetry_max_gap_s,
             "severity_high": self.severity_high,
             "severity_medium": self.severity_medium,
             "min_finding_cost": self.min_finding_cost,
@@ -137,6 +144,10 @@ class FinopsSettings(ConfigurableResource):
                 for phase, r in TYPICAL_RANGES.items()
             ],
         }
+
+
+TELEMETRY_ENV = (("telemetry_gap_factor", "FINOPS_TELEMETRY_GAP_FACTOR", float),
+                 ("telemetry_max_gap_s", "FINOPS_TELEMETRY_MAX_GAP_S", int))
 
 
 def settings_from_env() -> tuple[FinopsSettings, str]:
@@ -155,6 +166,7 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         planned_runs_file=os.environ.get("FINOPS_PLANNED_RUNS") or None,
         reports_dir=os.environ.get("FINOPS_REPORTS") or None,
         webhook_url=os.environ.get("FINOPS_WEBHOOK_URL") or None,
+        **{name: cast(os.environ[var]) for name, var, cast in TELEMETRY_ENV if os.environ.get(var)},
     )
     return settings, str(Path(warehouse).resolve())
 

@@ -67,14 +67,15 @@ def main() -> None:
         conn.execute((SQL_DIR / "macros.sql").read_text())
         conn.execute("DROP TABLE raw.gpu_samples")
         conn.execute(f"CREATE VIEW raw.gpu_samples AS SELECT * FROM read_parquet('{parquet}')")
-        conn.execute("INSERT INTO raw.files VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', 0, 0, 0, NULL, now())")
-        params = {"util_kinds": list(UTIL_KINDS)}
+        conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, ingested_at) "
+                     "VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', now())")
+        params = {"util_kinds": list(UTIL_KINDS), "telemetry_gap_factor": 3.0, "telemetry_max_gap_s": 900}
         run_sql_file(conn, "core.gpu_samples", params)
         t2 = time.perf_counter()
         run_sql_file(conn, "core.gpu_minutes", params)
         t3 = time.perf_counter()
         samples = fetch_all(conn, "SELECT count(*) FROM core.gpu_samples")[0][0]
-        minutes, busy_hours = fetch_all(conn, "SELECT count(*), sum(busy_fraction) / 60 FROM core.gpu_minutes")[0]
+        minutes, busy_hours = fetch_all(conn, "SELECT count(*), sum(busy_fraction * coverage) / 60 FROM core.gpu_minutes")[0]
         report = {
             "samples": samples,
             "gpu_minutes": minutes,

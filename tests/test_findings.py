@@ -109,14 +109,16 @@ def one(findings, kind, subkind):
     return rows[0]
 
 
-def test_slow_disk_checkpoint_with_partial_telemetry_and_gpus_shared_by_two_jobs(findings):
+def test_slow_disk_checkpoint_with_partial_telemetry_counts_its_own_jobs_gpus(findings):
     f = one(findings, "slow_disk_idle", "checkpoint")
     evidence = json.loads(f["evidence"])
-    # The design's worked example: 200 GB in 8 minutes on 8 GPUs ≈ 417 MB/s and 64 GPU-minutes; 67 s at 3 GB/s.
-    assert (evidence["gpus"], evidence["throughput_mb_s"], evidence["duration_on_fast_disk_s"]) == (8, 416.7, 66.7)
-    assert evidence["workloads"] == "job-a, job-b" and evidence["gpu_minutes_with_telemetry"] == 32
-    assert f["wasted_cost"] == Decimal("1.9733333334")  # 64/60 GPU-hours (to 10 decimals) × 1.85 CNY, the charge's own price
-    assert f["avoidable_cost"] == Decimal("1.6992592592")  # × (1 − 66.67 s / 480 s)
+    # The design's worked example: 200 GB in 8 minutes ≈ 417 MB/s; 67 s at 3 GB/s. The event names job-a,
+    # so its 4 GPUs waited (32 GPU-minutes), not job-b's 4 beside them on the host.
+    assert (evidence["gpus"], evidence["throughput_mb_s"], evidence["duration_on_fast_disk_s"]) == (4, 416.7, 66.7)
+    assert evidence["workloads"] == "job-a" and evidence["gpus_from"] == "the event's workload"
+    assert evidence["gpu_minutes_with_telemetry"] == 32  # the host's 8 GPUs for the first 4 minutes
+    assert f["wasted_cost"] == Decimal("0.9866666666")  # 32/60 GPU-hours (in whole 10^-10 units) × 1.85 CNY, the charge's own price
+    assert f["avoidable_cost"] == Decimal("0.8496296297")  # × (1 − 66.67 s / 480 s)
     assert (f["currency"], f["price_source"]) == ("CNY", "charge")
 
 

@@ -1,37 +1,76 @@
--- core.gpu_minutes: one row per GPU (gpu_key) per UTC minute that has at least one sample.
--- A minute with no samples has no row: missing is not zero. busy_fraction comes from the best
--- busy signal present in the minute ($util_kinds, best first) and is NULL when no sample carried
--- one; coverage is the share of the minute's samples that carried that signal.
+-- core.gpu_minutes: one row per GPU (gpu_key) per UTC minute that telemetry covers, built from
+-- time-weighted samples, so the same activity gives the same minutes at any sampling interval.
+--
+-- A sample stands for the time until the next sample of the same GPU from the same source (its
+-- series), as long as that gap is within the series' staleness bound:
+--     bound = least($telemetry_gap_factor × the series' median interval, $telemetry_max_gap_s).
+-- A longer gap is missing, never zero: the sample before it (and a series' last sample) stands for
+-- one median interval only (at most $telemetry_max_gap_s), and the rest of the gap has no row. A
+-- series of one sample stands for one minute. A 300 s sample therefore covers five minutes, six
+-- 10 s samples cover one.
+--
+-- Per minute: busy_fraction is the time-weighted mean of the best busy signal covering the minute
+-- ($util_kinds, best first; never a blend of kinds), NULL when no covering sample carried one;
+-- coverage is the share of the minute (0–1) that signal covers; samples counts the samples whose
+-- span overlaps the minute (all sources), busy_samples those of the chosen signal. Busy GPU-minutes
+-- of a minute = busy_fraction × coverage. Memory and power are time-weighted means.
 CREATE OR REPLACE TABLE core.gpu_minutes AS
-WITH by_kind AS (
-    SELECT gpu_key, utc_minute(ts) AS minute, util_kind,
-           avg(util_pct) / 100.0 AS busy_fraction, count(*) AS busy_samples
+WITH steps AS (
+    SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, pod, namespace,
+           util_pct, util_kind, mem_used_mib, power_w,
+           epoch_us(ts) AS t0_us,
+           epoch_us(lead(ts) OVER series) - epoch_us(ts) AS gap_us
     FROM core.gpu_samples
-    WHERE util_pct IS NOT NULL
-    GROUP BY ALL
+    WINDOW series AS (PARTITION BY gpu_key, source ORDER BY ts)
 ),
-best_kind AS (
-    SELECT * FROM by_kind
-    QUALIFY row_number() OVER (PARTITION BY gpu_key, minute ORDER BY coalesce(list_position($util_kinds, util_kind), 99)) = 1
+medians AS (
+    SELECT gpu_key, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
 ),
-minutes AS (
-    SELECT gpu_key, utc_minute(ts) AS minute,
+cadence AS (
+    SELECT * FROM steps JOIN medians USING (gpu_key, source)
+),
+spans AS (
+    SELECT * EXCLUDE (gap_us, median_us),
+           t0_us + CASE
+               WHEN gap_us <= least($telemetry_gap_factor * median_us, $telemetry_max_gap_s * 1000000) THEN gap_us
+               ELSE least(median_us, $telemetry_max_gap_s * 1000000)
+           END::BIGINT AS t1_us
+    FROM cadence
+),
+exploded AS (
+    -- Most samples lie within one minute; a longer span is cut at each minute boundary.
+    SELECT *, unnest(range(t0_us // 60000000, (t1_us - 1) // 60000000 + 1)) AS minute_no
+    FROM spans
+),
+pieces AS (
+    SELECT *, least(t1_us, (minute_no + 1) * 60000000) - greatest(t0_us, minute_no * 60000000) AS overlap_us
+    FROM exploded
+),
+per_kind AS (
+    SELECT gpu_key, minute_no, util_kind,
+           coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank,
            any_value(host) AS host, any_value(gpu_index) AS gpu_index, any_value(gpu_uuid) AS gpu_uuid,
            any_value(gpu_model) AS gpu_model, any_value(mig_instance) AS mig_instance,
            any_value(pod) AS pod, any_value(namespace) AS namespace,
            count(*) AS samples,
-           avg(mem_used_mib) AS mem_used_mib, max(mem_used_mib) AS mem_used_mib_max,
-           avg(power_w) AS power_w
-    FROM core.gpu_samples
-    GROUP BY ALL
+           sum(overlap_us) AS covered_us,
+           sum(util_pct * overlap_us) / sum(overlap_us) / 100.0 AS busy_fraction,
+           sum(mem_used_mib * overlap_us) AS mem_weighted, sum(overlap_us) FILTER (WHERE mem_used_mib IS NOT NULL) AS mem_us,
+           max(mem_used_mib) AS mem_used_mib_max,
+           sum(power_w * overlap_us) AS power_weighted, sum(overlap_us) FILTER (WHERE power_w IS NOT NULL) AS power_us
+    FROM pieces
+    GROUP BY gpu_key, minute_no, util_kind
 )
 SELECT
-    m.host, m.gpu_key, m.gpu_index, m.gpu_uuid, m.mig_instance, m.minute, m.gpu_model, m.pod, m.namespace,
-    m.samples,
-    coalesce(b.busy_samples, 0) AS busy_samples,
-    b.util_kind,
-    b.busy_fraction,
-    coalesce(b.busy_samples, 0) / m.samples AS coverage,
-    m.mem_used_mib, m.mem_used_mib_max, m.power_w
-FROM minutes AS m
-LEFT JOIN best_kind AS b USING (gpu_key, minute);
+    any_value(host) AS host, gpu_key, any_value(gpu_index) AS gpu_index, any_value(gpu_uuid) AS gpu_uuid,
+    any_value(mig_instance) AS mig_instance, to_timestamp(minute_no * 60) AS minute,
+    any_value(gpu_model) AS gpu_model, any_value(pod) AS pod, any_value(namespace) AS namespace,
+    sum(samples) AS samples,
+    coalesce(arg_min(samples, kind_rank) FILTER (WHERE util_kind IS NOT NULL), 0) AS busy_samples,
+    arg_min(util_kind, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS util_kind,
+    arg_min(busy_fraction, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS busy_fraction,
+    coalesce(least(1.0, arg_min(covered_us, kind_rank) FILTER (WHERE util_kind IS NOT NULL) / 60000000.0), 0) AS coverage,
+    sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
+    sum(power_weighted) / sum(power_us) AS power_w
+FROM per_kind
+GROUP BY gpu_key, minute_no;

@@ -1,5 +1,6 @@
 -- findings.overprovisioned_inference: inference hosts paid for at their peak around the clock.
--- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes) against the GPUs
+-- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes, busy fraction ×
+-- coverage: the same at any sampling interval) against the GPUs
 -- paid in that hour (from its charges). When the peak hour (95th percentile) is at least
 -- $inference_min_ratio times the valley (5th percentile), the finding prices three remedies and
 -- takes the best as avoidable: autoscaling (GPUs each hour = busy ÷ $inference_target_util,
@@ -12,7 +13,7 @@ WITH inference_hosts AS (
 ),
 busy AS (
     SELECT m.host, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour,
-           sum(m.busy_fraction) / 60.0 AS busy_gpus
+           sum(m.busy_fraction * m.coverage) / 60.0 AS busy_gpus
     FROM core.gpu_minutes AS m
     WHERE m.host IN (SELECT host FROM inference_hosts)
     GROUP BY ALL

@@ -2,10 +2,12 @@
 -- Checkpoints come from checkpoint events; without them, from the signature: node_exporter shows
 -- the host writing at least $signature_write_mb_s MB/s while its workloads' GPUs are busy under
 -- $idle_busy_threshold (consecutive intervals merge into one write).
--- GPUs of the job: workloads holding GPUs on the host while the write ran. Idle share: the part
--- of the window's GPU-minutes with telemetry that sat under $idle_busy_threshold (how many had
--- telemetry is in the evidence; with none, the GPUs are taken as waiting, as a synchronous
--- checkpoint makes them). Wasted GPU-hours =
+-- GPUs of the job: the event's own workload (its workload_id) where it ran on the host then, else
+-- every workload holding GPUs on the host while the write ran. Idle share: minute by minute, the
+-- share of the job's GPUs under $idle_busy_threshold (idle GPUs no workload held are set aside
+-- first), over the window's minutes with telemetry (how many GPU-minutes had telemetry is in the
+-- evidence; with none, the GPUs are taken as waiting, as a synchronous checkpoint makes them).
+-- Minutes come from core.gpu_minutes, so the share is the same at any sampling interval. Wasted GPU-hours =
 -- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
@@ -39,25 +41,49 @@ checkpoints AS (
     SELECT *, datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s
     FROM (SELECT * FROM events UNION ALL BY NAME SELECT * FROM signatures)
 ),
-job_gpus AS (
-    SELECT c.event_id, sum(w.gpu_count) AS gpus, string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
+host_jobs AS (
+    SELECT c.event_id, w.workload_id, w.gpu_count, coalesce(w.workload_id = c.workload_id, false) AS own,
+           sum(w.gpu_count) OVER (PARTITION BY c.event_id) AS held_gpus
     FROM checkpoints AS c
     JOIN core.workloads AS w
       ON w.host = c.host AND w.started_at < c.ended_at AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > c.started_at
     WHERE w.gpu_count > 0
-    GROUP BY c.event_id
 ),
-telemetry AS (
-    -- A GPU-minute near zero (under the idle threshold) is a GPU waiting on the write.
-    SELECT c.event_id, avg(CASE WHEN m.busy_fraction < $idle_busy_threshold THEN 1.0 ELSE 0.0 END) AS idle_share, count(m.busy_fraction) AS gpu_minutes_seen,
-           count(DISTINCT m.gpu_key) AS gpus_seen, any_value(m.gpu_model) AS telemetry_gpu_model
+job_gpus AS (
+    -- The checkpoint's own workload where the event names one running on the host; else every
+    -- workload holding GPUs there.
+    SELECT event_id, sum(gpu_count) AS gpus, string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads,
+           any_value(held_gpus) AS held_gpus, bool_or(own) AS own_workload
+    FROM (SELECT *, bool_or(own) OVER (PARTITION BY event_id) AS has_own FROM host_jobs)
+    WHERE own OR NOT has_own
+    GROUP BY event_id
+),
+telemetry_minutes AS (
+    -- Per minute of the write: the host's GPUs with a busy signal, and those near zero (under the
+    -- idle threshold), waiting on the write.
+    SELECT c.event_id, m.minute, count(m.busy_fraction) AS gpus_seen,
+           count(*) FILTER (WHERE m.busy_fraction < $idle_busy_threshold) AS idle_gpus,
+           any_value(m.gpu_model) AS gpu_model
     FROM checkpoints AS c
     JOIN core.gpu_minutes AS m
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
-    GROUP BY c.event_id
+    WHERE m.busy_fraction IS NOT NULL
+    GROUP BY ALL
+),
+telemetry AS (
+    -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the
+    -- host's GPUs nobody held are set aside (a host reporting fewer GPUs than held counts by ratio);
+    -- when the job holds the whole host this is the share of its GPU-minutes under the threshold.
+    SELECT t.event_id,
+           avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
+                                        - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus)) AS idle_share,
+           sum(t.gpus_seen) AS gpu_minutes_seen, any_value(t.gpu_model) AS telemetry_gpu_model
+    FROM telemetry_minutes AS t
+    JOIN job_gpus AS j USING (event_id)
+    GROUP BY t.event_id
 ),
 priced AS (
-    SELECT c.*, coalesce(j.gpus, 0) AS gpus, j.workloads,
+    SELECT c.*, coalesce(j.gpus, 0) AS gpus, j.workloads, coalesce(j.own_workload, false) AS own_workload,
            coalesce(t.idle_share, 1.0) AS idle_share, coalesce(t.gpu_minutes_seen, 0) AS gpu_minutes_seen,
            p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency,
            coalesce(p.gpu_model, t.telemetry_gpu_model) AS gpu_model
@@ -96,7 +122,8 @@ SELECT
     price_source,
     json_object(
         'bytes', bytes, 'duration_s', round(duration_s, 1), 'throughput_mb_s', round(bytes / duration_s / 1e6, 1),
-        'gpus', gpus, 'workloads', workloads, 'idle_share', round(idle_share, 4),
+        'gpus', gpus, 'workloads', workloads, 'gpus_from', CASE WHEN own_workload THEN 'the event''s workload' ELSE 'the host''s workloads' END,
+        'idle_share', round(idle_share, 4),
         'gpu_minutes_with_telemetry', gpu_minutes_seen, 'wasted_gpu_hours', round(wasted_gpu_hours, 4),
         'fast_disk_gbps', $fast_disk_gbps, 'duration_on_fast_disk_s', round(fast_duration_s, 1),
         'storage_class', storage_class, 'path', path,

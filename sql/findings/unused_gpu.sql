@@ -2,6 +2,10 @@
 --   idle_run          a GPU whose busy fraction stayed under $idle_busy_threshold for at least
 --                     $idle_min_minutes consecutive minutes (not counting inference hosts, whose
 --                     valleys are a sizing question); a minute without telemetry breaks a run.
+--                     Minutes come from core.gpu_minutes, where each sample covers the time until the
+--                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
+--                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
+--                     sampling interval.
 --   no_telemetry      a GPU charge whose host reported no telemetry at all in its period.
 --   unused_commitment FOCUS lines whose commitment or capacity reservation went unused.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
@@ -12,7 +16,7 @@ WITH inference_minutes AS (
 idle_minutes AS (
     SELECT m.gpu_key, m.host, m.gpu_model, m.minute,
            m.minute - to_minutes(row_number() OVER (PARTITION BY m.gpu_key ORDER BY m.minute)) AS run_key,
-           m.busy_fraction
+           m.busy_fraction, m.coverage
     FROM core.gpu_minutes AS m
     WHERE m.busy_fraction < $idle_busy_threshold
       AND m.host NOT IN (SELECT host FROM inference_minutes)
@@ -20,7 +24,8 @@ idle_minutes AS (
 runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            min(minute) AS period_start, max(minute) + INTERVAL 1 MINUTE AS period_end,
-           count(*) AS minutes, avg(busy_fraction) AS mean_busy
+           count(*) AS minutes, sum(coverage) / 60.0 AS idle_hours,
+           sum(busy_fraction * coverage) / sum(coverage) AS mean_busy
     FROM idle_minutes
     GROUP BY gpu_key, run_key
     HAVING count(*) >= $idle_min_minutes
@@ -41,15 +46,15 @@ run_prices AS (
 ),
 idle_runs AS (
     SELECT 'unused_gpu' AS kind, 'idle_run' AS subkind, r.gpu_key AS resource, r.host, r.period_start, r.period_end,
-           price_times(r.minutes / 60.0, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS wasted_cost,
-           price_times(r.minutes / 60.0, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS avoidable_cost,
+           price_times(r.idle_hours, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS wasted_cost,
+           price_times(r.idle_hours, coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS avoidable_cost,
            coalesce(p.currency, k.currency) AS currency,
            CASE WHEN p.price_per_gpu_hour IS NOT NULL THEN 'charge' WHEN k.price_per_gpu_hour IS NOT NULL THEN 'catalog: ' || k.sku END AS price_source,
-           json_object('idle_minutes', r.minutes, 'idle_gpu_hours', round(r.minutes / 60.0, 2), 'mean_busy', round(r.mean_busy, 4),
+           json_object('idle_minutes', r.minutes, 'idle_gpu_hours', round(r.idle_hours, 2), 'mean_busy', round(r.mean_busy, 4),
                        'threshold', $idle_busy_threshold, 'price_per_gpu_hour', coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS evidence,
            printf('%s sat idle (busy under %.0f %%) for %.1f hours from %s. Release it, or give it work: paid cards '
                   || 'idle for days are better returned or moved to on-demand.',
-                  r.gpu_key, $idle_busy_threshold * 100, r.minutes / 60.0, strftime(r.period_start, '%Y-%m-%d %H:%M UTC')) AS recommendation
+                  r.gpu_key, $idle_busy_threshold * 100, r.idle_hours, strftime(r.period_start, '%Y-%m-%d %H:%M UTC')) AS recommendation
     FROM runs AS r
     LEFT JOIN run_prices AS p USING (gpu_key, period_start)
     LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)

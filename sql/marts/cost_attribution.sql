@@ -3,7 +3,12 @@
 -- Order of evidence:
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
---      by GPU-seconds held; paid GPU-seconds nobody held go to 'idle'            → 'workload_overlap' / 'no_workload'
+--      by GPU-seconds held                                                        → 'workload_overlap'
+--      paid GPU-seconds nobody held while telemetry shows the host's GPUs busy
+--      (at or over $idle_busy_threshold, beyond the GPUs workloads held that
+--      minute) go to 'unattributed', never 'idle'                                  → 'busy_telemetry'
+--      the rest of the paid GPU-seconds nobody held (idle or unmonitored) go to
+--      'idle'                                                                     → 'no_workload'
 --   3. other charges: the first charge rule (charge_rules: one row per condition)
 --      whose conditions all match                                                → 'rule'
 --   4. anything else                                                             → 'unattributed'
@@ -39,22 +44,51 @@ classified AS (
         gpu_count * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS paid_gpu_seconds
     FROM charges
 ),
-held AS (
-    -- GPU-seconds each workload held on the charged resource inside the charge period.
-    SELECT
-        c.x_ChargeId,
-        w.phase,
-        sum(w.gpu_count * datediff('second',
-            greatest(w.started_at, c.ChargePeriodStart),
-            least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd))) AS gpu_seconds,
-        string_agg(w.workload_id, ', ' ORDER BY w.workload_id) AS workloads
+charge_workloads AS (
+    -- Workloads on the charged resource inside the charge period.
+    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count,
+           greatest(w.started_at, c.ChargePeriodStart) AS held_from,
+           least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
     FROM classified AS c
     JOIN core.workloads AS w
       ON (w.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName)) OR w.resource_id = c.ResourceId)
      AND w.started_at < c.ChargePeriodEnd
      AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
     WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
-    GROUP BY c.x_ChargeId, w.phase
+),
+held AS (
+    -- GPU-seconds each workload held on the charged resource inside the charge period.
+    SELECT x_ChargeId, phase,
+           sum(gpu_count * datediff('second', held_from, held_to)) AS gpu_seconds,
+           string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads
+    FROM charge_workloads
+    GROUP BY x_ChargeId, phase
+),
+busy_gpus AS (
+    -- Per GPU charge and minute: the charged host's GPUs busy at or over $idle_busy_threshold
+    -- (time-weighted, so the same at any sampling interval; a minute without telemetry is no evidence).
+    SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count, sum(m.coverage) AS busy_gpus
+    FROM classified AS c
+    JOIN core.gpu_minutes AS m
+      ON m.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName))
+     AND m.minute >= c.ChargePeriodStart AND m.minute < c.ChargePeriodEnd
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0 AND m.busy_fraction >= $idle_busy_threshold
+    GROUP BY c.x_ChargeId, m.minute
+),
+busy_minutes AS (
+    SELECT b.x_ChargeId, b.minute, any_value(b.gpu_count) AS gpu_count, any_value(b.busy_gpus) AS busy_gpus,
+           coalesce(sum(w.gpu_count), 0) AS held_gpus
+    FROM busy_gpus AS b
+    LEFT JOIN charge_workloads AS w
+      ON w.x_ChargeId = b.x_ChargeId AND w.held_from < b.minute + INTERVAL 1 MINUTE AND w.held_to > b.minute
+    GROUP BY b.x_ChargeId, b.minute
+),
+busy_unheld AS (
+    -- GPU-seconds busy beyond the GPUs workloads held that minute: used by something with no record.
+    SELECT x_ChargeId, sum(greatest(0, least(gpu_count, busy_gpus) - held_gpus)) * 60 AS gpu_seconds,
+           count(*) FILTER (WHERE least(gpu_count, busy_gpus) > held_gpus) AS minutes
+    FROM busy_minutes
+    GROUP BY x_ChargeId
 ),
 rule_hits AS (
     SELECT c.x_ChargeId, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
@@ -76,6 +110,18 @@ first_rule AS (
 held_total AS (
     SELECT x_ChargeId, sum(gpu_seconds) AS gpu_seconds FROM held GROUP BY x_ChargeId
 ),
+unheld AS (
+    -- Paid GPU-seconds no workload held, split into busy (whole seconds, at most what is unheld) and idle.
+    SELECT c.x_ChargeId, c.paid_gpu_seconds,
+           greatest(0, c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0)) AS unheld_seconds,
+           least(greatest(0, c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0)),
+                 CAST(round(coalesce(b.gpu_seconds, 0)) AS BIGINT)) AS busy_seconds,
+           coalesce(b.minutes, 0) AS busy_minutes
+    FROM classified AS c
+    LEFT JOIN held_total AS t USING (x_ChargeId)
+    LEFT JOIN busy_unheld AS b USING (x_ChargeId)
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
+),
 parts AS (
     SELECT x_ChargeId, tag_phase AS phase, 'tag' AS method,
            1 AS weight, 1 AS total_weight, CASE WHEN paid_gpu_seconds > 0 THEN paid_gpu_seconds END AS gpu_seconds,
@@ -90,15 +136,18 @@ parts AS (
     JOIN classified AS c USING (x_ChargeId)
     JOIN held_total AS t USING (x_ChargeId)
     UNION ALL
-    SELECT c.x_ChargeId, 'idle', 'no_workload',
-           c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0), c.paid_gpu_seconds,
-           c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0),
-           json_object('gpu_hours_idle', round((c.paid_gpu_seconds - coalesce(t.gpu_seconds, 0)) / 3600, 3),
-                       'gpu_hours_paid', round(c.paid_gpu_seconds / 3600, 3))
-    FROM classified AS c
-    LEFT JOIN held_total AS t USING (x_ChargeId)
-    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
-      AND c.paid_gpu_seconds > coalesce(t.gpu_seconds, 0)
+    SELECT x_ChargeId, 'unattributed', 'busy_telemetry', busy_seconds, paid_gpu_seconds, busy_seconds,
+           json_object('gpu_hours_busy_without_workload', round(busy_seconds / 3600, 3), 'busy_minutes', busy_minutes,
+                       'busy_threshold', $idle_busy_threshold, 'gpu_hours_paid', round(paid_gpu_seconds / 3600, 3))
+    FROM unheld
+    WHERE busy_seconds > 0
+    UNION ALL
+    SELECT x_ChargeId, 'idle', 'no_workload',
+           unheld_seconds - busy_seconds, paid_gpu_seconds, unheld_seconds - busy_seconds,
+           json_object('gpu_hours_idle', round((unheld_seconds - busy_seconds) / 3600, 3),
+                       'gpu_hours_paid', round(paid_gpu_seconds / 3600, 3))
+    FROM unheld
+    WHERE unheld_seconds > busy_seconds
     UNION ALL
     SELECT c.x_ChargeId, r.phase, 'rule', 1, 1, NULL,
            json_object('rule', 'rule ' || r.rule_order || ': ' || r.rule_name)

@@ -24,7 +24,7 @@ held AS (
 ),
 busy AS (
     SELECT timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, w.phase,
-           sum(m.busy_fraction * w.gpu_count / t.gpus) / 60.0 AS gpu_hours_busy
+           sum(m.busy_fraction * m.coverage * w.gpu_count / t.gpus) / 60.0 AS gpu_hours_busy
     FROM core.gpu_minutes AS m
     JOIN core.workloads AS w
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute

@@ -3,8 +3,10 @@
 -- Cost in the reporting currency and per billing currency, share of the period, GPU-hours paid
 -- and busy, utilization and cost per busy GPU-hour, beside the industry ranges the design quotes.
 --
--- GPU-hours busy come from core.gpu_minutes: a busy minute on a host counts for the phases of the
--- workloads running there (split by GPUs held); busy minutes with no workload count as 'idle'.
+-- GPU-hours busy come from core.gpu_minutes (busy fraction × coverage, so the same at any sampling
+-- interval): a busy minute on a host counts for the phases of the workloads running there (split
+-- by GPUs held); with no workload, a GPU-minute at or over $idle_busy_threshold counts as
+-- 'unattributed' (something ran that no workload record names) and one under it as 'idle'.
 -- Parameter: $typical_ranges, a list of {phase, util_low, util_high, share_low, share_high}.
 CREATE OR REPLACE TABLE marts.spend_by_phase AS
 WITH phases AS (
@@ -31,7 +33,7 @@ by_currency AS (
 ),
 minute_phases AS (
     -- Which phases ran on each GPU-minute's host, weighted by GPUs held.
-    SELECT m.gpu_key, m.minute, m.busy_fraction,
+    SELECT m.gpu_key, m.minute, m.busy_fraction * m.coverage AS busy_fraction,
            w.phase, w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.gpu_key, m.minute) AS phase_weight
     FROM core.gpu_minutes AS m
     JOIN core.workloads AS w
@@ -41,7 +43,8 @@ minute_phases AS (
 busy_minutes AS (
     SELECT minute, phase, busy_fraction * phase_weight AS busy FROM minute_phases
     UNION ALL
-    SELECT m.minute, 'idle', m.busy_fraction
+    SELECT m.minute, CASE WHEN m.busy_fraction >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END,
+           m.busy_fraction * m.coverage
     FROM core.gpu_minutes AS m
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
