@@ -1,6 +1,8 @@
 """GPU model names as invoices, telemetry and the price catalog spell them, made one."""
 
 import csv
+import re
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -47,27 +49,43 @@ def instance_rules() -> list[tuple[str, str, str]]:
         return [(r["pattern"], r["gpu_model"], r["gpu_count"]) for r in csv.DictReader(fh)]
 
 
-def _gpu_count_value(instance_type: pl.Expr, pattern: str, gpu_count: str) -> pl.Expr:
-    if gpu_count.startswith("\\"):
-        return instance_type.str.extract(pattern, int(gpu_count[1:])).cast(pl.Int32, strict=False)
-    if gpu_count == USAGE:
-        return pl.lit(None, dtype=pl.Int32)
-    return pl.lit(int(gpu_count), dtype=pl.Int32)
+GPU_STRUCT = pl.Struct({"model": pl.String, "count": pl.Int32, "per_usage": pl.Boolean})
+
+
+@cache
+def _compiled_rules() -> list[tuple[re.Pattern, str, str]]:
+    return [(re.compile(pattern), model, count) for pattern, model, count in instance_rules()]
+
+
+def lookup_instance(value: str) -> dict:
+    """The first table row that matches `value`: its model, count (a back-reference such as `\\1`
+    reads the count from the match) and whether the count comes from usage instead."""
+    for rule, model, count in _compiled_rules():
+        if match := rule.search(value):
+            if count == USAGE:
+                return {"model": model, "count": None, "per_usage": True}
+            if count.startswith("\\"):
+                digits = match.group(int(count[1:])) or ""
+                return {"model": model, "count": int(digits) if digits.isdigit() else None, "per_usage": False}
+            return {"model": model, "count": int(count), "per_usage": False}
+    return {"model": None, "count": None, "per_usage": None}
+
+
+def _lookup_series(values: pl.Series) -> pl.Series:
+    # A bill names few distinct instance types: each is looked up once, then joined back to the rows.
+    # (A when/then chain over the ~100 table rows, repeated per field, made polars plans explode.)
+    distinct = values.drop_nulls().unique()
+    found = pl.DataFrame({"value": distinct, "gpus": [lookup_instance(v) for v in distinct.to_list()]},
+                         schema={"value": pl.String, "gpus": GPU_STRUCT})
+    joined = pl.DataFrame({"value": values.cast(pl.String)}).join(found, on="value", how="left", maintain_order="left")
+    return joined.get_column("gpus")
 
 
 def instance_gpus_expr(instance_type: pl.Expr) -> pl.Expr:
     """Instance type, VM size, shape or accelerator SKU name → struct{model, count, per_usage} from
     models/data/instance_gpus.csv (first match). `per_usage` rows (accelerator SKUs billed per GPU-time,
     e.g. "Nvidia Tesla A100 GPU running in Americas") leave `count` null: the usage quantity says it."""
-    model = pl.lit(None, dtype=pl.String)
-    count = pl.lit(None, dtype=pl.Int32)
-    per_usage = pl.lit(None, dtype=pl.Boolean)
-    for pattern, gpu_model, gpu_count in reversed(instance_rules()):
-        hit = instance_type.str.contains(pattern)
-        model = pl.when(hit).then(pl.lit(gpu_model)).otherwise(model)
-        count = pl.when(hit).then(_gpu_count_value(instance_type, pattern, gpu_count)).otherwise(count)
-        per_usage = pl.when(hit).then(pl.lit(gpu_count == USAGE)).otherwise(per_usage)
-    return pl.struct(model.alias("model"), count.alias("count"), per_usage.alias("per_usage"))
+    return instance_type.map_batches(_lookup_series, return_dtype=GPU_STRUCT)
 
 
 def known_instance_pattern() -> str:
@@ -127,7 +145,11 @@ def identify_gpus(columns: list[str], period_seconds: pl.Expr) -> tuple[pl.Expr,
     candidates += texts  # accelerator SKUs are matched by their whole description
     known = known_instance_pattern()
     instance = pl.coalesce([pl.when(c.str.contains(known)).then(c) for c in candidates])
-    table = instance_gpus_expr(instance)
+    # With no text column at all the candidates are literals: nothing to look up (and a lookup of a
+    # literal would not broadcast to the frame's height).
+    texts_present = "SkuPriceDetails" in columns or any(c in columns for c in ("SkuId", "ResourceType", "SkuPriceId", "SkuMeter", "ChargeDescription")) \
+        or any(c.startswith("x_") and c not in ("x_GpuModel", "x_GpuCount") for c in columns)
+    table = instance_gpus_expr(instance) if texts_present else pl.lit(None, dtype=GPU_STRUCT)
 
     sku_count = _json_key(details, SKU_GPU_COUNT_KEYS).cast(pl.Float64, strict=False).round(0).cast(pl.Int32, strict=False)
     sku_model = _json_key(details, SKU_GPU_MODEL_KEYS)

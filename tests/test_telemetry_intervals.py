@@ -26,10 +26,13 @@ CKPT = (600, 610)
 INTERVALS = (10, 60, 300)
 SMI_HEADER = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"
 
+# A native FOCUS 1.2 export: the GPUs are named only where FOCUS puts them, in SkuPriceDetails.
 CHARGES = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
-           "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuModel,x_GpuCount\n"
-           "768.00,768.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z,GpuCloud,GPU,Compute,ins-t,gpu-t,,H100,8\n"
-           "48.00,48.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z,GpuCloud,GPU,Compute,ins-inf,gpu-inf,,L40S,1\n")
+           "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,SkuId,SkuPriceDetails\n"
+           "768.00,768.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z,GpuCloud,GPU,Compute,ins-t,gpu-t,,"
+           "SKU-P5,\"{\"\"GpuCount\"\": 8, \"\"InstanceType\"\": \"\"p5.48xlarge\"\"}\"\n"
+           "48.00,48.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z,GpuCloud,GPU,Compute,ins-inf,gpu-inf,,"
+           "SKU-G6E,\"{\"\"InstanceType\"\": \"\"g6e.xlarge\"\"}\"\n")
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 pt-t,pretraining,gpu-t,6,2026-09-01T00:00:00Z,2026-09-02T06:00:00Z
 ft-t,finetuning,gpu-t,2,2026-09-01T00:00:00Z,2026-09-02T06:00:00Z
