@@ -395,7 +395,8 @@ def tco_command(
                   title=Text(for_terminal(f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")))
     for r in scenario_table:
         table.add_row(Text(for_terminal(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
-                      money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]), f"{r['cost_per_busy_gpu_hour']:.2f}",
+                      money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]),
+                      "—" if r["cost_per_busy_gpu_hour"] is None else f"{r['cost_per_busy_gpu_hour']:.2f}",
                       Text(for_terminal(r["elasticity"])))
     console.print(table)
     best = tco.cheapest(scenario_table)

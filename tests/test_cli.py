@@ -23,10 +23,13 @@ def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypat
     assert result.output.splitlines()[-2] == "1 file(s) did not load:"
     assert result.output.splitlines()[-1].startswith("failed: dmon.txt — dmon.txt, line 1: dmon output without timestamps")
     assert "skipped: philly.csv — no connector recognises its content (header)" in result.output
-    assert "no purchasing chart" in result.output  # no GPU charges: nothing to size strategies from
+    assert (tmp_path / "reports" / "tco.svg").exists()  # its GPU instances are identified: strategies are sized
     conn = connect(warehouse, read_only=True)
     assert fetch_all(conn, "SELECT count(*) FROM core.cost_lines") == [(1000,)]
-    assert fetch_all(conn, "SELECT count(*) FROM marts.tco_scenarios") == [(0,)]
+    # The FOCUS 1.0 sample's GPU instances, named only in ChargeDescription: 8 × g5.4xlarge, 2 × g3.4xlarge.
+    assert fetch_all(conn, "SELECT x_GpuModel, count(*), sum(x_GpuCount) FROM core.cost_lines WHERE x_GpuCount > 0 "
+                           "GROUP BY 1 ORDER BY 1") == [("A10G", 8, 8), ("M60", 2, 2)]
+    assert fetch_all(conn, "SELECT count(*) FROM marts.tco_scenarios") == [(7,)]
     conn.close()
     assert (tmp_path / "reports" / "run_summary.json").exists()
 
