@@ -493,13 +493,32 @@ def first_reason(checks: Sequence[tuple[pl.Expr, pl.Expr | str]]) -> pl.Expr:
     )
 
 
-def to_canonical(frame: pl.DataFrame, schema: pa.Schema, connector: str, ctx: ReadContext) -> pa.RecordBatch:
-    """Order, fill and type the columns exactly as `schema` says, adding lineage."""
+def number_rows(frame: pl.DataFrame, start: int = 1) -> pl.DataFrame:
+    """`frame` with its source row numbers (column ROW_NUMBER), counting from `start`: for frames a
+    connector builds itself (JSON, a custom parser), so every canonical row names its source row."""
+    return frame.with_columns(pl.int_range(start, start + frame.height, dtype=pl.Int64).alias(ROW_NUMBER))
+
+
+def to_canonical(frame: pl.DataFrame, schema: pa.Schema | str, connector: str, ctx: ReadContext) -> pa.RecordBatch:
+    """Order, fill and type the columns exactly as `schema` (or the schema of a kind) says, adding
+    lineage: x_Connector, x_SourceFile, x_SourceSha256, x_IngestedAt from `ctx`, and x_SourceRow
+    from the frame's ROW_NUMBER column, which the streaming readers add and `number_rows` adds to
+    any other frame. A frame without it is a connector bug, refused with a TypeError saying so."""
+    from models.schemas import SCHEMAS
+
+    if isinstance(schema, str):
+        if schema not in SCHEMAS:
+            raise TypeError(f"unknown kind {schema!r}: one of {', '.join(SCHEMAS)}")
+        schema = SCHEMAS[schema]
+    if ROW_NUMBER not in frame.columns:
+        raise TypeError(
+            f"connector {connector}: the frame has no {ROW_NUMBER!r} column (the source row of each record, for lineage). "
+            f"Keep the SOURCE_ROW column the streaming readers give in your select, or add it with number_rows(frame)")
     frame = frame.with_columns(
         pl.lit(connector).alias("x_Connector"),
         pl.lit(ctx.source_file).alias("x_SourceFile"),
         pl.lit(ctx.source_sha256).alias("x_SourceSha256"),
-        pl.col(ROW_NUMBER).alias("x_SourceRow"),
+        pl.col(ROW_NUMBER).cast(pl.Int64).alias("x_SourceRow"),
         pl.lit(ctx.ingested_at).dt.convert_time_zone("UTC").dt.cast_time_unit("us").alias("x_IngestedAt"),
     )
     arrays = []
