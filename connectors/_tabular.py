@@ -191,7 +191,7 @@ def _ends_inside_quotes(text: str, delimiter: str, quote: str = '"') -> bool:
     return state == 2
 
 
-def _records(lines: CompleteLines, encoding: str, delimiter: str) -> Iterator[tuple[int, list[str], str]]:
+def _records(lines: CompleteLines, encoding: str, delimiter: str, source_file: str) -> Iterator[tuple[int, list[str], str]]:
     """Each CSV record of the file's complete lines as (its first line, its fields, its raw text),
     parsed by Python's csv module; a quoted value may span lines."""
     consumed: list[str] = []
@@ -204,7 +204,14 @@ def _records(lines: CompleteLines, encoding: str, delimiter: str) -> Iterator[tu
 
     reader = csv.reader(feed(), delimiter=delimiter)
     first = 1
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # a bare carriage return inside an unquoted value, above all
+            what = "a line break inside an unquoted value" if "new-line" in str(exc) else str(exc)
+            raise ConnectorError(source_file, f"malformed CSV: {what}", line=reader.line_num) from exc
         yield first, fields, "".join(consumed)
         consumed.clear()
         first = reader.line_num + 1
@@ -268,7 +275,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
         numbers.clear()
         return out
 
-    records = _records(lines, encoding, delimiter)
+    records = _records(lines, encoding, delimiter, source_file)
     try:
         next(records, None)  # the header, read already
         last = None
