@@ -191,7 +191,7 @@ def _ends_inside_quotes(text: str, delimiter: str, quote: str = '"') -> bool:
     return state == 2
 
 
-def _records(lines: CompleteLines, encoding: str, delimiter: str) -> Iterator[tuple[int, list[str], str]]:
+def _records(lines: CompleteLines, encoding: str, delimiter: str, source_file: str) -> Iterator[tuple[int, list[str], str]]:
     """Each CSV record of the file's complete lines as (its first line, its fields, its raw text),
     parsed by Python's csv module; a quoted value may span lines."""
     consumed: list[str] = []
@@ -204,7 +204,14 @@ def _records(lines: CompleteLines, encoding: str, delimiter: str) -> Iterator[tu
 
     reader = csv.reader(feed(), delimiter=delimiter)
     first = 1
-    for fields in reader:
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:  # a bare carriage return inside an unquoted value, above all
+            what = "a line break inside an unquoted value" if "new-line" in str(exc) else str(exc)
+            raise ConnectorError(source_file, f"malformed CSV: {what}", line=reader.line_num) from exc
         yield first, fields, "".join(consumed)
         consumed.clear()
         first = reader.line_num + 1
@@ -268,7 +275,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
         numbers.clear()
         return out
 
-    records = _records(lines, encoding, delimiter)
+    records = _records(lines, encoding, delimiter, source_file)
     try:
         next(records, None)  # the header, read already
         last = None
@@ -493,13 +500,32 @@ def first_reason(checks: Sequence[tuple[pl.Expr, pl.Expr | str]]) -> pl.Expr:
     )
 
 
-def to_canonical(frame: pl.DataFrame, schema: pa.Schema, connector: str, ctx: ReadContext) -> pa.RecordBatch:
-    """Order, fill and type the columns exactly as `schema` says, adding lineage."""
+def number_rows(frame: pl.DataFrame, start: int = 1) -> pl.DataFrame:
+    """`frame` with its source row numbers (column ROW_NUMBER), counting from `start`: for frames a
+    connector builds itself (JSON, a custom parser), so every canonical row names its source row."""
+    return frame.with_columns(pl.int_range(start, start + frame.height, dtype=pl.Int64).alias(ROW_NUMBER))
+
+
+def to_canonical(frame: pl.DataFrame, schema: pa.Schema | str, connector: str, ctx: ReadContext) -> pa.RecordBatch:
+    """Order, fill and type the columns exactly as `schema` (or the schema of a kind) says, adding
+    lineage: x_Connector, x_SourceFile, x_SourceSha256, x_IngestedAt from `ctx`, and x_SourceRow
+    from the frame's ROW_NUMBER column, which the streaming readers add and `number_rows` adds to
+    any other frame. A frame without it is a connector bug, refused with a TypeError saying so."""
+    from models.schemas import SCHEMAS
+
+    if isinstance(schema, str):
+        if schema not in SCHEMAS:
+            raise TypeError(f"unknown kind {schema!r}: one of {', '.join(SCHEMAS)}")
+        schema = SCHEMAS[schema]
+    if ROW_NUMBER not in frame.columns:
+        raise TypeError(
+            f"connector {connector}: the frame has no {ROW_NUMBER!r} column (the source row of each record, for lineage). "
+            f"Keep the SOURCE_ROW column the streaming readers give in your select, or add it with number_rows(frame)")
     frame = frame.with_columns(
         pl.lit(connector).alias("x_Connector"),
         pl.lit(ctx.source_file).alias("x_SourceFile"),
         pl.lit(ctx.source_sha256).alias("x_SourceSha256"),
-        pl.col(ROW_NUMBER).alias("x_SourceRow"),
+        pl.col(ROW_NUMBER).cast(pl.Int64).alias("x_SourceRow"),
         pl.lit(ctx.ingested_at).dt.convert_time_zone("UTC").dt.cast_time_unit("us").alias("x_IngestedAt"),
     )
     arrays = []

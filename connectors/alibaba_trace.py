@@ -12,12 +12,12 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER, first_reason, header_fields, quarantine_tail, read_head, short_value, split_rejected, stream_csv_as_strings,
     to_canonical,
 )
 from connectors._telemetry import sample_checks
-from connectors.base import Connector, ReadContext
+from connectors.kit import Connector, ReadContext
 
 DUTY_CYCLE = ["value", "timestamp_anon", "container_ip"]
 MEMORY = ["timestamp_anon", "value", "container_ip"]

@@ -28,11 +28,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc, split_rejected,
     stream_csv_as_strings, stream_parquet_as_strings, to_canonical,
 )
-from connectors.base import Connector, ReadContext
+from connectors.kit import Connector, ReadContext
 from models.currencies import ISO4217
 from models.gpus import instance_gpus_expr
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
-from connectors.base import Connector, ReadContext
+from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.kit import Connector, ReadContext
 from models.currencies import ISO4217
 from models.gpus import AZURE_METER_SIZE, instance_gpus_expr
 

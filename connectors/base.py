@@ -77,6 +77,17 @@ class ReadContext:
     # Things the user should know about a file that still loaded (a truncated tail), for its detail.
     warnings: list[str] = field(default_factory=list)
 
+    def declare_money(self, stated: Decimal | int | str, quarantined: Decimal | int | str = 0) -> None:
+        """Billing files: add money the file states (its own cost column, on rows read so far) to
+        `source_total`, and the part of it on rows sent to quarantine to `quarantined_total`.
+        Amounts are exact decimals (a float is refused: it is not the money the file states).
+        `split_rejected(..., amount=...)` does this for a frame; call this for money read otherwise."""
+        for value in (stated, quarantined):
+            if isinstance(value, float):
+                raise TypeError("money is declared as a Decimal (or int or text), never a float")
+        self.source_total += Decimal(stated)
+        self.quarantined_total += Decimal(quarantined)
+
     def warn(self, message: str) -> None:
         self.warnings.append(printable(message))
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, failed, first_reason, parse_utc, split_rejected, to_canonical
-from connectors._telemetry import normalise_host
-from connectors.base import Connector, ReadContext
+from connectors.kit import ROW_NUMBER, failed, first_reason, parse_utc, split_rejected, to_canonical
+from connectors.kit import normalise_host
+from connectors.kit import Connector, ReadContext
 
 CHUNK_LINES = 50_000
 FIELDS = ("job", "workload_id", "host", "started_at", "ended_at", "bytes", "path", "storage_class")

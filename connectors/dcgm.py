@@ -17,9 +17,9 @@ import polars as pl
 import pyarrow as pa
 from prometheus_client.parser import text_fd_to_metric_families
 
-from connectors._tabular import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
+from connectors.kit import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
 from connectors._telemetry import normalise_host, normalise_host_value, sample_checks, without_dcgm_blanks
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext
 from connectors.nvidia_smi import host_from_path
 
 # metric → (column, factor to the column's unit)

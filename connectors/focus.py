@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER,
     failed,
     first_reason,
@@ -27,7 +27,7 @@ from connectors._tabular import (
     stream_parquet_as_strings,
     to_canonical,
 )
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext
 from models.currencies import ISO4217
 from models.focus import (
     FOCUS_COLUMN_NAMES,

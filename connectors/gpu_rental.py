@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER,
     failed,
     short_value,
@@ -27,7 +27,7 @@ from connectors._tabular import (
     stream_csv_as_strings,
     to_canonical,
 )
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext
 from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
 from models.currencies import ISO4217
 from models.gpus import gpu_model_expr

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, parse_utc, split_rejected, to_canonical
-from connectors._telemetry import normalise_host
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import ROW_NUMBER, first_reason, parse_utc, split_rejected, to_canonical
+from connectors.kit import normalise_host
+from connectors.kit import Connector, ConnectorError, ReadContext
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -12,9 +12,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, to_canonical
-from connectors._telemetry import normalise_host
-from connectors.base import Connector, ReadContext
+from connectors.kit import ROW_NUMBER, to_canonical
+from connectors.kit import normalise_host
+from connectors.kit import Connector, ReadContext
 from connectors.dcgm import _head_is_query_range, read_query_range, valid_points
 
 WRITTEN = "node_disk_written_bytes_total"

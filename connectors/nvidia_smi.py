@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER,
     first_reason,
     header_fields,
@@ -25,7 +25,7 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors._telemetry import normalise_host_value, sample_checks
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext
 
 # nvidia-smi query field → canonical GPU-sample column.
 FIELD_MAP = {

@@ -14,9 +14,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
+from connectors.kit import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
 from connectors._telemetry import sample_checks
-from connectors.base import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext
 from connectors.dcgm import NAME_TIME, file_time
 from connectors.nvidia_smi import host_from_path
 

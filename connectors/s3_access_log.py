@@ -15,8 +15,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, split_rejected, to_canonical
-from connectors.base import Connector, ReadContext
+from connectors.kit import ROW_NUMBER, first_reason, split_rejected, to_canonical
+from connectors.kit import Connector, ReadContext
 
 FIELDS = ("bucket_owner", "bucket", "time", "remote_ip", "requester", "request_id", "operation", "key",
           "request_uri", "http_status", "error_code", "bytes_sent", "object_size", "total_time_ms",

@@ -15,9 +15,9 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import ROW_NUMBER, first_reason, header_fields, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
-from connectors._telemetry import normalise_host
-from connectors.base import Connector, ReadContext
+from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.kit import normalise_host
+from connectors.kit import Connector, ReadContext
 
 REQUIRED = ("JobID", "JobName", "AllocTRES", "Start", "End", "NodeList")
 NOT_A_TIME = ("Unknown", "None", "")

@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors._tabular import (
+from connectors.kit import (
     ROW_NUMBER,
     failed,
     first_reason,
@@ -23,8 +23,8 @@ from connectors._tabular import (
     stream_csv_as_strings,
     to_canonical,
 )
-from connectors._telemetry import normalise_host
-from connectors.base import Connector, ReadContext
+from connectors.kit import normalise_host
+from connectors.kit import Connector, ReadContext
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")

@@ -441,6 +441,39 @@ def connectors() -> None:
     console.print(table)
 
 
+def _template_check(name: str):
+    def check(value: str) -> str:
+        from pipelines import connector_template
+
+        return getattr(connector_template, name)(value)
+    check.__name__ = name
+    return check
+
+
+connector_name = _refusing(_template_check("check_connector_name"))
+template_kind = _refusing(_template_check("check_template_kind"))
+
+
+@app.command("new-connector")
+def new_connector(
+    name: Annotated[str, typer.Argument(help="The connector's name (lowercase letters, digits, _).", parser=connector_name,
+                                        metavar="NAME")],
+    kind: Annotated[str, typer.Option(help="Kind of records it reads (templates: billing).", parser=template_kind)] = "billing",
+    out: Annotated[Path | None, typer.Option(help="Folder to write the package into, new or empty. Default: "
+                                                  "./finops-connector-NAME.")] = None,
+) -> None:
+    """Write a connector package that works as written: pyproject with the entry point, a connector
+    built on connectors.kit, a fixture and a test running the connector contract (README, "Adding a source")."""
+    from pipelines.connector_template import write_package
+
+    out = out or Path(f"finops-connector-{name.replace('_', '-')}")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise typer.BadParameter(f"{out} exists and is not an empty folder; nothing written", param_hint="'--out'")
+    written = write_package(name, kind, out)
+    console.print(Text(f"wrote {len(written)} files to {for_terminal(out)}; next: pip install -e {for_terminal(out)} "
+                       f"&& pytest {for_terminal(out)}"), soft_wrap=True)
+
+
 def main() -> None:
     sys.exit(app())
 

@@ -1,0 +1,157 @@
+"""The connector kit (connectors.kit) and its contract suite (connectors.kit_contract): every built-in
+connector passes the contract on its fuzz seed, and the suite catches broken connectors."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from connectors import kit
+from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit_contract import ContractFailure, check_connector
+from connectors.registry import all_connectors
+from tests.fuzz.seeds import all_seeds
+from tests.test_fuzz_connectors import expected_rows
+
+CONNECTORS = {c.name: c for c in all_connectors()}
+SEEDS = all_seeds()
+# A FOCUS read costs seconds (its polars plan is wide): fewer mutations there, the fuzz suite covers the rest.
+SLOW = {"focus": dict(truncations=2, corruptions=2)}
+
+
+def seed_file(tmp_path: Path, seed) -> Path:
+    path = tmp_path / re.sub(r"\W", "_", seed.id) / seed.filename
+    path.parent.mkdir(parents=True)
+    path.write_bytes(seed.content)
+    return path
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=[s.id for s in SEEDS])
+def test_every_builtin_connector_passes_the_contract(seed, tmp_path):
+    path = seed_file(tmp_path, seed)
+    report = check_connector(CONNECTORS[seed.connector], path, rows=expected_rows(seed.connector, path),
+                             **SLOW.get(seed.connector, {}))
+    assert not report.failed
+
+
+def test_builtin_connectors_import_the_project_only_through_the_kit():
+    """The kit cannot rot: no built-in connector reaches past it into connectors.base or _tabular."""
+    internal = {"connectors.base", "connectors._tabular"}
+    plumbing = {"__init__.py", "base.py", "_tabular.py", "_telemetry.py", "kit.py", "kit_contract.py", "registry.py",
+                "mapping_schema.py"}
+    for module in sorted(Path(kit.__file__).parent.glob("*.py")):
+        if module.name in plumbing:
+            continue
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module not in internal, f"{module.name} imports {node.module}: import from connectors.kit"
+
+
+def test_to_canonical_says_what_a_frame_without_row_numbers_lacks():
+    ctx = ReadContext(source_file="f.csv", ingested_at=datetime(2026, 1, 1, tzinfo=UTC))
+    frame = pl.DataFrame({"workload_id": ["a"], "gpu_count": [1]})
+    with pytest.raises(TypeError, match="number_rows"):
+        kit.to_canonical(frame, "workload", "mine", ctx)
+    batch = kit.to_canonical(kit.number_rows(frame), "workload", "mine", ctx)
+    assert batch.schema.equals(kit.schema_of("workload"))
+    assert batch.column("x_SourceRow").to_pylist() == [1] and batch.column("x_Connector").to_pylist() == ["mine"]
+
+
+def test_units_money_and_declared_money_are_exact():
+    frame = pl.DataFrame({"d": ["90 min", "2h", "5400 s", "3 parsec", "x"], "m": ["0.1", "0.2", "1e3", "10.0000000001", ""]})
+    out = frame.select(kit.parse_unit("d", "h").alias("h"), kit.parse_money("m").alias("m"))
+    assert out.get_column("h").to_list()[:3] == [Decimal("1.5"), Decimal(2), Decimal("1.5")]
+    assert out.get_column("h").to_list()[3:] == [None, None]
+    assert out.get_column("m").to_list()[:2] == [Decimal("0.1"), Decimal("0.2")]
+    assert out.get_column("m").to_list()[3] == Decimal("10.0000000001")
+    ctx = ReadContext(source_file="f", ingested_at=datetime(2026, 1, 1, tzinfo=UTC))
+    ctx.declare_money("0.1", quarantined="0.1")
+    ctx.declare_money(Decimal("0.2"))
+    assert (ctx.source_total, ctx.quarantined_total) == (Decimal("0.3"), Decimal("0.1"))
+    with pytest.raises(TypeError):
+        ctx.declare_money(0.1)
+
+
+# --- deliberately broken connectors: the suite must catch each --------------------------------
+
+INVOICE = b"instance,amount\ni-1,10.50\ni-2,20.25\ni-3,bad\n"
+
+
+class _Invoice(Connector):
+    """A small, correct billing connector the broken ones below each spoil in one way."""
+
+    name = "test_invoice"
+    kind = "billing"
+    recognises = "test invoices"
+
+    def detect(self, path, head):
+        return kit.header_fields(head) == ["instance", "amount"]
+
+    def frames(self, path, ctx):
+        return kit.stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name)
+
+    def read(self, path, ctx) -> Iterator[pa.RecordBatch]:
+        for frame in self.frames(path, ctx):
+            amount = kit.parse_money("amount")
+            reason = kit.first_reason([(amount.is_null(), "amount is not a number")])
+            accepted = kit.split_rejected(frame, reason, ctx, self.name, ["instance", "amount"], amount=amount)
+            yield kit.to_canonical(self.shape(accepted), "billing", self.name, ctx)
+
+    def shape(self, frame):
+        amount = kit.parse_money("amount")
+        return frame.select(amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("x_SourceCost"),
+                            pl.lit("USD").alias("BillingCurrency"), pl.lit("Usage").alias("ChargeCategory"),
+                            pl.lit("2026-09-01").str.to_datetime(time_zone="UTC").alias("ChargePeriodStart"),
+                            pl.lit("2026-09-02").str.to_datetime(time_zone="UTC").alias("ChargePeriodEnd"),
+                            kit.SOURCE_ROW)
+
+
+class _DropsARow(_Invoice):
+    def read(self, path, ctx):  # the bad row vanishes: neither loaded nor quarantined
+        for frame in self.frames(path, ctx):
+            amount = kit.parse_money("amount")
+            ctx.declare_money(str(frame.select(amount.sum()).item()))
+            yield kit.to_canonical(self.shape(frame.filter(amount.is_not_null())), "billing", self.name, ctx)
+
+
+class _MoneyDoesNotReconcile(_Invoice):
+    def read(self, path, ctx):  # declares no money at all
+        for frame in self.frames(path, ctx):
+            amount = kit.parse_money("amount")
+            kit.split_rejected(frame, pl.when(amount.is_null()).then(pl.lit("bad")), ctx, self.name, ["amount"])
+            yield kit.to_canonical(self.shape(frame.filter(amount.is_not_null())), "billing", self.name, ctx)
+
+
+class _KeyErrorWhenCut(_Invoice):
+    def read(self, path, ctx):  # trusts the file to be whole
+        rows = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+        if not rows[-1].count(","):
+            raise KeyError("amount")
+        yield from super().read(path, ctx)
+
+
+class _ClaimsEverything(_Invoice):
+    def detect(self, path, head):
+        return True
+
+
+@pytest.mark.parametrize("broken, check", [
+    (_DropsARow(), "rows_accounted"),
+    (_MoneyDoesNotReconcile(), "money_reconciles"),
+    (_KeyErrorWhenCut(), "truncation"),
+    (_ClaimsEverything(), "rejects_other_formats"),
+], ids=["drops-a-row", "money-does-not-reconcile", "keyerror-on-truncation", "claims-everything"])
+def test_the_contract_catches_a_broken_connector(broken, check, tmp_path):
+    fixture = tmp_path / "invoice.csv"
+    fixture.write_bytes(INVOICE)
+    check_connector(_Invoice(), fixture, rows=3, expected_total="30.75")  # the sound one passes
+    with pytest.raises(ContractFailure, match=f"FAILED {check}"):
+        check_connector(broken, fixture, rows=3)

@@ -1,0 +1,91 @@
+"""`finops new-connector` writes a package that works as written: installed (offline, into a throwaway
+target folder, never into the project's environment), its entry point is found, its own tests (the
+connector contract) pass, and `finops run` loads its fixture and reconciles it to the cent."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.connector_template import FIXTURE_ROWS, FIXTURE_TOTAL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def install(package: Path, target: Path) -> None:
+    """pip install --target, offline, no dependencies (gpu-finops is already there). Where the
+    environment has no `wheel` (a bare venv's setuptools 65 cannot build one), setuptools writes the
+    package's metadata into the target and the source folder goes on the path: what `pip install -e`
+    amounts to."""
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(package)], capture_output=True, text=True)
+    if pip.returncode == 0:
+        return
+    assert "bdist_wheel" in pip.stdout + pip.stderr, pip.stdout + pip.stderr
+    target.mkdir(parents=True, exist_ok=True)
+    # The package's own setuptools metadata, entry points included, written by the build backend's
+    # egg_info step (importlib.metadata reads an .egg-info on the path as it reads a .dist-info).
+    subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "egg_info", "--egg-base", str(target)],
+                   cwd=package, check=True, capture_output=True)
+    (target / ".source").write_text(str(package))
+
+
+def env_with(target: Path) -> dict[str, str]:
+    extra = [str(target)] + ([(target / ".source").read_text()] if (target / ".source").exists() else [])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(extra + [str(ROOT)]), "FINOPS_FUZZ_PROFILE": "ci"}
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("connector-template")
+    package = base / "finops-connector-acme-gpu"
+    result = CliRunner().invoke(app, ["new-connector", "acme_gpu", "--kind", "billing", "--out", str(package)])
+    assert result.exit_code == 0, result.output
+    target = base / "site"
+    install(package, target)
+    return package, target
+
+
+def test_new_connector_refuses_in_one_line(tmp_path):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "f").write_text("")
+    for args in (["new-connector", "Bad-Name"], ["new-connector", "ok_name", "--kind", "telemetry"],
+                 ["new-connector", "focus"], ["new-connector", "ok_name", "--out", str(tmp_path / "x")]):
+        result = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+
+
+def test_installed_package_registers_passes_its_tests_and_loads_its_fixture(installed, tmp_path):
+    package, target = installed
+    env = env_with(target)
+    listed = subprocess.run([sys.executable, "-c", "from connectors.registry import all_connectors; "
+                             "print([c.name for c in all_connectors()])"], env=env, capture_output=True, text=True)
+    assert "'acme_gpu'" in listed.stdout, listed.stderr
+
+    tests = subprocess.run([sys.executable, "-m", "pytest", str(package), "-q", "-p", "no:cacheprovider"],
+                           env=env, capture_output=True, text=True, cwd=package)
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
+    assert "11 passed" in tests.stdout, tests.stdout[-500:]
+
+    warehouse = tmp_path / "wh.duckdb"
+    run = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--landing", str(package / "fixtures"),
+                          "--warehouse", str(warehouse)], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        rows, loaded, stated, quarantined = conn.execute(
+            "SELECT count(*), sum(x_SourceCost) FROM raw.cost_lines WHERE x_Connector = 'acme_gpu'").fetchone() + \
+            conn.execute("SELECT sum(source_total), sum(quarantined_total) FROM raw.files").fetchone()
+    finally:
+        conn.close()
+    assert rows == FIXTURE_ROWS
+    assert loaded == stated == Decimal(FIXTURE_TOTAL) and quarantined == 0
