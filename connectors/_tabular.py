@@ -296,7 +296,10 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
                 take(*last)
         tail = tail or lines.truncated_tail(row=row + 1)
         if tail is not None and on_truncated is None:
-            fields = next(csv.reader([tail.raw.decode(encoding, errors="surrogateescape")], delimiter=delimiter), [])
+            try:
+                fields = next(csv.reader([tail.raw.decode(encoding, errors="surrogateescape")], delimiter=delimiter), [])
+            except csv.Error:  # a bare carriage return in the tail: not a row that can be complete
+                fields = []
             complete = (not tail.stream_cut and len(fields) >= width
                         and not _ends_inside_quotes(tail.raw.decode(encoding, errors="replace"), delimiter))
             if tail.raw.strip() and not complete:

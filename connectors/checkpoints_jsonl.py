@@ -35,7 +35,7 @@ class CheckpointEventsConnector(Connector):
         return isinstance(record, dict) and {"bytes", "started_at"} <= record.keys() and bool({"job", "workload_id"} & record.keys())
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:  # "\r" alone is no line break
             number = 0
             while chunk := list(islice(fh, CHUNK_LINES)):
                 rows = []

@@ -71,7 +71,7 @@ def flatten(record: dict, prefix: str = "") -> dict[str, str | None]:
 
 def stream_json_lines(path: Path, ctx: ReadContext, chunk: int = 50_000) -> Iterator[pl.DataFrame]:
     """The BigQuery export as JSON lines, flattened to the CSV export's dotted columns, in chunks."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:  # "\r" alone is no line break
         number = 0
         while lines := list(islice(fh, chunk)):
             rows = []

@@ -40,10 +40,11 @@ class S3AccessLogConnector(Connector):
         return pl.Series([first]).str.contains(LINE + r".*REST\.|" + LINE).item() and " REST." in first
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        # Lines end at "\n" only: a "\r" inside a field is data, not a line break (CRLF endings are stripped).
+        with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:
             first_number = 1
             while chunk := list(islice(fh, CHUNK_LINES)):
-                lines = pl.DataFrame({"line": [l.rstrip("\n") for l in chunk]}).with_columns(
+                lines = pl.DataFrame({"line": [l.rstrip("\r\n") for l in chunk]}).with_columns(
                     pl.int_range(first_number, first_number + len(chunk), dtype=pl.Int64).alias(ROW_NUMBER))
                 first_number += len(chunk)
                 lines = lines.filter(pl.col("line").str.strip_chars() != "")
