@@ -413,7 +413,10 @@ def stream_csv_as_strings(
             return
         except (EOFError, OSError) as exc:  # a gzip cut short
             raise _refuse_cut_stream(path, source_file) from exc
-        frame = pl.from_arrow(batch)
+        try:
+            frame = pl.from_arrow(batch)
+        except pl.exceptions.DuplicateError as exc:  # names that differ only in bytes Arrow drops (NUL)
+            raise ConnectorError(source_file, "header names a column more than once", line=1) from exc
         yield frame.with_columns(
             pl.int_range(rows_before + 1, rows_before + 1 + batch.num_rows, dtype=pl.Int64).alias(ROW_NUMBER)
         )

@@ -98,12 +98,15 @@ class AwsCurConnector(Connector):
             money = {c: parse_decimal(c, 38, 10) for c in MONEY}
             start = parse_utc("line_item_usage_start_date")
             end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+            # A file without the column gets every line quarantined for it, not a crash.
+            currency = short_value("line_item_currency_code") if "line_item_currency_code" in frame.columns \
+                else pl.lit(None, dtype=pl.String)
             reason = first_reason([
                 (failed("line_item_unblended_cost", money["line_item_unblended_cost"]) | money["line_item_unblended_cost"].is_null(),
                  pl.format("lineItem/UnblendedCost '{}' is not a number", pl.col("line_item_unblended_cost").fill_null(""))),
                 (start.is_null(), pl.format("lineItem/UsageStartDate '{}' is not a time", pl.col("line_item_usage_start_date").fill_null(""))),
-                (~pl.col("line_item_currency_code").str.strip_chars().str.to_uppercase().is_in(ISO4217).fill_null(False),
-                 pl.format("lineItem/CurrencyCode '{}' is not an ISO 4217 code", short_value("line_item_currency_code"))),
+                (~currency.str.strip_chars().str.to_uppercase().is_in(ISO4217).fill_null(False),
+                 pl.format("lineItem/CurrencyCode '{}' is not an ISO 4217 code", currency.fill_null(""))),
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"])
