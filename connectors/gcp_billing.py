@@ -99,7 +99,7 @@ def parse_credits(text: str | None) -> list[dict]:
         except ValueError:
             items = ast.literal_eval(text)  # a literal only: no code runs
         return [{"name": i.get("full_name") or i.get("name"), "amount": str(i.get("amount")), "type": i.get("type")} for i in items]
-    except (ValueError, TypeError, SyntaxError, AttributeError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, AttributeError, MemoryError, RecursionError, SystemError):  # SystemError: CPython's parser on some unicode
         return None  # not a list of credits: the row is quarantined
 
 
@@ -124,7 +124,7 @@ def merge_labels(texts: dict[str, str | None]) -> str | None:
                 items = [{"key": k, "value": v} for k, v in items.items()]
             for item in items:
                 tags[str(item["key"])] = None if item.get("value") is None else str(item["value"])
-        except (ValueError, TypeError, SyntaxError, KeyError, AttributeError, MemoryError, RecursionError) as exc:
+        except (ValueError, TypeError, SyntaxError, KeyError, AttributeError, MemoryError, RecursionError, SystemError) as exc:
             raise ValueError(f"{column} is not a list of labels") from exc
     return json.dumps(tags, separators=(",", ":"), ensure_ascii=False) if tags else None
 
