@@ -8,7 +8,6 @@ import io
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -490,8 +489,7 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
     rejected = frame.filter(pl.col("__reason").is_not_null())
     if amount is not None:
         totals = frame.select(amount.sum().alias("all"), amount.filter(pl.col("__reason").is_not_null()).sum().alias("bad"))
-        ctx.source_total += Decimal(str(totals.item(0, "all") or 0))
-        ctx.quarantined_total += Decimal(str(totals.item(0, "bad") or 0))
+        ctx.declare_money(str(totals.item(0, "all") or 0), str(totals.item(0, "bad") or 0))
     for row in rejected.select(ROW_NUMBER, "__reason", *(c for c in raw_columns if c in rejected.columns)).iter_rows(named=True):
         record = {c: row[c] for c in raw_columns if c in row}
         ctx.quarantine(connector, row[ROW_NUMBER], row["__reason"], record)

@@ -7,6 +7,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.base import money_sum
 from connectors.oci_cost import OciCostConnector
 from connectors.registry import detect
 from models.schemas import COST_LINE
@@ -27,3 +28,24 @@ def test_oci_report_loads_and_reconciles():
     first = table.slice(0, 1).to_pylist()[0]
     assert first["ChargePeriodStart"].isoformat() == "2023-11-13T10:00:00+00:00"  # OCI writes 2023-11-13T10:00Z
     assert json.loads(first["Tags"])["Oracle-Tags.CreatedBy"] == "default/phil.newman@oracle.com"
+
+
+def test_amounts_past_28_digits_reconcile_exactly(tmp_path):
+    """A line near 10^19 with 10 decimals has 30 significant digits: the file's stated total must not
+    be rounded by Python's default 28-digit decimal context (found by `make fuzz`)."""
+    source = sample("billing/oci_cost_report_focusconverters_fixture.csv")
+    with open(source, newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields, rows = reader.fieldnames, list(reader)[:3]
+    for row, cost in zip(rows, ("10000000000000000000.0925386149", "0.0000000001", "-3.5"), strict=True):
+        row["cost/myCost"] = cost
+    path = tmp_path / "oci-huge.csv"
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    ctx = read_context(path.name)
+    table = pa.Table.from_batches(list(OciCostConnector().read(path, ctx)), schema=COST_LINE)
+    stated = money_sum(Decimal(r["cost/myCost"] or 0) for r in rows)
+    assert ctx.source_total == stated == money_sum(table["x_SourceCost"].to_pylist())
+    assert stated == Decimal("9999999999999999996.5925386150")

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from connectors._tabular import ROW_NUMBER, stream_csv_as_strings
-from connectors.base import ConnectorError, ReadContext, open_maybe_gzip
+from connectors.base import MONEY_CONTEXT, ConnectorError, ReadContext, money_sum, open_maybe_gzip
 from connectors.registry import all_connectors, read_head
 from tests.fuzz.mutations import Cells, date_values, number_values, rewritten_cell, unicode_values
 from tests.fuzz.seeds import Seed, all_seeds
@@ -168,8 +168,8 @@ def check_read(seed: Seed, content: bytes, timezone: str = "UTC") -> str:
         assert not missing, f"rows neither loaded nor quarantined: {sorted(missing)[:10]}"
 
     if connector.kind == "billing":
-        loaded_money = sum((v for b in batches for v in b.column("x_SourceCost").to_pylist() if v is not None), Decimal(0))
-        assert ctx.source_total == loaded_money + ctx.quarantined_total, (
+        loaded_money = money_sum(v for b in batches for v in b.column("x_SourceCost").to_pylist())
+        assert ctx.source_total == MONEY_CONTEXT.add(loaded_money, ctx.quarantined_total), (
             f"money does not reconcile: source {ctx.source_total} != loaded {loaded_money} + quarantined {ctx.quarantined_total}")
     loaded = sum(b.num_rows for b in batches)
     return f"loaded {'some' if loaded else 'none'}, quarantined {'some' if ctx.quarantined else 'none'}"
