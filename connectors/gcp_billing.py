@@ -16,7 +16,6 @@ neither, and they stay null.
 import ast
 import csv
 import json
-from decimal import Decimal
 from functools import cache
 from collections.abc import Iterator
 from itertools import islice
@@ -194,7 +193,7 @@ class GcpBillingConnector(Connector):
             credit = self._charges(credit_rows, parse_decimal("amount", 38, 10), pl.lit("Credit"),
                                    pl.concat_str(pl.lit("Credit: "), pl.col("name").fill_null(pl.col("type"))))
             # Credits are money the file states too: they belong in its source total.
-            ctx.source_total += Decimal(str(credit.select(pl.col("BilledCost").sum()).item() or 0))
+            ctx.declare_money(str(credit.select(pl.col("BilledCost").sum()).item() or 0))
             yield to_canonical(pl.concat([usage, credit], how="vertical"), self.schema, self.name, ctx)
 
     def _charges(self, frame: pl.DataFrame, amount: pl.Expr, category: pl.Expr, description: pl.Expr) -> pl.DataFrame:

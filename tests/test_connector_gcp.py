@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from connectors.base import money_sum
 from connectors.gcp_billing import GcpBillingConnector, parse_credits
 from connectors.registry import detect
 from models.schemas import COST_LINE
@@ -192,3 +193,15 @@ def test_unreadable_labels_load_the_line_without_tags_and_warn(tmp_path):
     (row,) = table.to_pylist()
     assert (row["BilledCost"], row["Tags"], ctx.quarantined) == (Decimal("0.500000"), None, [])
     assert ctx.warnings == ["1 line(s) load without Tags: labels is not a list of labels (first at data row 1)"]
+
+
+def test_a_credit_beside_a_huge_cost_keeps_the_source_total_exact(tmp_path):
+    """Credits join the file's stated total at money's full width, not Python's 28 digits
+    (found by `make fuzz`: a -10^26 cost and a -0.02 credit lost the credit)."""
+    row = {**gcp_rows()[0], "cost": "-100000000000000000000000000.4",
+           "credits": "[{'name': 'Promotion', 'amount': -0.02, 'full_name': None, 'type': 'PROMOTION'}]"}
+    path = tmp_path / "export.json"
+    path.write_text(as_json_lines([row]))
+    ctx = read_context(path.name)
+    table = pa.Table.from_batches(list(GcpBillingConnector().read(path, ctx)), schema=COST_LINE)
+    assert ctx.source_total == Decimal("-100000000000000000000000000.42") == money_sum(table["x_SourceCost"].to_pylist())
