@@ -30,14 +30,18 @@ import duckdb
 
 from connectors.base import Connector, ConnectorError, ReadContext, printable
 from connectors.registry import all_connectors, detect
-from models.schemas import RAW_TABLES
 from pipelines import progress
 from pipelines.ledger import rules
+from pipelines.lake.layout import lake_of_connection
+from pipelines.lake.writer import check_complete, sweep_orphans, write_version
 from pipelines.ledger.deliveries import content_sha256, file_mtime, layout_of, read_manifest
-from pipelines.warehouse import ensure_warehouse, fetch_all
+from pipelines.warehouse import ensure_warehouse, fetch_all, record_file_slices
 
 log = logging.getLogger(__name__)
 HASH_CHUNK = 1 << 20
+# Statuses of a file version that is never read again.
+DONE_STATUSES = ("loaded", "incomplete", "superseded", "duplicate", "replaced", "manifest")
+DONE_SQL = ", ".join(f"'{s}'" for s in DONE_STATUSES)
 
 
 @dataclass
@@ -159,6 +163,9 @@ def ingest_landing(
     connectors: tuple[Connector, ...] | None = None,
 ) -> IngestSummary:
     ensure_warehouse(conn)
+    lake = lake_of_connection(conn)
+    sweep_orphans(conn, lake)  # what a killed run left in the lake (this run holds the writer lock)
+    check_complete(conn, lake)
     connectors = connectors if connectors is not None else all_connectors()
     summary = IngestSummary()
     # One time for the whole run (lineage). Which delivery counts never depends on it, except as
@@ -179,18 +186,24 @@ def ingest_landing(
             summary.outcomes.append(FileOutcome(rel, "refused", detail=why))
             log.warning("%s: refused, %s", rel, why)
             continue
+        # Unchanged since it was read (same size and modification time, as make and rsync judge):
+        # not hashed again, so files already read cost a stat each, not a read of their bytes.
+        stat = path.stat()
+        if fetch_all(conn, f"SELECT 1 FROM raw.files WHERE path = ? AND size_bytes = ? AND file_mtime = ? AND status IN ({DONE_SQL})",
+                     [rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC)]):
+            summary.already_loaded += 1
+            continue
         sha = sha256_of(path)
         done = fetch_all(
             conn,
-            "SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN "
-            "('loaded', 'incomplete', 'superseded', 'duplicate', 'replaced', 'manifest')",
+            f"SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ({DONE_SQL})",
             [rel, sha],
         )
         if done:
             summary.already_loaded += 1
             continue
         started = time.perf_counter()
-        outcome = _ingest_file(conn, path, rel, sha, timezone, connectors, batch_time)
+        outcome = _ingest_file(conn, lake, path, rel, sha, timezone, connectors, batch_time)
         seconds = max(time.perf_counter() - started, 1e-6)
         progress.report(position, len(files), rel, outcome.rows_loaded, path.stat().st_size / 2**20 / seconds)
         summary.outcomes.append(outcome)
@@ -203,7 +216,7 @@ def ingest_landing(
     return summary
 
 
-def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors, now: datetime) -> FileOutcome:
+def _ingest_file(conn, lake: Path, path: Path, rel: str, sha: str, timezone: str, connectors, now: datetime) -> FileOutcome:
     size = path.stat().st_size
     mtime = file_mtime(path)
     manifest = read_manifest(path, rel)
@@ -235,16 +248,20 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
         return FileOutcome(rel, "duplicate", connector.name, detail=detail)
 
     ctx = ReadContext(source_file=rel, ingested_at=now, timezone=timezone, source_sha256=sha)
-    table = RAW_TABLES[connector.kind]
-    loaded = 0
-    conn.execute("BEGIN TRANSACTION")
+    written, in_transaction = None, False
     try:
-        for batch in connector.read(path, ctx):
-            conn.register("incoming_batch", batch)
-            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_batch")
-            conn.unregister("incoming_batch")
-            loaded += batch.num_rows
+        # The rows stream into the lake's staging folder first: nothing is visible until registered.
+        written = write_version(conn, lake, connector.kind, sha, connector.read(path, ctx))
+        loaded = written.rows
         quarantined = len(ctx.quarantined)
+        status = "quarantined" if loaded == 0 and quarantined > 0 else "loaded"
+        detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
+        if status == "quarantined":
+            detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
+        detail += "".join(f"; warning: {w}" for w in ctx.warnings)
+        totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
+        conn.execute("BEGIN TRANSACTION")
+        in_transaction = True
         # A file all of whose rows were quarantined is retried by later runs (its mapping may have
         # been fixed meanwhile): its earlier quarantine rows give way to this read's.
         conn.execute("DELETE FROM raw.quarantine WHERE x_SourceFile = ? AND x_SourceSha256 = ?", [rel, sha])
@@ -252,18 +269,20 @@ def _ingest_file(conn, path: Path, rel: str, sha: str, timezone: str, connectors
             conn.register("incoming_quarantine", ctx.quarantine_batch())
             conn.execute("INSERT INTO raw.quarantine BY NAME SELECT * FROM incoming_quarantine")
             conn.unregister("incoming_quarantine")
-        status = "quarantined" if loaded == 0 and quarantined > 0 else "loaded"
-        detail = f"{loaded} rows loaded" + (f", {quarantined} quarantined" if quarantined else "")
-        if status == "quarantined":
-            detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
-        detail += "".join(f"; warning: {w}" for w in ctx.warnings)
-        totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
+        if connector.kind == "billing" and loaded:
+            record_file_slices(conn, rel, sha, written.parquet_glob())
         _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals, **extra)
         _replace_older_versions(conn, rel, sha)
+        # Rows into the table before the registry names them: a crash between the two leaves
+        # folders no registry names (swept by the next run), never a registered file without rows.
+        written.publish(lake)
         conn.execute("COMMIT")
         return FileOutcome(rel, status, connector.name, loaded, quarantined, detail)
     except Exception as exc:
-        conn.execute("ROLLBACK")
+        if written is not None:
+            written.discard()
+        if in_transaction:
+            conn.execute("ROLLBACK")
         message = str(exc) if isinstance(exc, ConnectorError) else f"{rel}: {_unexpected(exc)}"
         _record(conn, rel, sha, size, connector.name, connector.kind, "failed", 0, 0, message, now)
         return FileOutcome(rel, "failed", connector.name, detail=message)

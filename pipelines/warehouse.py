@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns, duckdb_type
+from pipelines.lake.layout import adopt_table, create_views, is_table, lake_of_connection
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 SCHEMAS_IN_WAREHOUSE = ("raw", "core", "marts", "findings")
@@ -159,6 +160,24 @@ CREATE TABLE IF NOT EXISTS raw.delivery_slices (
 """
 
 
+# What the ledger needs to know of a billing file's lines, computed once when the file is read
+# (pipelines/lake/facts.sql), so the delivery rules never scan the lines themselves.
+RAW_FILE_SLICES_DDL = """
+CREATE TABLE IF NOT EXISTS raw.file_slices (
+    path VARCHAR NOT NULL,            -- the file version (raw.files' key)
+    sha256 VARCHAR NOT NULL,
+    line_provider VARCHAR,            -- the lines' ProviderName, BillingAccountId, BillingPeriodStart as stated
+    line_account VARCHAR,
+    line_period TIMESTAMPTZ,
+    lines BIGINT NOT NULL,
+    final BOOLEAN NOT NULL,           -- some line carries an invoice id (a closed AWS month)
+    max_charge_end TIMESTAMPTZ,
+    export_time TIMESTAMPTZ,          -- Google Cloud: the newest export_time of its lines
+    dataset VARCHAR                   -- Azure: actual | amortized
+)
+"""
+
+
 class WarehouseSchemaError(RuntimeError):
     pass
 
@@ -179,9 +198,20 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_MANIFESTS_DDL)
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
-    for table, schema in [*((t, SCHEMAS[k]) for k, t in RAW_TABLES.items()), ("raw.quarantine", QUARANTINE)]:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (\n    {duckdb_columns(schema)}\n)")
-        _migrate(conn, table, schema)
+    conn.execute(RAW_FILE_SLICES_DDL)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS raw.quarantine (\n    {duckdb_columns(QUARANTINE)}\n)")
+    _migrate(conn, "raw.quarantine", QUARANTINE)
+    # The raw rows live in the lake beside the warehouse; raw.* are views over it. A warehouse made
+    # before the lake has them as tables: brought up to the current columns, then moved in.
+    lake = lake_of_connection(conn)
+    for kind, table in RAW_TABLES.items():
+        if is_table(conn, table):
+            _migrate(conn, table, SCHEMAS[kind])
+            adopt_table(conn, lake, kind)
+    create_views(conn, lake)
+    backfill_file_slices(conn)
+    if is_table(conn, "core.billing_lines"):  # a table before the lake; a view over it since
+        conn.execute("DROP TABLE core.billing_lines")
 
 
 _DECIMAL = re.compile(r"DECIMAL\((\d+),(\d+)\)")
@@ -248,3 +278,28 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     conn = duckdb.connect(str(path), read_only=read_only)
     conn.execute("SET TimeZone = 'UTC'")
     return conn
+
+
+FILE_SLICES_SQL = Path(__file__).resolve().parent / "lake" / "facts.sql"
+
+
+def record_file_slices(conn: duckdb.DuckDBPyConnection, path: str, sha256: str, parquet_glob: str) -> None:
+    """The ledger's facts of one billing file version, from its rows as written (in staging)."""
+    conn.execute("DELETE FROM raw.file_slices WHERE path = ? AND sha256 = ?", [path, sha256])
+    conn.execute(FILE_SLICES_SQL.read_text().replace("$lines", f"read_parquet({_literal(parquet_glob)}, hive_partitioning = false)"),
+                 {"path": path, "sha256": sha256})
+
+
+def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
+    """Billing versions read before raw.file_slices existed get their facts, once, from the lake."""
+    missing = fetch_all(conn, """SELECT f.path, f.sha256 FROM raw.files AS f
+        WHERE f.kind = 'billing' AND f.rows_loaded > 0
+          AND NOT EXISTS (SELECT 1 FROM raw.file_slices AS s WHERE s.path = f.path AND s.sha256 = f.sha256)""")
+    for path, sha in missing:
+        conn.execute(FILE_SLICES_SQL.read_text().replace(
+            "$lines", "(SELECT * FROM raw.cost_lines WHERE x_SourceFile = $path AND x_SourceSha256 = $sha256)"),
+            {"path": path, "sha256": sha})
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"

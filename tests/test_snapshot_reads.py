@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from pipelines.lake.layout import copy_warehouse
 from pipelines.warehouse_publish import EX_TEMPFAIL, holder_path
 from tests.conftest import REPO, SAMPLES, run_pipeline
 from tests.test_daily_report import focus_rows
@@ -81,7 +82,7 @@ def wait_for_staging(warehouse: Path, proc: subprocess.Popen, timeout: float = 6
 
 def test_readers_during_a_run_see_the_old_or_the_new_state_and_never_a_lock_error(tmp_path, base, env):
     warehouse = tmp_path / "wh.duckdb"
-    shutil.copy(base[0], warehouse)
+    copy_warehouse(base[0], warehouse)
     old = counts(warehouse)
     proc = start_run(base[1], warehouse, env)
     seen, during, errors, busy = [], 0, [], None
@@ -117,15 +118,18 @@ def test_readers_during_a_run_see_the_old_or_the_new_state_and_never_a_lock_erro
 
 def test_a_second_run_waits_for_the_holder_then_succeeds(tmp_path, base, env):
     warehouse = tmp_path / "wh.duckdb"
-    shutil.copy(base[0], warehouse)
-    released = tmp_path / "released"
+    copy_warehouse(base[0], warehouse)
+    released, release = tmp_path / "released", tmp_path / "release"
+    # The holder lets go only once the waiting run has said it waits: no race with a slow machine.
     holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
 from pipelines.warehouse_publish import writer_lock
 with writer_lock(Path({str(warehouse)!r})):
     print("held", flush=True)
-    time.sleep(4)
+    deadline = time.monotonic() + 240
+    while not Path({str(release)!r}).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     Path({str(released)!r}).write_text(repr(time.time()))
 """], stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -139,20 +143,25 @@ with writer_lock(Path({str(warehouse)!r})):
         # Nothing was touched: no file registered (or marked failed), the landing folder intact.
         assert counts(warehouse) == before and not staging_files(warehouse)
         assert (base[1] / SMALL).exists()
-        waited = subprocess.run([str(FINOPS), "run", "--landing", str(base[1]), "--warehouse", str(warehouse), "--as-of", "2026-10-02"],
-                                capture_output=True, text=True, env=env, timeout=300)
+        waiter = subprocess.Popen([str(FINOPS), "run", "--landing", str(base[1]), "--warehouse", str(warehouse), "--as-of", "2026-10-02"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        first = waiter.stdout.readline()
+        release.touch()
+        output = first + waiter.stdout.read()
+        waiter.wait(timeout=300)
     finally:
+        release.touch()
         holder.kill()
-    assert waited.returncode == 0, waited.stdout + waited.stderr
-    waiting = [line for line in waited.stdout.splitlines() if line.startswith("waiting for")]
-    assert len(waiting) == 1 and f"pid {holder.pid}" in waiting[0], waited.stdout
+    assert waiter.returncode == 0, output
+    waiting = [line for line in output.splitlines() if line.startswith("waiting for")]
+    assert len(waiting) == 1 and f"pid {holder.pid}" in waiting[0], output
     assert warehouse.stat().st_mtime >= float(released.read_text())  # published after the holder let go
     assert counts(warehouse)[1] > before[1]
 
 
 def test_a_killed_run_leaves_the_published_warehouse_as_it_was(tmp_path, base, env):
     warehouse = tmp_path / "wh.duckdb"
-    shutil.copy(base[0], warehouse)
+    copy_warehouse(base[0], warehouse)
     before, before_digest = counts(warehouse), digest(warehouse)
     proc = start_run(base[1], warehouse, env)
     try:
@@ -175,7 +184,7 @@ def test_a_killed_run_leaves_the_published_warehouse_as_it_was(tmp_path, base, e
 
 def test_a_run_with_a_failed_step_publishes_nothing_but_a_failed_delivery_does_not_hold_it_back(tmp_path, base):
     warehouse = tmp_path / "wh.duckdb"
-    shutil.copy(base[0], warehouse)
+    copy_warehouse(base[0], warehouse)
     before = digest(warehouse)
     broken = tmp_path / "planned.yaml"
     broken.write_text("planned_runs: [{name: x, start: not-a-date}]\n")  # the anomaly step fails on it

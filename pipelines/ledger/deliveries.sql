@@ -1,5 +1,6 @@
--- The ledger's delivery rules, recomputed over every raw row after each ingest, so the outcome never
--- depends on which run loaded which file. Builds raw.deliveries and raw.delivery_slices and sets
+-- The ledger's delivery rules, recomputed after each ingest over every file version's facts (the
+-- registry, the manifests and raw.file_slices: never the lines themselves, so their cost grows with
+-- the number of files, not of rows), so the outcome never depends on which run loaded which file. Builds raw.deliveries and raw.delivery_slices and sets
 -- raw.files.delivery_id / status / delivery_note for billing files. core.billing_lines reads them.
 
 -- Billing file versions in play: read into raw.cost_lines, or the same content as one that was.
@@ -69,14 +70,11 @@ WITH contents AS (
 files AS (SELECT delivery_id, count(*) AS files FROM ledger_assigned GROUP BY delivery_id),
 seen AS (SELECT delivery_id, count(DISTINCT part) AS parts_seen FROM ledger_file_parts GROUP BY delivery_id),
 line_facts AS (
-    SELECT dc.delivery_id, count(*) AS lines, bool_or(c.InvoiceId IS NOT NULL) AS final,
-           max(c.ChargePeriodEnd) AS max_charge_end,
-           max(CASE WHEN c.x_Connector = 'gcp_billing'
-                    THEN try_cast(try(json_extract_string(c.x_ExtraColumns, '$.export_time')) AS TIMESTAMPTZ) END) AS export_time,
-           any_value(c.ProviderName) AS provider
+    SELECT dc.delivery_id, sum(fs.lines) AS lines, bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
+           max(fs.export_time) AS export_time, any_value(fs.line_provider) AS provider
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
-    JOIN raw.cost_lines AS c ON c.x_SourceFile = r.path AND c.x_SourceSha256 = r.sha256
+    JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
     GROUP BY dc.delivery_id
 ),
 ids AS (SELECT delivery_id FROM contents UNION SELECT delivery_id FROM ledger_manifest_info)
@@ -112,14 +110,13 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices
 WITH slices AS (
-    SELECT dc.delivery_id, c.ProviderName AS line_provider, c.BillingAccountId AS line_account,
-           c.BillingPeriodStart AS line_period, count(*) AS lines,
-           bool_or(c.InvoiceId IS NOT NULL) AS final, max(c.ChargePeriodEnd) AS max_charge_end,
+    SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, sum(fs.lines) AS lines,
+           bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
-           any_value(c.x_AzureDataset) AS dataset
+           any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
-    JOIN raw.cost_lines AS c ON c.x_SourceFile = r.path AND c.x_SourceSha256 = r.sha256
+    JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
     GROUP BY ALL
 ),
 keyed AS (

@@ -8,7 +8,8 @@
 --   * incremental sources append, and a line seen again counts once, its newest version winning:
 --     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
 --     Oracle by lineItem/referenceNo.
-CREATE OR REPLACE TABLE core.billing_lines AS
+-- A view: core.cost_lines reads it once per build; nothing else needs its rows stored.
+CREATE OR REPLACE VIEW core.billing_lines AS
 WITH readers AS (
     -- One file version per content: the one whose rows were read into raw.cost_lines.
     SELECT path, sha256, coalesce(content_sha256, sha256) AS content
@@ -22,7 +23,7 @@ delivery_contents AS (
     WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate') AND delivery_id IS NOT NULL
 ),
 counted AS (
-    SELECT c.*, c.rowid AS raw_row, d.delivery_id AS x_DeliveryId, d.export_name AS x_ExportName,
+    SELECT c.*, d.delivery_id AS x_DeliveryId, d.export_name AS x_ExportName,
            d.created_at AS x_DeliveryCreatedAt, d.complete AS x_DeliveryComplete, d.mode AS delivery_mode,
            d.seq AS delivery_seq, d.first_seen_at AS delivery_first_seen
     FROM raw.cost_lines AS c
@@ -35,7 +36,7 @@ counted AS (
      AND s.line_account IS NOT DISTINCT FROM c.BillingAccountId
      AND s.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
     -- A content in two counting deliveries (of different exports) still counts once.
-    QUALIFY row_number() OVER (PARTITION BY c.rowid ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
+    QUALIFY row_number() OVER (PARTITION BY c.x_SourceSha256, c.x_SourceRow ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
 ),
 keyed AS (
     SELECT *,
@@ -52,10 +53,10 @@ keyed AS (
 ),
 numbered AS (
     -- Lines a file repeats with the same key are distinct lines: the n-th of one file meets the n-th of another.
-    SELECT *, row_number() OVER (PARTITION BY x_SourceSha256, line_key ORDER BY x_SourceRow, raw_row) AS key_ordinal
+    SELECT *, row_number() OVER (PARTITION BY x_SourceSha256, line_key ORDER BY x_SourceRow) AS key_ordinal
     FROM keyed
 )
-SELECT * EXCLUDE (raw_row, delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
+SELECT * EXCLUDE (delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
 FROM numbered
 QUALIFY line_key IS NULL OR delivery_mode <> 'incremental'
      OR row_number() OVER (PARTITION BY ProviderName, line_key, key_ordinal

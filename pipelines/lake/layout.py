@@ -1,0 +1,157 @@
+"""Where the lake keeps each kind of raw row, and the warehouse views that read it.
+
+    <warehouse folder>/<warehouse name>.lake/
+        raw/cost_lines/provider=<ProviderName>/billing_period=<YYYY-MM>/file=<sha256>/data_N.parquet
+        raw/gpu_samples/day=<YYYY-MM-DD>/file=<sha256>/data_N.parquet
+        raw/workloads/file=<sha256>/data_N.parquet
+        raw/storage_events/file=<sha256>/data_N.parquet
+        _staging/<sha256>-<pid>/...        a file being written (never read; removed if orphaned)
+
+A landing file version (its sha256) is the unit of writing: its rows land in a folder of their
+own under every partition they touch, moved into place whole (a directory rename) once the
+connector has read the file to its end. Which of those folders count is the warehouse's business:
+raw.files registers a version once its rows are in place, and the raw.* views read only the
+folders of registered versions. So a reader of a published warehouse file sees exactly the rows
+that file's registry names, however many folders a running (or killed) ingest has added since;
+the ledger supersedes a delivery without moving any data; and any Parquet reader (DuckDB, Spark,
+Trino, Athena) can read the folders as a Hive-partitioned table.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from models.schemas import RAW_TABLES, SCHEMAS
+
+# A version registered with rows in place: its folders count. (A file whose rows were all
+# quarantined, or that failed, has none.)
+REGISTERED_VERSIONS = "SELECT sha256 FROM raw.files WHERE rows_loaded > 0"
+SCHEMA_FOLDER = "schema"  # a zero-row file per table: the view's columns even before any data arrives
+MIGRATED = "migrated"  # rows of a warehouse made before the lake, moved in by `ensure_lake`
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How one raw table is laid out: Hive partition columns, each with the SQL that computes it
+    from a row, followed by the source file version."""
+
+    columns: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.columns] + ["file"]
+
+
+PARTITIONING: dict[str, Partitioning] = {
+    # Billing by provider and billing period (the ledger's unit of replacement), then file version.
+    "billing": Partitioning((
+        ("provider", "coalesce(nullif(regexp_replace(ProviderName, '[^A-Za-z0-9._-]', '_', 'g'), ''), 'unknown')"),
+        ("billing_period", "coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown')"),
+    )),
+    # Telemetry by UTC day: a day's new samples cost their own size.
+    "telemetry": Partitioning((("day", "strftime(ts, '%Y-%m-%d')"),)),
+    "workload": Partitioning(()),
+    "storage": Partitioning(()),
+}
+
+
+def lake_of(database: str | Path) -> Path:
+    """The lake folder of a warehouse file: beside it, named after it (`warehouse.duckdb` →
+    `warehouse.lake`). A run's staging copy (`warehouse.duckdb.staging-<pid>`) shares the lake of
+    the warehouse it will be published as."""
+    path = Path(re.sub(r"\.staging-\d+$", "", str(database)))
+    return path.with_name(path.stem + ".lake")
+
+
+def lake_of_connection(conn: duckdb.DuckDBPyConnection) -> Path:
+    """The lake of the warehouse file `conn` has open (an in-memory database gets a temporary one)."""
+    row = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()
+    if not row or not row[0]:
+        return Path(tempfile.gettempdir()) / f"finops-memory-{id(conn)}.lake"
+    return lake_of(Path(row[0]).resolve())
+
+
+def table_root(lake: Path, kind: str) -> Path:
+    schema, name = RAW_TABLES[kind].split(".")
+    return lake / schema / name
+
+
+def staging_root(lake: Path) -> Path:
+    return lake / "_staging"
+
+
+def _sql_string(text: str) -> str:
+    """A SQL string literal (a path in a view's definition; DDL cannot take bound parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def write_schema_file(lake: Path, kind: str) -> None:
+    """The table's zero-row file, in a partition folder of its own (`file=schema`), so the view has
+    its columns with no data yet and Hive readers see one consistent layout. Rewritten each time:
+    a column the canonical schema gained reaches the view at once."""
+    parts = PARTITIONING[kind]
+    folder = table_root(lake, kind).joinpath(*(f"{n}=_" for n, _ in parts.columns), f"file={SCHEMA_FOLDER}")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".data_0.parquet.tmp-{id(folder)}"
+    pq.write_table(pa.Table.from_batches([], schema=SCHEMAS[kind]), tmp)
+    tmp.replace(folder / "data_0.parquet")
+
+
+def view_sql(lake: Path, kind: str) -> str:
+    """The raw.* view of one kind: the rows of registered file versions (and of a migrated
+    pre-lake table), with the canonical columns only."""
+    parts = PARTITIONING[kind]
+    glob = str(table_root(lake, kind)) + "/**/*.parquet"
+    columns = ", ".join(f'"{f.name}"' for f in SCHEMAS[kind])
+    return (f"CREATE OR REPLACE VIEW {RAW_TABLES[kind]} AS\n"
+            f"SELECT {columns}\n"
+            f"FROM read_parquet({_sql_string(glob)}, hive_partitioning = true, union_by_name = true,\n"
+            f"                  hive_types = {{{', '.join(repr(n) + ': VARCHAR' for n in parts.names)}}})\n"
+            f"WHERE file IN ({REGISTERED_VERSIONS}) OR file = '{MIGRATED}'")
+
+
+def create_views(conn: duckdb.DuckDBPyConnection, lake: Path) -> None:
+    for kind in RAW_TABLES:
+        write_schema_file(lake, kind)
+        conn.execute(view_sql(lake, kind))
+
+
+def adopt_table(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str) -> int:
+    """Move the rows of a raw table made before the lake (a warehouse of an older version) into
+    the lake, each under its own file version (`migrated` where an old row has none), and drop the
+    table: the view takes its name. Returns the rows moved."""
+    table = RAW_TABLES[kind]
+    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    if rows:
+        parts = PARTITIONING[kind]
+        partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.columns)
+        target = table_root(lake, kind)
+        target.mkdir(parents=True, exist_ok=True)
+        conn.execute(
+            f"COPY (SELECT *{partition_columns}, coalesce(x_SourceSha256, '{MIGRATED}') AS file FROM {table}) "
+            f"TO {_sql_string(str(target))} (FORMAT parquet, COMPRESSION zstd, PARTITION_BY ({', '.join(parts.names)}), "
+            f"OVERWRITE_OR_IGNORE, FILENAME_PATTERN 'migrated_{{i}}')")
+    conn.execute(f"DROP TABLE {table}")
+    return rows
+
+
+def is_table(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    schema, name = table.split(".")
+    return bool(conn.execute("SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? AND database_name = current_database()",
+                             [schema, name]).fetchall())
+
+
+def copy_warehouse(source: Path, target: Path) -> None:
+    """Copy a warehouse with its lake: the file alone names rows it does not hold."""
+    import shutil
+
+    shutil.copyfile(source, target)
+    if lake_of(source).exists():
+        shutil.copytree(lake_of(source), lake_of(target), dirs_exist_ok=True)

@@ -1,0 +1,142 @@
+"""Stream a connector's record batches into the lake, one landing file version at a time.
+
+DuckDB pulls the batches from the connector's generator through an Arrow stream and writes them
+partitioned (`PARTITION_BY`) into a staging folder of their own, so memory stays that of a few
+batches whatever the file's size and no Python loop touches a row. Only when the connector has
+read the whole file are the partition folders moved into the table (`os.replace` of each
+`file=<sha256>` folder); the caller then registers the version in raw.files. A crash before that
+leaves folders no registry names: invisible to every view, and removed by `sweep_orphans`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from models.schemas import SCHEMAS
+from pipelines.lake.layout import MIGRATED, PARTITIONING, REGISTERED_VERSIONS, SCHEMA_FOLDER, _sql_string, staging_root, table_root
+
+COMPRESSION = "zstd"
+ROW_GROUP_SIZE = 122_880  # DuckDB's own row group: files stay readable in parallel
+
+
+@dataclass
+class WrittenVersion:
+    """A file version's rows, written to staging and not yet in the table."""
+
+    kind: str
+    sha256: str
+    staging: Path
+    rows: int = 0
+    error: BaseException | None = None  # what the connector raised, as it raised it
+    folders: list[Path] = field(default_factory=list)  # staging folders, relative to `staging`
+
+    def parquet_glob(self) -> str:
+        return str(self.staging) + "/**/*.parquet"
+
+    def publish(self, lake: Path) -> None:
+        """Move every partition folder of this version into the table (replacing a folder left by an
+        earlier, unregistered attempt), then drop the staging folder."""
+        root = table_root(lake, self.kind)
+        for relative in self.folders:
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(self.staging / relative, target)
+        self.discard()
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def write_version(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str, sha256: str,
+                  batches: Iterable[pa.RecordBatch]) -> WrittenVersion:
+    """Write `batches` (the connector's output for one file version) to a staging folder,
+    partitioned as the kind's table is. Raises whatever the connector raises, leaving nothing."""
+    staging = staging_root(lake) / f"{sha256}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    written = WrittenVersion(kind, sha256, staging)
+    counted = _counting(batches, written)
+    reader = pa.RecordBatchReader.from_batches(SCHEMAS[kind], counted)
+    parts = PARTITIONING[kind]
+    partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.columns)
+    conn.register("incoming_version", reader)
+    try:
+        conn.execute(
+            f"COPY (SELECT *{partition_columns}, ? AS file FROM incoming_version) TO {_sql_string(str(staging))} "
+            f"(FORMAT parquet, COMPRESSION {COMPRESSION}, ROW_GROUP_SIZE {ROW_GROUP_SIZE}, "
+            f"PARTITION_BY ({', '.join(parts.names)}), OVERWRITE)",
+            [sha256])
+    except BaseException as exc:
+        written.discard()
+        # DuckDB re-raises a failure inside the stream as its own error: give back the connector's
+        # (a ConnectorError carries the line and the reason the file was refused).
+        if written.error is not None and written.error is not exc:
+            raise written.error from None
+        raise
+    finally:
+        conn.unregister("incoming_version")
+    if written.rows == 0:
+        written.discard()
+        return written
+    written.folders = sorted(p.relative_to(staging) for p in staging.rglob(f"file={sha256}") if p.is_dir())
+    return written
+
+
+def _counting(batches: Iterable[pa.RecordBatch], written: WrittenVersion):
+    try:
+        for batch in batches:
+            written.rows += batch.num_rows
+            yield batch
+    except BaseException as exc:
+        written.error = exc
+        raise
+
+
+class LakeIncomplete(RuntimeError):
+    """The registry names file versions whose rows are not in the lake."""
+
+
+def check_complete(conn: duckdb.DuckDBPyConnection, lake: Path) -> None:
+    """Every file version registered with rows has its folder in the lake; else refuse to go on:
+    building on a registry whose rows are gone would drop money silently (most often the warehouse
+    file was copied or moved without its `.lake` folder)."""
+    present = {folder.name.removeprefix("file=") for kind in PARTITIONING if (root := table_root(lake, kind)).exists()
+               for folder in root.rglob("file=*")}
+    missing = [row for row in conn.execute(
+        "SELECT path, sha256 FROM raw.files WHERE rows_loaded > 0 ORDER BY path").fetchall() if row[1] not in present]
+    if missing:
+        raise LakeIncomplete(
+            f"the lake {lake} lacks the rows of {len(missing)} file(s) the warehouse registers (first: {missing[0][0]}); "
+            f"copy or move a warehouse together with its {lake.name} folder")
+
+
+def sweep_orphans(conn: duckdb.DuckDBPyConnection, lake: Path) -> list[Path]:
+    """Remove staging folders and file-version folders that no registry row names: what a killed
+    run left behind. Call it holding the writer lock (no other run is writing), with `conn` on the
+    registry this run starts from: published snapshots name no more than it does."""
+    removed: list[Path] = []
+    staging = staging_root(lake)
+    if staging.exists():
+        for folder in staging.iterdir():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    registered = {row[0] for row in conn.execute(REGISTERED_VERSIONS).fetchall()}
+    for kind in PARTITIONING:
+        root = table_root(lake, kind)
+        if not root.exists():
+            continue
+        for folder in root.rglob("file=*"):
+            version = folder.name.removeprefix("file=")
+            if folder.is_dir() and version not in registered and version not in (SCHEMA_FOLDER, MIGRATED):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
