@@ -127,9 +127,18 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     from pipelines.runner import run_graph
     from pipelines.summary import print_problems, print_summary, run_problems, summary_dict
 
+    from pipelines import run_state
+    from pipelines.ingest import landing_files
+
     as_of = as_of or settings.default_run_date()
     run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
     started = time.perf_counter()
+    fingerprint = run_state.fingerprint(settings, as_of)
+    if not start_empty and (why := run_state.nothing_new(landing, landing_files(landing), warehouse, fingerprint)):
+        # The graph would rebuild the same tables and reports: a scheduled run with nothing new costs a stat per file.
+        console.print(Text(f"{why}: {for_terminal(warehouse)} and its reports are as they were"), soft_wrap=True)
+        return 0
+    run_state.forget(warehouse)
     if console.is_terminal:
         # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -148,6 +157,8 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     else:
         outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty)
     elapsed = time.perf_counter() - started
+    if outcome.success and outcome.published:
+        run_state.record(warehouse, fingerprint)
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
     for name in outcome.warned_checks:

@@ -1,0 +1,91 @@
+"""Whether a run would change anything: a run with nothing new does no work.
+
+A completed run records, beside the warehouse (`<warehouse>.lake/_last_run.json`), a fingerprint of
+what decided its result — the settings, the run's date and the code and reference data — and the
+identity of the warehouse file it published. The next run with the same fingerprint, over a
+landing folder whose every file is registered as read with the same size and modification time,
+and a warehouse no one has replaced since, would rebuild the same tables: it stops before starting
+the graph. Anything else (a new or changed file, a file that failed before and is retried, other
+settings, another date, new code, a run from the Dagster UI) runs the graph as usual.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from pipelines.lake.layout import lake_of
+from pipelines.settings import REPO_ROOT, FinopsSettings
+
+# What the result depends on besides the data: the code and the bundled reference data.
+CODE = ("sql", "models", "pipelines", "connectors")
+
+
+def _code_digest() -> str:
+    digest = hashlib.sha256()
+    for top in CODE:
+        for path in sorted((REPO_ROOT / top).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".sql", ".csv", ".yaml", ".yml", ".json"):
+                digest.update(path.relative_to(REPO_ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def fingerprint(settings: FinopsSettings, as_of: date) -> str:
+    inputs = {"settings": settings.model_dump(mode="json"), "as_of": as_of.isoformat()}
+    for name in ("fx_rates_file", "phase_rules_file", "charge_rules_file", "planned_runs_file", "price_catalog_file",
+                 "tco_params_file"):  # a user's file edited in place counts as new settings
+        if (file := getattr(settings, name, None)) and Path(file).exists():
+            inputs[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    inputs["code"] = _code_digest()
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def _state_path(warehouse: Path) -> Path:
+    return lake_of(warehouse) / "_last_run.json"
+
+
+def _identity(warehouse: Path) -> list[int]:
+    st = warehouse.stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def record(warehouse: Path, fingerprint_: str) -> None:
+    """After a run that published: what it was run with, and the file it published."""
+    path = _state_path(warehouse)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"fingerprint": fingerprint_, "warehouse": _identity(warehouse),
+                               "recorded_at": datetime.now(UTC).isoformat(timespec="seconds")}))
+    os.replace(tmp, path)
+
+
+def forget(warehouse: Path) -> None:
+    _state_path(warehouse).unlink(missing_ok=True)
+
+
+def nothing_new(landing: Path, files: list[Path], warehouse: Path, fingerprint_: str) -> str | None:
+    """Why a run over `files` (the landing scan) would change nothing, or None when it might."""
+    try:
+        state = json.loads(_state_path(warehouse).read_text())
+        if state["fingerprint"] != fingerprint_ or state["warehouse"] != _identity(warehouse):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    from pipelines.ingest import DONE_STATUSES, landing_path
+    from pipelines.warehouse import connect
+
+    conn = connect(warehouse, read_only=True)
+    try:
+        done = {(path, size, mtime) for path, size, mtime in conn.execute(
+            f"SELECT path, size_bytes, file_mtime FROM raw.files WHERE status IN ({', '.join('?' * len(DONE_STATUSES))})",
+            list(DONE_STATUSES)).fetchall()}
+    finally:
+        conn.close()
+    for path in files:
+        st = path.stat()
+        if (landing_path(path, landing), st.st_size, datetime.fromtimestamp(st.st_mtime, UTC)) not in done:
+            return None
+    return f"nothing new since the last run: all {len(files)} files already read, same settings and date"

@@ -1,0 +1,100 @@
+"""The lake (pipelines/lake): raw rows as partitioned Parquet beside the warehouse, read through
+raw.* views that name only registered file versions; runs with nothing new stop before the graph."""
+
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.ingest import ingest_landing
+from pipelines.lake.layout import lake_of
+from pipelines.lake.writer import LakeIncomplete
+from pipelines.warehouse import connect, fetch_all
+from tests.conftest import sample
+
+CUR = "billing/aws_cur_legacy_csv_focusconverters_fixture.csv"
+FOCUS = "billing/focus10_sample_multicloud_1000.csv"
+
+
+@pytest.fixture
+def loaded(tmp_path):
+    landing = tmp_path / "landing"
+    (landing / "billing").mkdir(parents=True)
+    shutil.copy(sample(CUR), landing / "billing" / "cur.csv")
+    shutil.copy(sample(FOCUS), landing / "billing" / "focus.csv")
+    warehouse = tmp_path / "wh.duckdb"
+    conn = connect(warehouse)
+    summary = ingest_landing(conn, landing)
+    assert {o.status for o in summary.outcomes} == {"loaded"}
+    return landing, warehouse, conn
+
+
+def test_rows_land_partitioned_by_provider_period_and_file_version(loaded):
+    landing, warehouse, conn = loaded
+    lake = lake_of(warehouse)
+    assert lake == warehouse.parent / "wh.lake"
+    cur_sha = fetch_all(conn, "SELECT sha256 FROM raw.files WHERE path = 'billing/cur.csv'")[0][0]
+    folders = sorted(p.relative_to(lake).as_posix() for p in lake.rglob(f"file={cur_sha}"))
+    assert folders == [f"raw/cost_lines/provider=AWS/billing_period=2023-11/file={cur_sha}"]
+    # The warehouse holds no raw rows: raw.cost_lines is a view, and any Parquet reader sees the same rows.
+    assert fetch_all(conn, "SELECT table_type FROM information_schema.tables WHERE table_schema = 'raw' "
+                           "AND table_name = 'cost_lines'") == [("VIEW",)]
+    outside = duckdb.connect().execute(
+        "SELECT count(*), count(DISTINCT provider) FROM read_parquet(?, hive_partitioning = true) WHERE file <> 'schema'",
+        [str(lake / "raw" / "cost_lines" / "**" / "*.parquet")]).fetchone()
+    inside = fetch_all(conn, "SELECT count(*), count(DISTINCT ProviderName) FROM raw.cost_lines")[0]
+    assert outside[0] == inside[0] == 1281 + 1000 and outside[1] >= 2  # the CUR fixture has 1,281 lines
+    # The ledger's facts of each billing file, computed once when it was read: its lines by slice.
+    assert fetch_all(conn, "SELECT sum(lines) FROM raw.file_slices")[0][0] == inside[0]
+
+
+def test_folders_no_registry_names_are_invisible_and_swept(loaded):
+    landing, warehouse, conn = loaded
+    lake = lake_of(warehouse)
+    before = fetch_all(conn, "SELECT count(*), sum(x_SourceCost) FROM raw.cost_lines")
+    # What a run killed after writing its rows and before registering them leaves behind.
+    real = next(p for p in lake.rglob("file=*") if p.name != "file=schema")
+    orphan = real.with_name("file=" + "f" * 64)
+    shutil.copytree(real, orphan)
+    (lake / "_staging" / "deadbeef-1").mkdir(parents=True)
+    assert fetch_all(conn, "SELECT count(*), sum(x_SourceCost) FROM raw.cost_lines") == before
+    ingest_landing(conn, landing)  # the next run sweeps them
+    assert not orphan.exists() and not any((lake / "_staging").iterdir())
+    assert fetch_all(conn, "SELECT count(*), sum(x_SourceCost) FROM raw.cost_lines") == before
+
+
+def test_a_warehouse_copied_without_its_lake_is_refused_not_emptied(loaded, tmp_path):
+    landing, warehouse, conn = loaded
+    conn.close()
+    copy = tmp_path / "elsewhere" / "copy.duckdb"
+    copy.parent.mkdir()
+    shutil.copyfile(warehouse, copy)
+    with pytest.raises(LakeIncomplete, match=r"lacks the rows of 2 file\(s\).*copy\.lake"):
+        ingest_landing(connect(copy), landing)
+
+
+def test_a_run_with_nothing_new_stops_before_the_graph(tmp_path):
+    landing = tmp_path / "landing"
+    (landing / "billing").mkdir(parents=True)
+    target = landing / "billing" / "focus.csv"
+    shutil.copy(sample(FOCUS), target)
+    warehouse = tmp_path / "wh.duckdb"
+    args = ["run", "--landing", str(landing), "--warehouse", str(warehouse), "--as-of", "2026-10-02"]
+    first = CliRunner().invoke(app, args, terminal_width=200)
+    assert first.exit_code == 0, first.output
+    published = warehouse.stat().st_mtime_ns
+    second = CliRunner().invoke(app, args, terminal_width=200)
+    assert second.exit_code == 0 and "nothing new since the last run: all 1 files already read" in second.output
+    assert warehouse.stat().st_mtime_ns == published  # not even republished
+    # Another date is another report: the graph runs.
+    other_day = CliRunner().invoke(app, [*args[:-1], "2026-10-03"], terminal_width=200)
+    assert other_day.exit_code == 0 and "nothing new" not in other_day.output
+    # A file rewritten in place (new content, new time) is read again.
+    target.write_text(target.read_text().replace("\n", "\r\n", 1))
+    os.utime(target, ns=(published + 10**9, published + 10**9))
+    changed = CliRunner().invoke(app, [*args[:-1], "2026-10-03"], terminal_width=200)
+    assert changed.exit_code == 0 and "nothing new" not in changed.output
