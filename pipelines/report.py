@@ -189,7 +189,7 @@ FINDING_COLUMNS = ["severity", "kind", "subkind", "resource", "avoidable_cost", 
 ANOMALY_COLUMNS = ["state", "kind", "direction", "metric", "series", "first_day", "days", "peak_day", "actual", "expected",
                    "change", "unit", "driver"]
 SUPPRESSED_COLUMNS = ["planned_run", "days_suppressed", "first_day", "last_day"]
-TCO_COLUMNS = ["scenario", "cards", "capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "tco",
+TCO_COLUMNS = ["gpu_model", "scenario", "cards", "capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "tco",
                "cost_per_busy_gpu_hour", "elasticity"]
 
 
