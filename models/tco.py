@@ -135,13 +135,13 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
 
 
 def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
-    """One profile per GPU model of marts.gpu_hours_profile that workloads held (a model only paid for,
-    never used, needs no purchasing strategy: its finding is unused_gpu)."""
+    """One profile per GPU model of marts.gpu_hours_profile that workloads held or charges paid for
+    (a model paid for but never held is sized at one card with no load: what owning it would cost)."""
     by_model: dict[str, list[dict]] = {}
     for r in rows:
         by_model.setdefault(r.get("gpu_model") or "unknown", []).append(r)
     return {m: profile_from_rows(rs) for m, rs in sorted(by_model.items())
-            if any(r["gpu_hours_held"] for r in rs)}
+            if any(r["gpu_hours_held"] or r.get("gpus_paid") for r in rs)}
 
 
 @dataclass
