@@ -38,7 +38,7 @@ from models.focus import (
     RENAMED_COLUMNS,
     TIMESTAMP,
 )
-from models.gpus import identify_gpus
+from models.gpus import gpu_model_expr, identify_gpus
 from models.schemas import MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE
 
 # A file is FOCUS when its header carries these (under their current or 1.0-preview names).
@@ -107,7 +107,7 @@ class FocusConnector(Connector):
             checks.append((failed("x_GpuCount", gpu_count), "x_GpuCount is not a whole number"))
             parsed["x_GpuCount"] = gpu_count
         if "x_GpuModel" in frame.columns:
-            parsed["x_GpuModel"] = pl.col("x_GpuModel").str.strip_chars()
+            parsed["x_GpuModel"] = gpu_model_expr(pl.col("x_GpuModel"))  # the canonical key (models/data/gpu_models.csv)
         # Native exports carry no x_GpuCount: the GPUs come from SkuPriceDetails or the instance type
         # (models.gpus.identify_gpus); this project's own x_GpuModel/x_GpuCount columns, where given, win.
         period = (parsed["ChargePeriodEnd"] - parsed["ChargePeriodStart"]).dt.total_seconds()

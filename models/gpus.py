@@ -7,36 +7,72 @@ from pathlib import Path
 
 import polars as pl
 
-# First match wins: the more specific patterns come first.
-MODEL_PATTERNS = (
-    (r"(?i)A100.*80", "A100 80G"),
-    (r"(?i)A100", "A100 40G"),
-    (r"(?i)GH200", "GH200"),
-    (r"(?i)H200", "H200"),
-    (r"(?i)H100", "H100"),
-    (r"(?i)GB200", "GB200"),
-    (r"(?i)B200", "B200"),
-    (r"(?i)MI300X", "MI300X"),
-    (r"(?i)L40S", "L40S"),
-    (r"(?i)\bL40\b", "L40"),
-    (r"(?i)\bL4\b", "L4"),
-    (r"(?i)A10G", "A10G"),
-    (r"(?i)\bA10\b", "A10"),
-    (r"(?i)RTX\s*6000\s*Ada", "RTX 6000 Ada"),
-    (r"(?i)V100", "V100"),
-    (r"(?i)P100", "P100"),
-    (r"(?i)\bT4G\b", "T4G"),
-    (r"(?i)\bT4\b", "T4"),
-    (r"(?i)\bK80\b", "K80"),
-    (r"(?i)\bM60\b", "M60"),
-)
+MODELS_TABLE = Path(__file__).resolve().parent / "data" / "gpu_models.csv"
+
+
+@cache
+def model_rules() -> tuple[tuple[str, str], ...]:
+    """(pattern, canonical gpu_model) rows of models/data/gpu_models.csv, in file order: the first
+    pattern that matches a name gives its key, so the more specific patterns come first."""
+    with open(MODELS_TABLE, newline="") as fh:
+        return tuple((r["pattern"], r["gpu_model"]) for r in csv.DictReader(fh))
+
+
+def known_models() -> tuple[str, ...]:
+    """Every canonical gpu_model key, in table order."""
+    return tuple(dict.fromkeys(model for _, model in model_rules()))
+
+
+@cache
+def _compiled_models() -> tuple[tuple[re.Pattern, str], ...]:
+    return tuple((re.compile(pattern), model) for pattern, model in model_rules())
+
+
+def canonical_gpu_model(name: str | None) -> str | None:
+    """The canonical gpu_model key of a GPU name as telemetry (nvidia-smi `name`, DCGM `modelName`),
+    invoices or the price catalog spell it: 'NVIDIA A100-SXM4-80GB' and 'A100 80G' → 'A100-80GB'.
+    A key maps to itself. A name no row matches comes back as its trimmed text (see
+    `is_known_gpu_model`): never dropped, never guessed. Blank → None."""
+    if name is None or not name.strip():
+        return None
+    for rule, model in _compiled_models():
+        if rule.search(name):
+            return model
+    return name.strip()
+
+
+def is_known_gpu_model(key: str | None) -> bool | None:
+    return None if key is None else key in known_models()
 
 
 def gpu_model_expr(name: pl.Expr) -> pl.Expr:
-    expr = name.str.strip_chars()
-    for pattern, model in reversed(MODEL_PATTERNS):
+    """`canonical_gpu_model` as a polars expression."""
+    expr = name.str.strip_chars().replace("", None)
+    for pattern, model in reversed(model_rules()):
         expr = pl.when(name.str.contains(pattern)).then(pl.lit(model)).otherwise(expr)
     return expr
+
+
+MACRO_BEGIN = "-- BEGIN gpu_model_key: generated from models/data/gpu_models.csv by `python -m models.gpus`; do not edit"
+MACRO_END = "-- END gpu_model_key"
+
+
+def sql_macros() -> str:
+    """The SQL twins of `canonical_gpu_model` and `is_known_gpu_model`, for sql/macros.sql."""
+    quote = lambda text: "'" + text.replace("'", "''") + "'"  # noqa: E731
+    whens = "\n".join(f"    WHEN regexp_matches(name, {quote(p)}) THEN {quote(m)}" for p, m in model_rules())
+    keys = ", ".join(quote(m) for m in known_models())
+    return (f"{MACRO_BEGIN}\n"
+            "-- A GPU's canonical model key, whoever names it: telemetry ('NVIDIA A100-SXM4-80GB'), invoices\n"
+            "-- ('A100 80G') and the price catalog all become 'A100-80GB'. A name no pattern knows stays as its\n"
+            "-- trimmed text, and gpu_model_known() says false for it.\n"
+            "CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE\n"
+            "    WHEN name IS NULL OR trim(name) = '' THEN NULL\n"
+            f"{whens}\n"
+            "    ELSE trim(name)\n"
+            "END;\n"
+            f"CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ({keys});\n"
+            f"{MACRO_END}")
 
 
 INSTANCE_TABLE = Path(__file__).resolve().parent / "data" / "instance_gpus.csv"
@@ -161,3 +197,19 @@ def identify_gpus(columns: list[str], period_seconds: pl.Expr) -> tuple[pl.Expr,
     count = pl.when(per_gpu_time).then(from_usage).otherwise(pl.coalesce(sku_count, table.struct.field("count")))
     model = pl.coalesce(gpu_model_expr(sku_model), table.struct.field("model"))
     return model, count
+
+
+def write_sql_macros(path: Path | None = None) -> bool:
+    """Rewrite the generated block of sql/macros.sql from the table; True when it changed."""
+    path = path or Path(__file__).resolve().parent.parent / "sql" / "macros.sql"
+    text = path.read_text()
+    before, rest = text.split(MACRO_BEGIN, 1)
+    _, after = rest.split(MACRO_END, 1)
+    updated = before + sql_macros() + after
+    if updated != text:
+        path.write_text(updated)
+    return updated != text
+
+
+if __name__ == "__main__":
+    print("sql/macros.sql " + ("updated" if write_sql_macros() else "already up to date"))

@@ -46,17 +46,30 @@ def load_params(path: Path | None = None) -> dict:
 
 @dataclass(frozen=True)
 class UsageProfile:
-    """What the measured period says about demand, per hour and per phase."""
+    """What the measured period says about one GPU model's demand, per hour, phase and load.
+
+    Recurring load (inference, job families seen repeating) is scaled from the measured period to a
+    year; one-off load (a job seen once, such as a pre-training run) is counted `one_off_runs` times
+    a year (once by default), never scaled."""
 
     hours: int  # length of the measured period
-    peak_gpus: int  # most GPUs held at once
-    gpu_hours_held: dict[str, Decimal]  # by phase
+    peak_gpus: int  # most GPUs of this model held at once
+    gpu_hours_held: dict[str, Decimal]  # by phase, both loads
     gpu_hours_busy: dict[str, Decimal]
-    training_gpus_by_hour: list[Decimal]  # GPUs held by pre-training and fine-tuning, hour by hour
+    training_gpus_by_hour: list[Decimal]  # GPUs held by every phase but inference, hour by hour
+    gpu_model: str | None = None
+    one_off_held: dict[str, Decimal] = field(default_factory=dict)  # the one-off part of gpu_hours_held, by phase
+    one_off_busy: dict[str, Decimal] = field(default_factory=dict)
+    one_off_training_by_hour: list[Decimal] = field(default_factory=list)  # the one-off part of training_gpus_by_hour
 
     @property
     def per_year(self) -> Decimal:
         return HOURS_PER_YEAR / D(self.hours)
+
+    def one_off_weight(self, runs_per_year=1) -> Decimal:
+        """How many times a year a one-off run counts: `runs_per_year`, but never more often than the
+        measured period repeats (a period longer than a year saw its one-off run less than yearly)."""
+        return min(D(runs_per_year), self.per_year)
 
     def held(self, phases=None) -> Decimal:
         return sum((v for p, v in self.gpu_hours_held.items() if phases is None or p in phases), Decimal(0))
@@ -64,23 +77,71 @@ class UsageProfile:
     def busy(self, phases=None) -> Decimal:
         return sum((v for p, v in self.gpu_hours_busy.items() if phases is None or p in phases), Decimal(0))
 
+    def _one_off(self, values: dict, phases) -> Decimal:
+        return sum((v for p, v in values.items() if phases is None or p in phases), Decimal(0))
+
+    def held_year(self, phases=None, runs_per_year=1) -> Decimal:
+        """GPU-hours held in a year: recurring × periods a year + one-off × runs a year."""
+        one_off = self._one_off(self.one_off_held, phases)
+        return (self.held(phases) - one_off) * self.per_year + one_off * self.one_off_weight(runs_per_year)
+
+    def busy_year(self, phases=None, runs_per_year=1) -> Decimal:
+        one_off = self._one_off(self.one_off_busy, phases)
+        return (self.busy(phases) - one_off) * self.per_year + one_off * self.one_off_weight(runs_per_year)
+
+    def training_year(self, runs_per_year=1) -> list[tuple[Decimal, Decimal]]:
+        """(GPUs held for training in an hour, hours a year like it): the year as the measured hours
+        repeated, the one-off runs in `one_off_weight` of the repeats only."""
+        one_off = self.one_off_training_by_hour or [Decimal(0)] * len(self.training_gpus_by_hour)
+        with_runs = self.one_off_weight(runs_per_year)
+        rows = []
+        for total, once in zip(self.training_gpus_by_hour, one_off):
+            if once and with_runs:
+                rows += [(total, with_runs), (total - once, self.per_year - with_runs)]
+            else:
+                rows.append((total - once, self.per_year))
+        return [(g, w) for g, w in rows if w > 0]
+
 
 def profile_from_rows(rows: list[dict]) -> UsageProfile:
-    """Rows of marts.gpu_hours_profile (hour, phase, gpu_hours_held, gpu_hours_busy, gpus_paid)."""
+    """Rows of marts.gpu_hours_profile (hour, phase, gpu_hours_held, gpu_hours_busy and optionally
+    load) for one GPU model. A row without `load` is recurring."""
     hours = sorted({r["hour"] for r in rows})
     held: dict[str, Decimal] = {}
     busy: dict[str, Decimal] = {}
+    once_held: dict[str, Decimal] = {}
+    once_busy: dict[str, Decimal] = {}
     per_hour: dict = {h: Decimal(0) for h in hours}
     training: dict = {h: Decimal(0) for h in hours}
+    training_once: dict = {h: Decimal(0) for h in hours}
     for r in rows:
         h_held, h_busy = D(round(r["gpu_hours_held"], 6)), D(round(r["gpu_hours_busy"], 6))
+        one_off = r.get("load") == "one_off"
         held[r["phase"]] = held.get(r["phase"], Decimal(0)) + h_held
         busy[r["phase"]] = busy.get(r["phase"], Decimal(0)) + h_busy
+        if one_off:
+            once_held[r["phase"]] = once_held.get(r["phase"], Decimal(0)) + h_held
+            once_busy[r["phase"]] = once_busy.get(r["phase"], Decimal(0)) + h_busy
         per_hour[r["hour"]] += h_held
-        if r["phase"] in TRAINING:
+        if r["phase"] != "inference":
             training[r["hour"]] += h_held
+            if one_off:
+                training_once[r["hour"]] += h_held
     peak = max(per_hour.values(), default=Decimal(0))
-    return UsageProfile(len(hours), math.ceil(peak), held, busy, [training[h] for h in hours])
+    models = {r.get("gpu_model") for r in rows}
+    return UsageProfile(len(hours), math.ceil(peak), held, busy, [training[h] for h in hours],
+                        gpu_model=models.pop() if len(models) == 1 else None, one_off_held=once_held, one_off_busy=once_busy,
+                        one_off_training_by_hour=[training_once[h] for h in hours])
+
+
+def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
+    """One profile per GPU model of marts.gpu_hours_profile that workloads held or charges paid for
+    (a model paid for but never held is sized at one card with no load: what owning it would cost)."""
+    by_model: dict[str, list[dict]] = {}
+    for r in rows:
+        by_model.setdefault(r.get("gpu_model") or "unknown", []).append(r)
+    return {m: profile_from_rows(rs) for m, rs in sorted(by_model.items())
+            if any(r["gpu_hours_held"] or r.get("gpus_paid") for r in rs)}
 
 
 @dataclass
@@ -99,16 +160,14 @@ class Scenario:
     fixed_cost: Decimal = Decimal(0)
     cost_per_utilization: Decimal = Decimal(0)
     inputs: dict = field(default_factory=dict)
+    priced: bool = True  # False: the parameters and catalog give no price for it (description says which)
+    gpu_model: str | None = None
+    busy_year: Decimal = Decimal(0)  # busy GPU-hours a year it serves
 
-    def tco(self, years: int) -> Decimal:
+    def tco(self, years: int) -> Decimal | None:
+        if not self.priced:
+            return None
         return money(self.capex + years * (self.yearly_power + self.yearly_ops + self.yearly_rent) - self.residual + self.financing)
-
-
-def _quantile(values: list[Decimal], q: Decimal) -> Decimal:
-    ordered = sorted(values)
-    if not ordered:
-        return Decimal(0)
-    return ordered[min(len(ordered) - 1, int((D(q) * (len(ordered) - 1)).to_integral_value(ROUND_HALF_EVEN)))]
 
 
 def annuity_interest(principal: Decimal, rate: Decimal, years: int) -> Decimal:
@@ -119,73 +178,193 @@ def annuity_interest(principal: Decimal, rate: Decimal, years: int) -> Decimal:
     return instalment * years - principal
 
 
-def scenarios(profile: UsageProfile, params: dict) -> list[Scenario]:
-    years = int(params["years"])
-    buy, rent, hybrid = params["buy"], params["rent"], params["hybrid"]
-    cards = max(profile.peak_gpus, 1)
-    held_year = profile.held() * profile.per_year  # GPU-hours needed per year
-    busy_year = profile.busy() * profile.per_year
-    fleet_hours = D(cards) * HOURS_PER_YEAR
-    utilization = held_year / fleet_hours
-    busy_share = profile.busy() / profile.held() if profile.held() else Decimal(0)
-    out = []
+CATALOG = "catalog"  # a price read from the price catalog: the model's own, in the TCO currency
+RENT_TERMS = {"on_demand_per_card_hour": "on_demand", "spot_per_card_hour": "spot", "commit_1y_per_card_hour": "commit_1y",
+              "commit_3y_per_card_hour": "commit_3y", "monthly_per_card": "monthly"}
+BUNDLED_CATALOG = Path(__file__).resolve().parent / "data" / "price_catalog.csv"
 
-    # Buy: enough servers for the peak; power follows how busy the GPUs are.
-    servers = math.ceil(cards / int(buy["gpus_per_server"]))
-    capex = D(buy["server_price"]) * servers
-    idle_kw, busy_kw = D(buy["power_kw_idle"]) * servers, D(buy["power_kw_busy"]) * servers
-    energy_price = HOURS_PER_YEAR * D(buy["pue"]) * D(buy["price_per_kwh"])
-    busy_fraction = busy_year / (D(servers * int(buy["gpus_per_server"])) * HOURS_PER_YEAR)
-    power = (idle_kw + (busy_kw - idle_kw) * busy_fraction) * energy_price
-    residual = capex * (1 - D(buy["depreciation_per_year"])) ** years
-    interest = annuity_interest(capex, D(buy["financing_rate"]), years)
-    out.append(Scenario(
-        "buy", f"{servers} server(s) of {buy['gpus_per_server']} GPUs, owned", servers * int(buy["gpus_per_server"]),
-        capex=capex, yearly_power=power, yearly_ops=D(buy["ops_per_server_year"]) * servers, residual=residual,
-        financing=interest, elasticity="fixed",
-        fixed_cost=capex + years * (idle_kw * energy_price + D(buy["ops_per_server_year"]) * servers) - residual + interest,
-        cost_per_utilization=years * (busy_kw - idle_kw) * energy_price * busy_share * D(cards) / D(servers * int(buy["gpus_per_server"])),
-        inputs={"servers": servers, "busy_fraction": float(round(busy_fraction, 4)), **buy},
-    ))
 
-    monthly = D(rent["monthly_per_card"]) * 12 * cards
-    out.append(Scenario("rent_monthly", f"{cards} cards on monthly plans", cards, yearly_rent=monthly,
-                        fixed_cost=years * monthly, inputs={"monthly_per_card": rent["monthly_per_card"]}))
-    for name, key, term in (("commit_1y", "commit_1y_per_card_hour", "1-year"), ("commit_3y", "commit_3y_per_card_hour", "3-year")):
-        yearly = D(rent[key]) * HOURS_PER_YEAR * cards
-        out.append(Scenario(name, f"{cards} cards on {term} commitments", cards, yearly_rent=yearly,
-                            fixed_cost=years * yearly, inputs={key: rent[key]}))
-    for name, key, rework, what in (("on_demand", "on_demand_per_card_hour", Decimal(0), "on demand, only the hours used"),
-                                    ("spot", "spot_per_card_hour", D(rent["spot_rework"]),
-                                     "spot, with rework after preemptions (interruptible work only)")):
-        rate = D(rent[key]) * (1 + rework)
-        out.append(Scenario(name, what, cards, yearly_rent=held_year * rate, elasticity="elastic",
-                            cost_per_utilization=years * fleet_hours * rate,
-                            inputs={key: rent[key], **({"spot_rework": rent["spot_rework"]} if rework else {})}))
+def bundled_catalog_prices() -> list[dict]:
+    """The bundled price catalog's GPU rows as core.price_catalog gives them (canonical gpu_model,
+    price per GPU-hour), for use without a warehouse."""
+    import csv
 
-    # Hybrid: monthly cards for the training baseline, on demand above it, inference on cheaper
-    # cards sized to the load, nothing in the valleys.
-    baseline = math.ceil(_quantile(profile.training_gpus_by_hour, D(hybrid["training_baseline_quantile"])))
-    overflow = sum((max(Decimal(0), g - baseline) for g in profile.training_gpus_by_hour), Decimal(0)) * profile.per_year
-    inference_hours = (profile.busy(("inference",)) * profile.per_year
-                       / D(hybrid["inference_target_utilization"]) / D(hybrid["inference_speed_vs_main_card"]))
-    hybrid_year = (D(rent["monthly_per_card"]) * 12 * baseline + overflow * D(rent["on_demand_per_card_hour"])
-                   + inference_hours * D(hybrid["inference_card_hour"]))
-    out.append(Scenario(
-        "hybrid", f"{baseline} monthly cards for training, on demand above, inference on {hybrid['inference_card']} scaled to load",
-        baseline, yearly_rent=hybrid_year, elasticity="mixed", fixed_cost=years * hybrid_year,
-        inputs={"training_baseline_cards": baseline, "training_overflow_gpu_hours_per_year": float(round(overflow, 1)),
-                "inference_card_hours_per_year": float(round(inference_hours, 1)), **hybrid},
-    ))
-    for s in out:
-        s.inputs = {"measured_hours": profile.hours, "peak_gpus": profile.peak_gpus, "utilization": float(round(utilization, 4)),
-                    "busy_gpu_hours_per_year": float(round(busy_year, 1)), **s.inputs}
+    from models.gpus import canonical_gpu_model
+
+    per_hours = {"gpu_hour": Decimal(1), "instance_hour": None, "gpu_month": Decimal(720)}
+    rows = []
+    with open(BUNDLED_CATALOG, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if not r["gpu_model"] or r["unit"] not in per_hours:
+                continue
+            count = D(r["gpu_count"] or 1)
+            divisor = count * (per_hours[r["unit"]] or 1)
+            rows.append({"gpu_model": canonical_gpu_model(r["gpu_model"]), "term": r["term"], "currency": r["currency"].upper(),
+                         "price_per_gpu_hour": D(r["price"]) / divisor, "provider": r["provider"], "sku": r["sku"],
+                         "source": r["source"]})
+    return rows
+
+
+def catalog_price(prices: list[dict], gpu_model: str, term: str, currency: str) -> dict | None:
+    """The cheapest catalog price per GPU-hour of this model and term in `currency` (no conversion:
+    a price in another currency is not this buyer's quote)."""
+    found = [p for p in prices if p["gpu_model"] == gpu_model and p["term"] == term and p["currency"] == currency
+             and p["price_per_gpu_hour"] is not None]
+    return min(found, key=lambda p: (D(p["price_per_gpu_hour"]), p["provider"], p["sku"]), default=None)
+
+
+def model_params(params: dict, gpu_model: str, prices: list[dict]) -> dict:
+    """The parameters that price one GPU model: the shared `buy`, `rent` and `hybrid` sections, with
+    `models.<gpu_model>` over them; every `catalog` price read from the catalog (monthly as 720 h).
+    A price neither gives is absent: the strategies that need it are not priced for this model."""
+    own = (params.get("models") or {}).get(gpu_model) or {}
+    out = {"buy": {**params.get("buy", {}), **own.get("buy", {})}, "rent": {**params.get("rent", {}), **own.get("rent", {})},
+           "hybrid": {**params.get("hybrid", {}), **own.get("hybrid", {})}, "sources": {}}
+    for key, term in RENT_TERMS.items():
+        if out["rent"].get(key) == CATALOG:
+            found = catalog_price(prices, gpu_model, term, params["currency"])
+            if found is None:
+                del out["rent"][key]
+                continue
+            price = D(found["price_per_gpu_hour"]) * (720 if term == "monthly" else 1)
+            out["rent"][key] = price
+            out["sources"][key] = f"{found['provider']} {found['sku']}: {found['source']}"
+    card = out["hybrid"].get("inference_card")
+    if out["hybrid"].get("inference_card_hour") == CATALOG:
+        found = catalog_price(prices, card, "on_demand", params["currency"]) if card else None
+        if found is None:
+            del out["hybrid"]["inference_card_hour"]
+        else:
+            out["hybrid"]["inference_card_hour"] = D(found["price_per_gpu_hour"])
+            out["sources"]["inference_card_hour"] = f"{found['provider']} {found['sku']}: {found['source']}"
     return out
 
 
+def _unpriced(name: str, gpu_model: str, what: str) -> Scenario:
+    return Scenario(name, f"not priced for {gpu_model}: no {what}", 0, priced=False)
+
+
+def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = None) -> list[Scenario]:
+    """Every strategy for one GPU model's load, at that model's own prices (`prices`: catalog rows,
+    the bundled catalog when None). A strategy the parameters and catalog cannot price comes back
+    with priced=False and says what is missing."""
+    gpu_model = profile.gpu_model or params.get("gpu_model") or "unknown"
+    mp = model_params(params, gpu_model, bundled_catalog_prices() if prices is None else prices)
+    years = int(params["years"])
+    runs = (params.get("annualize") or {}).get("one_off_runs_per_year", 1)
+    buy, rent, hybrid = mp["buy"], mp["rent"], mp["hybrid"]
+    cards = max(profile.peak_gpus, 1)
+    held_year = profile.held_year(runs_per_year=runs)  # GPU-hours needed per year
+    busy_year = profile.busy_year(runs_per_year=runs)
+    fleet_hours = D(cards) * HOURS_PER_YEAR
+    utilization = held_year / fleet_hours
+    busy_share = busy_year / held_year if held_year else Decimal(0)
+    out = []
+
+    # Buy: enough servers for the peak; power follows how busy the GPUs are.
+    if all(k in buy for k in ("server_price", "gpus_per_server", "power_kw_idle", "power_kw_busy", "ops_per_server_year")):
+        per_server = int(buy["gpus_per_server"])
+        servers = math.ceil(cards / per_server)
+        capex = D(buy["server_price"]) * servers
+        idle_kw, busy_kw = D(buy["power_kw_idle"]) * servers, D(buy["power_kw_busy"]) * servers
+        energy_price = HOURS_PER_YEAR * D(buy["pue"]) * D(buy["price_per_kwh"])
+        busy_fraction = busy_year / (D(servers * per_server) * HOURS_PER_YEAR)
+        power = (idle_kw + (busy_kw - idle_kw) * busy_fraction) * energy_price
+        residual = capex * (1 - D(buy["depreciation_per_year"])) ** years
+        interest = annuity_interest(capex, D(buy["financing_rate"]), years)
+        out.append(Scenario(
+            "buy", f"{servers} server(s) of {per_server} {gpu_model}, owned", servers * per_server,
+            capex=capex, yearly_power=power, yearly_ops=D(buy["ops_per_server_year"]) * servers, residual=residual,
+            financing=interest, elasticity="fixed",
+            fixed_cost=capex + years * (idle_kw * energy_price + D(buy["ops_per_server_year"]) * servers) - residual + interest,
+            cost_per_utilization=years * (busy_kw - idle_kw) * energy_price * busy_share * D(cards) / D(servers * per_server),
+            inputs={"servers": servers, "busy_fraction": float(round(busy_fraction, 4)), **buy},
+        ))
+    else:
+        out.append(_unpriced("buy", gpu_model, "server price (models.<gpu_model>.buy in the TCO parameters)"))
+
+    if "monthly_per_card" in rent:
+        monthly = D(rent["monthly_per_card"]) * 12 * cards
+        out.append(Scenario("rent_monthly", f"{cards} {gpu_model} on monthly plans", cards, yearly_rent=monthly,
+                            fixed_cost=years * monthly, inputs={"monthly_per_card": rent["monthly_per_card"]}))
+    else:
+        out.append(_unpriced("rent_monthly", gpu_model, "monthly price"))
+    for name, key, term in (("commit_1y", "commit_1y_per_card_hour", "1-year"), ("commit_3y", "commit_3y_per_card_hour", "3-year")):
+        if key not in rent:
+            out.append(_unpriced(name, gpu_model, f"{term} commitment price"))
+            continue
+        yearly = D(rent[key]) * HOURS_PER_YEAR * cards
+        out.append(Scenario(name, f"{cards} {gpu_model} on {term} commitments", cards, yearly_rent=yearly,
+                            fixed_cost=years * yearly, inputs={key: rent[key]}))
+    for name, key, rework, what in (("on_demand", "on_demand_per_card_hour", Decimal(0), "on demand, only the hours used"),
+                                    ("spot", "spot_per_card_hour", D(rent.get("spot_rework", 0)),
+                                     "spot, with rework after preemptions (interruptible work only)")):
+        if key not in rent:
+            out.append(_unpriced(name, gpu_model, f"{name.replace('_', '-')} price"))
+            continue
+        rate = D(rent[key]) * (1 + rework)
+        out.append(Scenario(name, f"{gpu_model} {what}", cards, yearly_rent=held_year * rate, elasticity="elastic",
+                            cost_per_utilization=years * fleet_hours * rate,
+                            inputs={key: rent[key], **({"spot_rework": rent["spot_rework"]} if rework else {}),
+                                    **({"price_source": mp["sources"][key]} if key in mp["sources"] else {})}))
+
+    # Hybrid: monthly cards for the training baseline, on demand above it, inference on cheaper
+    # cards sized to the load, nothing in the valleys. One-off runs weigh in their own hours only.
+    year = profile.training_year(runs)
+    monthly_price = rent.get("monthly_per_card")
+    baseline = math.ceil(_weighted_quantile(year, D(hybrid["training_baseline_quantile"]))) if monthly_price is not None else 0
+    overflow = sum((max(Decimal(0), g - baseline) * w for g, w in year), Decimal(0))
+    inference_busy = profile.busy_year(("inference",), runs)
+    inference_hours = (inference_busy / D(hybrid["inference_target_utilization"])
+                       / D(hybrid.get("inference_speed_vs_main_card", 1)))
+    missing = [what for what, needed, have in (
+        ("on-demand price for training above the monthly baseline", overflow > 0, "on_demand_per_card_hour" in rent),
+        (f"on-demand price of {hybrid.get('inference_card')} for inference", inference_hours > 0, "inference_card_hour" in hybrid))
+        if needed and not have]
+    if missing:
+        out.append(_unpriced("hybrid", gpu_model, " and ".join(missing)))
+    else:
+        hybrid_year = (D(monthly_price or 0) * 12 * baseline + overflow * D(rent.get("on_demand_per_card_hour", 0))
+                       + inference_hours * D(hybrid.get("inference_card_hour", 0)))
+        out.append(Scenario(
+            "hybrid", f"{baseline} {gpu_model} monthly for training, on demand above, inference on "
+                      f"{hybrid.get('inference_card')} scaled to load",
+            baseline, yearly_rent=hybrid_year, elasticity="mixed", fixed_cost=years * hybrid_year,
+            inputs={"training_baseline_cards": baseline, "training_overflow_gpu_hours_per_year": float(round(overflow, 1)),
+                    "inference_card_hours_per_year": float(round(inference_hours, 1)),
+                    "on_demand_per_card_hour": rent.get("on_demand_per_card_hour"), **hybrid,
+                    **({"inference_price_source": mp["sources"]["inference_card_hour"]} if "inference_card_hour" in mp["sources"] else {})},
+        ))
+    one_off = sum(profile.one_off_held.values(), Decimal(0))
+    for s in out:
+        s.gpu_model = gpu_model
+        s.busy_year = busy_year
+        s.inputs = {"gpu_model": gpu_model, "measured_hours": profile.hours, "peak_gpus": profile.peak_gpus,
+                    "utilization": float(round(utilization, 4)), "busy_gpu_hours_per_year": float(round(busy_year, 1)),
+                    "held_gpu_hours_per_year": float(round(held_year, 1)),
+                    "one_off_gpu_hours_measured": float(round(one_off, 1)), "one_off_runs_per_year": runs,
+                    "recurring_scale": float(round(profile.per_year, 4)), **s.inputs}
+    return out
+
+
+def _weighted_quantile(values: list[tuple[Decimal, Decimal]], q: Decimal) -> Decimal:
+    """The value below which a share q of the total weight lies (the lower one at a tie)."""
+    ordered = sorted(values)
+    total = sum((w for _, w in ordered), Decimal(0))
+    if not ordered or not total:
+        return Decimal(0)
+    seen = Decimal(0)
+    for value, weight in ordered:
+        seen += weight
+        if seen >= q * total:
+            return value
+    return ordered[-1][0]
+
+
 def break_even(items: list[Scenario]) -> list[dict]:
-    """Fleet utilization at which each pair of line-shaped strategies costs the same (None if never in 0–100 %)."""
-    lines = [s for s in items if s.scenario != "hybrid"]
+    """Fleet utilization at which each pair of line-shaped strategies of one GPU model costs the same
+    (None if never in 0–100 %)."""
+    lines = [s for s in items if s.scenario != "hybrid" and s.priced]
     rows = []
     for i, a in enumerate(lines):
         for b in lines[i + 1:]:
@@ -195,25 +374,71 @@ def break_even(items: list[Scenario]) -> list[dict]:
             within = u is not None and 0 < u <= 1
             # Below the crossing the strategy with the smaller fixed part is the cheaper one.
             cheaper_below = (a.scenario if a.fixed_cost < b.fixed_cost else b.scenario) if within else None
-            rows.append({"strategy_a": a.scenario, "strategy_b": b.scenario,
+            rows.append({"gpu_model": a.gpu_model, "strategy_a": a.scenario, "strategy_b": b.scenario,
                          "break_even_utilization": float(round(u, 4)) if within else None,
                          "cheaper_below": cheaper_below})
     return rows
 
 
-def scenario_rows(items: list[Scenario], params: dict, busy_gpu_hours_per_year: Decimal) -> list[dict]:
+FLEET = "fleet"  # gpu_model of the rows that total every model
+
+
+def _row(scenario: str, description: str, gpu_model: str, cards: int, params: dict, amounts: dict, tco, busy_year: Decimal,
+         elasticity: str, inputs: dict) -> dict:
     years = int(params["years"])
+    return {
+        "scenario": scenario, "description": description, "gpu_model": gpu_model, "cards": cards,
+        "currency": params["currency"], "years": years,
+        **{k: None if tco is None else money(v) for k, v in amounts.items()},
+        "tco": tco,
+        "cost_per_busy_gpu_hour": money(tco / (busy_year * years)) if tco is not None and busy_year else None,
+        "elasticity": elasticity,
+        "inputs": json.dumps(inputs, default=str, sort_keys=True),
+    }
+
+
+AMOUNTS = ("capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "financing")
+
+
+def scenario_rows(items: list[Scenario], params: dict, busy_gpu_hours_per_year: Decimal | None = None) -> list[dict]:
+    """marts.tco_scenarios rows of one GPU model's strategies, cheapest first (unpriced ones last)."""
+    years = int(params["years"])
+    rows = [_row(s.scenario, s.description, s.gpu_model, s.cards, params, {k: getattr(s, k) for k in AMOUNTS}, s.tco(years),
+                 s.busy_year if busy_gpu_hours_per_year is None else busy_gpu_hours_per_year, s.elasticity, s.inputs)
+            for s in items]
+    return sorted(rows, key=lambda r: (r["tco"] is None, r["tco"] or 0))
+
+
+def fleet_rows(per_model: dict[str, list[Scenario]], params: dict) -> list[dict]:
+    """The fleet's totals: each strategy for every model at once (priced only where every model's
+    is), and `cheapest_mix`, each model on its own cheapest strategy."""
+    years = int(params["years"])
+    busy = sum((items[0].busy_year for items in per_model.values() if items), Decimal(0))
+    names = list(dict.fromkeys(s.scenario for items in per_model.values() for s in items))
     rows = []
-    for s in items:
-        tco = s.tco(years)
-        rows.append({
-            "scenario": s.scenario, "description": s.description, "gpu_model": params["gpu_model"], "cards": s.cards,
-            "currency": params["currency"], "years": years,
-            "capex": money(s.capex), "yearly_power": money(s.yearly_power), "yearly_ops": money(s.yearly_ops),
-            "yearly_rent": money(s.yearly_rent), "residual": money(s.residual), "financing": money(s.financing),
-            "tco": tco,
-            "cost_per_busy_gpu_hour": money(tco / (busy_gpu_hours_per_year * years)) if busy_gpu_hours_per_year else None,
-            "elasticity": s.elasticity,
-            "inputs": json.dumps(s.inputs, default=str, sort_keys=True),
-        })
-    return sorted(rows, key=lambda r: r["tco"])
+    for name in names:
+        chosen = {m: next((s for s in items if s.scenario == name), None) for m, items in per_model.items()}
+        missing = [m for m, s in chosen.items() if s is None or not s.priced]
+        parts = [s for s in chosen.values() if s is not None and s.priced]
+        elasticity = {s.elasticity for s in parts}
+        tco = None if missing else sum((s.tco(years) for s in parts), Decimal(0))
+        description = (f"{name} for every GPU model" if not missing
+                       else f"not priced for the fleet: no {name} price for {', '.join(missing)}")
+        rows.append(_row(name, description, FLEET, 0 if missing else sum(s.cards for s in parts), params,
+                         {k: sum((getattr(s, k) for s in parts), Decimal(0)) for k in AMOUNTS}, tco, busy,
+                         elasticity.pop() if len(elasticity) == 1 else "mixed",
+                         {"models": {m: (s.scenario if s and s.priced else None) for m, s in chosen.items()}}))
+    best = {}
+    for m, items in per_model.items():
+        priced = [s for s in items if s.priced]
+        if priced:
+            best[m] = min(priced, key=lambda s: s.tco(years))
+    if best and len(best) == len(per_model):
+        parts = list(best.values())
+        elasticity = {s.elasticity for s in parts}
+        rows.append(_row("cheapest_mix", "each GPU model on its cheapest strategy: "
+                         + ", ".join(f"{m} {s.scenario}" for m, s in best.items()), FLEET, sum(s.cards for s in parts), params,
+                         {k: sum((getattr(s, k) for s in parts), Decimal(0)) for k in AMOUNTS},
+                         sum((s.tco(years) for s in parts), Decimal(0)), busy,
+                         elasticity.pop() if len(elasticity) == 1 else "mixed", {"models": {m: s.scenario for m, s in best.items()}}))
+    return sorted(rows, key=lambda r: (r["tco"] is None, r["tco"] or 0))

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 matplotlib.rcParams["text.parse_math"] = False
 
 
-def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilization: float, currency: str, years: int) -> str:
+def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilization: float, currency: str, years: int,
+              lines_model: str = "") -> str:
     """Left: each strategy's TCO. Right: cost against fleet utilization for the strategies whose
     cost is a line in it, with the measured utilization marked, so break-evens can be read off."""
     fig, (bars, lines) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -33,7 +34,7 @@ def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilizat
     lines.text(utilization * 100, lines.get_ylim()[1] * 0.95, f" measured {utilization:.0%}", fontsize=8)
     lines.set_xlabel("fleet utilization (% of card-hours needed)")
     lines.set_ylabel(f"thousand {currency}")
-    lines.set_title("where strategies break even")
+    lines.set_title(f"where {lines_model} strategies break even" if lines_model else "where strategies break even")
     lines.legend(fontsize=7)
     return to_svg(fig)
 

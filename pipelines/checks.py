@@ -6,6 +6,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_c
 from dagster_duckdb import DuckDBResource
 
 from models.focus import CHARGE_CATEGORIES, CHARGE_FREQUENCIES, PRICING_CATEGORIES, REQUIRED_COLUMNS, SERVICE_CATEGORIES
+from models.gpus import known_models
 from pipelines.assets import (
     core_cost_lines,
     core_gpu_minutes,
@@ -201,8 +202,31 @@ def mapping_files_valid() -> AssetCheckResult:
     return AssetCheckResult(passed=not broken, severity=AssetCheckSeverity.WARN, metadata={"invalid_mappings": MetadataValue.json(broken)})
 
 
+@asset_check(asset=core_gpu_minutes, description="every GPU model telemetry names is one models/data/gpu_models.csv knows "
+             "(an unknown name stays in gpu_model as its own text: a warning)")
+def gpu_models_known_in_telemetry(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        unknown = fetch_dicts(conn, """
+            SELECT gpu_model_name AS name, count(DISTINCT gpu_key) AS gpus, count(*) AS minutes FROM core.gpu_minutes
+            WHERE NOT gpu_model_known GROUP BY ALL ORDER BY name""")
+    return AssetCheckResult(passed=not unknown, severity=AssetCheckSeverity.WARN,
+                            metadata={"unknown_gpu_models": MetadataValue.json(unknown)})
+
+
+@asset_check(asset=core_cost_lines, description="every GPU model a charge names is one models/data/gpu_models.csv knows "
+             "(an unknown name stays in x_GpuModel as its own text: a warning)")
+def gpu_models_known_in_billing(warehouse: DuckDBResource) -> AssetCheckResult:
+    with warehouse.get_connection() as conn:
+        unknown = fetch_dicts(conn, """
+            SELECT x_GpuModel AS name, count(*) AS lines FROM core.cost_lines
+            WHERE x_GpuModel IS NOT NULL AND x_GpuModel NOT IN (SELECT unnest($known)) GROUP BY ALL ORDER BY name""",
+                              {"known": list(known_models())})
+    return AssetCheckResult(passed=not unknown, severity=AssetCheckSeverity.WARN,
+                            metadata={"unknown_gpu_models": MetadataValue.json(unknown)})
+
+
 ALL_CHECKS = [
     focus_required_not_null, focus_allowed_values, focus_12_conformance, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
     attribution_conserves_money, phases_add_up, raw_rows_reconcile, billing_money_reconciles, no_failed_files,
-    no_fully_quarantined_files, mapping_files_valid,
+    no_fully_quarantined_files, mapping_files_valid, gpu_models_known_in_telemetry, gpu_models_known_in_billing,
 ]

@@ -401,25 +401,30 @@ def tco_command(
         conn.close()
     scenario_table, break_even_table, parameters = result.scenarios, result.break_even, result.params
     money = lambda v: "—" if v is None else f"{v:,.0f}"
-    table = Table("strategy", "cards", "capex", "power / yr", "ops / yr", "rent / yr", "residual", f"{parameters['years']}-yr TCO",
-                  "per busy GPU-h", "elasticity",
-                  title=Text(for_terminal(f"purchasing strategies ({parameters['currency']}, {parameters['gpu_model']})")))
-    for r in scenario_table:
-        table.add_row(Text(for_terminal(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]), money(r["yearly_ops"]),
-                      money(r["yearly_rent"]), money(r["residual"]), money(r["tco"]),
-                      "—" if r["cost_per_busy_gpu_hour"] is None else f"{r['cost_per_busy_gpu_hour']:.2f}",
-                      Text(for_terminal(r["elasticity"])))
-    console.print(table)
+    for model in [*result.gpu_models, tco.FLEET]:
+        rows = result.model_rows(model)
+        title = (f"purchasing strategies, fleet total ({parameters['currency']})" if model == tco.FLEET
+                 else f"purchasing strategies ({parameters['currency']}, {model})")
+        table = Table("strategy", "cards", "capex", "power / yr", "ops / yr", "rent / yr", "residual", f"{parameters['years']}-yr TCO",
+                      "per busy GPU-h", "elasticity", title=Text(for_terminal(title)))
+        for r in rows:
+            table.add_row(Text(for_terminal(r["scenario"])), str(r["cards"]), money(r["capex"]), money(r["yearly_power"]),
+                          money(r["yearly_ops"]), money(r["yearly_rent"]), money(r["residual"]),
+                          money(r["tco"]) if r["tco"] is not None else Text(for_terminal(r["description"])),
+                          "—" if r["cost_per_busy_gpu_hour"] is None else f"{r['cost_per_busy_gpu_hour']:.2f}",
+                          Text(for_terminal(r["elasticity"])))
+        console.print(table)
     best = tco.cheapest(scenario_table)
     console.print(Text.assemble("cheapest for this usage profile: ", (for_terminal(best["scenario"]), "bold"),
                                 f" — {for_terminal(best['description'])}"))
-    crossings = Table("strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
+    crossings = Table("GPU model", "strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
-            crossings.add_row(Text(for_terminal(f"{b['strategy_a']} vs {b['strategy_b']}")), f"{b['break_even_utilization']:.1%}",
-                              Text(for_terminal(b["cheaper_below"])))
+            crossings.add_row(Text(for_terminal(b["gpu_model"])), Text(for_terminal(f"{b['strategy_a']} vs {b['strategy_b']}")),
+                              f"{b['break_even_utilization']:.1%}", Text(for_terminal(b["cheaper_below"])))
     console.print(crossings)
-    console.print(f"measured fleet utilization: {result.utilization:.1%} of the card-hours of the peak fleet")
+    console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
+                                    "of its peak fleet, a year of recurring load plus one-off runs counted once")))
     if chart:
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_text(result.chart_svg())

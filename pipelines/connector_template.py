@@ -179,7 +179,7 @@ def test_fixture_loads_every_line_to_the_cent():
     batches = list({cls}().read(FIXTURE, ctx))
     assert sum(b.num_rows for b in batches) == {rows} and not ctx.quarantined
     assert sum(v for b in batches for v in b.column("BilledCost").to_pylist()) == Decimal("{total}")
-    assert [m for b in batches for m in b.column("x_GpuModel").to_pylist()][0] == "H100"
+    assert [m for b in batches for m in b.column("x_GpuModel").to_pylist()][0] == "H100-80GB"
 '''
 
 README = """\

@@ -73,7 +73,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     try:
         result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
-                       "utilization": result.utilization, "currency": result.params["currency"]}
+                       "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"]}
         data["tco_chart_svg"] = result.chart_svg()
     except tco.NoUsageMeasured as exc:
         data["tco"] = {"note": str(exc)}
@@ -189,7 +189,7 @@ FINDING_COLUMNS = ["severity", "kind", "subkind", "resource", "avoidable_cost", 
 ANOMALY_COLUMNS = ["state", "kind", "direction", "metric", "series", "first_day", "days", "peak_day", "actual", "expected",
                    "change", "unit", "driver"]
 SUPPRESSED_COLUMNS = ["planned_run", "days_suppressed", "first_day", "last_day"]
-TCO_COLUMNS = ["scenario", "cards", "capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "tco",
+TCO_COLUMNS = ["gpu_model", "scenario", "cards", "capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "tco",
                "cost_per_busy_gpu_hour", "elasticity"]
 
 
@@ -245,7 +245,8 @@ def render(data: dict) -> tuple[str, str, str]:
         sections.append(("Purchasing strategy (3-year TCO, " + tco_data["currency"] + ")",
                          _html_table(tco_data["scenarios"], TCO_COLUMNS) + _svg_body(data["tco_chart_svg"]),
                          _md_table(tco_data["scenarios"], TCO_COLUMNS)
-                         + f"\n\nMeasured fleet utilization: {tco_data['utilization']:.1%}."))
+                         + f"\n\nMeasured utilization of {tco_data['main_model']}: {tco_data['utilization']:.1%} "
+                           "(recurring load a year, one-off runs once)."))
     else:
         sections.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", tco_data["note"]))
     page = ["<!doctype html><html><head><meta charset='utf-8'>",

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from models.tco import break_even, load_params, profile_from_rows, scenario_rows, scenarios
-from pipelines.warehouse import fetch_dicts
+from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profiles_by_model, scenario_rows,
+                        scenarios)
+from pipelines.warehouse import fetch_dicts, table_exists
 
 TCO_SCENARIOS = pa.schema([
     ("scenario", pa.string()), ("description", pa.string()), ("gpu_model", pa.string()), ("cards", pa.int32()),
@@ -17,7 +18,7 @@ TCO_SCENARIOS = pa.schema([
                                                  "financing", "tco", "cost_per_busy_gpu_hour")),
     ("elasticity", pa.string()), ("inputs", pa.string()),
 ])
-TCO_BREAK_EVEN = pa.schema([("strategy_a", pa.string()), ("strategy_b", pa.string()),
+TCO_BREAK_EVEN = pa.schema([("gpu_model", pa.string()), ("strategy_a", pa.string()), ("strategy_b", pa.string()),
                             ("break_even_utilization", pa.float64()), ("cheaper_below", pa.string())])
 
 
@@ -27,30 +28,52 @@ class NoUsageMeasured(ValueError):
 
 @dataclass
 class TcoResult:
-    scenarios: list[dict]  # marts.tco_scenarios rows, cheapest first
-    break_even: list[dict]  # marts.tco_break_even rows
+    scenarios: list[dict]  # marts.tco_scenarios rows: each GPU model's strategies, then the fleet's totals
+    break_even: list[dict]  # marts.tco_break_even rows, per GPU model
     params: dict
-    lines: list[dict]  # cost = fixed_cost + cost_per_utilization × u, for the line-shaped strategies
-    utilization: float  # the measured fleet utilization
+    lines: list[dict]  # cost = fixed_cost + cost_per_utilization × u, for the main model's line-shaped strategies
+    utilization: float  # the main model's measured utilization
+    main_model: str = ""  # the model with the most GPU-hours a year: the chart's lines are its own
+
+    def model_rows(self, gpu_model: str) -> list[dict]:
+        return [r for r in self.scenarios if r["gpu_model"] == gpu_model]
+
+    @property
+    def gpu_models(self) -> list[str]:
+        return list(dict.fromkeys(r["gpu_model"] for r in self.scenarios if r["gpu_model"] != FLEET))
 
     def chart_svg(self) -> str:
         from pipelines.charts import tco_chart
 
-        return tco_chart(self.scenarios, self.lines, self.utilization, self.params["currency"], int(self.params["years"]))
+        fleet = [r for r in self.model_rows(FLEET) if r["tco"] is not None]
+        return tco_chart(fleet or [r for r in self.model_rows(self.main_model) if r["tco"] is not None], self.lines,
+                         self.utilization, self.params["currency"], int(self.params["years"]), self.main_model)
+
+
+def catalog_prices(conn) -> list[dict]:
+    """GPU prices per GPU-hour from core.price_catalog (the bundled catalog where it is not built yet)."""
+    if not table_exists(conn, "core.price_catalog"):
+        return bundled_catalog_prices()
+    return fetch_dicts(conn, """
+        SELECT gpu_model, term, currency, price_per_gpu_hour, provider, sku, source FROM core.price_catalog
+        WHERE gpu_model IS NOT NULL AND price_per_gpu_hour IS NOT NULL""")
 
 
 def compute(conn, params_file: str | None = None) -> TcoResult:
-    rows = fetch_dicts(conn, "SELECT hour, phase, gpu_hours_held, gpu_hours_busy FROM marts.gpu_hours_profile")
-    if not rows:
+    rows = fetch_dicts(conn, "SELECT * FROM marts.gpu_hours_profile")
+    profiles = profiles_by_model(rows)
+    if not profiles:
         raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charges (x_GpuCount) or workloads loaded yet")
     params = load_params(Path(params_file) if params_file else None)
-    profile = profile_from_rows(rows)
-    items = scenarios(profile, params)
-    busy_year = profile.busy() * profile.per_year
+    prices = catalog_prices(conn)
+    per_model = {m: scenarios(p, params, prices) for m, p in profiles.items()}
+    table = [row for items in per_model.values() for row in scenario_rows(items, params)]
+    table += fleet_rows(per_model, params)
+    main = max(per_model, key=lambda m: (per_model[m][0].inputs["held_gpu_hours_per_year"], m))
     lines = [{"scenario": s.scenario, "fixed_cost": s.fixed_cost, "cost_per_utilization": s.cost_per_utilization}
-             for s in items if s.scenario != "hybrid"]
-    return TcoResult(scenario_rows(items, params, busy_year), break_even(items), params, lines,
-                     items[0].inputs["utilization"])
+             for s in per_model[main] if s.scenario != "hybrid" and s.priced]
+    crossings = [b for items in per_model.values() for b in break_even(items)]
+    return TcoResult(table, crossings, params, lines, per_model[main][0].inputs["utilization"], main)
 
 
 def write(conn, scenario_table: list[dict], break_even_table: list[dict]) -> None:
@@ -62,4 +85,6 @@ def write(conn, scenario_table: list[dict], break_even_table: list[dict]) -> Non
 
 
 def cheapest(scenario_table: list[dict]) -> dict:
-    return min(scenario_table, key=lambda r: r["tco"] if r["tco"] is not None else Decimal("Infinity"))
+    """The cheapest fleet-wide strategy (the cheapest row where no fleet totals exist)."""
+    fleet = [r for r in scenario_table if r["gpu_model"] == FLEET and r["tco"] is not None]
+    return min(fleet or scenario_table, key=lambda r: r["tco"] if r["tco"] is not None else Decimal("Infinity"))

@@ -26,18 +26,51 @@ CREATE OR REPLACE MACRO norm_host(h) AS CASE
     WHEN regexp_matches(lower(trim(h)), '^\d{1,3}(\.\d{1,3}){3}$') THEN lower(trim(h))
     ELSE regexp_replace(lower(trim(h)), '\..*$', '')
 END;
--- A GPU's marketing name as the price catalog spells it ('NVIDIA A100-SXM4-80GB' → 'A100 80G').
+-- BEGIN gpu_model_key: generated from models/data/gpu_models.csv by `python -m models.gpus`; do not edit
+-- A GPU's canonical model key, whoever names it: telemetry ('NVIDIA A100-SXM4-80GB'), invoices
+-- ('A100 80G') and the price catalog all become 'A100-80GB'. A name no pattern knows stays as its
+-- trimmed text, and gpu_model_known() says false for it.
 CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
-    WHEN name IS NULL THEN NULL
-    WHEN regexp_matches(name, '(?i)A100.*80') THEN 'A100 80G'
-    WHEN regexp_matches(name, '(?i)A100') THEN 'A100 40G'
-    WHEN regexp_matches(name, '(?i)H200') THEN 'H200'
-    WHEN regexp_matches(name, '(?i)H100') THEN 'H100'
-    WHEN regexp_matches(name, '(?i)B200') THEN 'B200'
-    WHEN regexp_matches(name, '(?i)L40S') THEN 'L40S'
-    WHEN regexp_matches(name, '(?i)RTX 6000 Ada') THEN 'RTX 6000 Ada'
-    ELSE name
+    WHEN name IS NULL OR trim(name) = '' THEN NULL
+    WHEN regexp_matches(name, '(?i)\bGB200\b') THEN 'GB200'
+    WHEN regexp_matches(name, '(?i)\bGH200\b') THEN 'GH200'
+    WHEN regexp_matches(name, '(?i)\bB200\b') THEN 'B200'
+    WHEN regexp_matches(name, '(?i)\bH200\b') THEN 'H200'
+    WHEN regexp_matches(name, '(?i)\bH100\b.*\bNVL\b') THEN 'H100-NVL-94GB'
+    WHEN regexp_matches(name, '(?i)\bH100\b') THEN 'H100-80GB'
+    WHEN regexp_matches(name, '(?i)\bH800\b') THEN 'H800-80GB'
+    WHEN regexp_matches(name, '(?i)\bH20\b') THEN 'H20'
+    WHEN regexp_matches(name, '(?i)\bA100\b.*\b80\s*G') THEN 'A100-80GB'
+    WHEN regexp_matches(name, '(?i)\bA100\b') THEN 'A100-40GB'
+    WHEN regexp_matches(name, '(?i)\bA800\b.*\b40\s*G') THEN 'A800-40GB'
+    WHEN regexp_matches(name, '(?i)\bA800\b') THEN 'A800-80GB'
+    WHEN regexp_matches(name, '(?i)\bMI300X\b') THEN 'MI300X'
+    WHEN regexp_matches(name, '(?i)\bL40S\b') THEN 'L40S'
+    WHEN regexp_matches(name, '(?i)\bL40\b') THEN 'L40'
+    WHEN regexp_matches(name, '(?i)\bL20\b') THEN 'L20'
+    WHEN regexp_matches(name, '(?i)\bL4\b') THEN 'L4'
+    WHEN regexp_matches(name, '(?i)\bA40\b') THEN 'A40'
+    WHEN regexp_matches(name, '(?i)\bA30\b') THEN 'A30'
+    WHEN regexp_matches(name, '(?i)\bA10G\b') THEN 'A10G'
+    WHEN regexp_matches(name, '(?i)\bA10\b') THEN 'A10'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*6000[\s_-]*Ada\b') THEN 'RTX-6000-Ada'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*A6000\b') THEN 'RTX-A6000'
+    WHEN regexp_matches(name, '(?i)\bQuadro[\s_-]*RTX[\s_-]*6000\b') THEN 'Quadro-RTX-6000'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*4090\b') THEN 'RTX-4090'
+    WHEN regexp_matches(name, '(?i)\bV100\b.*\b32\s*G') THEN 'V100-32GB'
+    WHEN regexp_matches(name, '(?i)\bV100\b') THEN 'V100-16GB'
+    WHEN regexp_matches(name, '(?i)\bP100\b') THEN 'P100'
+    WHEN regexp_matches(name, '(?i)\bP40\b') THEN 'P40'
+    WHEN regexp_matches(name, '(?i)\bP4\b') THEN 'P4'
+    WHEN regexp_matches(name, '(?i)\bT4G\b') THEN 'T4G'
+    WHEN regexp_matches(name, '(?i)\bT4\b') THEN 'T4'
+    WHEN regexp_matches(name, '(?i)\bK80\b') THEN 'K80'
+    WHEN regexp_matches(name, '(?i)\bM60\b') THEN 'M60'
+    WHEN regexp_matches(name, '(?i)\bV520\b') THEN 'V520'
+    ELSE trim(name)
 END;
+CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200', 'H200', 'H100-NVL-94GB', 'H100-80GB', 'H800-80GB', 'H20', 'A100-80GB', 'A100-40GB', 'A800-40GB', 'A800-80GB', 'MI300X', 'L40S', 'L40', 'L20', 'L4', 'A40', 'A30', 'A10G', 'A10', 'RTX-6000-Ada', 'RTX-A6000', 'Quadro-RTX-6000', 'RTX-4090', 'V100-32GB', 'V100-16GB', 'P100', 'P40', 'P4', 'T4G', 'T4', 'K80', 'M60', 'V520');
+-- END gpu_model_key
 -- A quantity (a double: GPU-hours, GB) times a DECIMAL price, as DECIMAL money: the quantity is
 -- fixed to 10 decimals first, so the product itself is exact decimal arithmetic (scale 10 + the
 -- price's), then rounded to money's 10 decimals.

@@ -29,7 +29,9 @@ def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypat
     # The FOCUS 1.0 sample's GPU instances, named only in ChargeDescription: 8 × g5.4xlarge, 2 × g3.4xlarge.
     assert fetch_all(conn, "SELECT x_GpuModel, count(*), sum(x_GpuCount) FROM core.cost_lines WHERE x_GpuCount > 0 "
                            "GROUP BY 1 ORDER BY 1") == [("A10G", 8, 8), ("M60", 2, 2)]
-    assert fetch_all(conn, "SELECT count(*) FROM marts.tco_scenarios") == [(7,)]
+    # Each identified model is sized on its own, then the fleet: 7 strategies each, and the fleet's cheapest mix.
+    assert fetch_all(conn, "SELECT gpu_model, count(*) FROM marts.tco_scenarios GROUP BY 1 ORDER BY 1") == [
+        ("A10G", 7), ("M60", 7), ("fleet", 8)]
     conn.close()
     assert (tmp_path / "reports" / "run_summary.json").exists()
 

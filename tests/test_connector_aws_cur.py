@@ -80,8 +80,8 @@ def test_gpu_instances_and_line_types(tmp_path):
                     + "Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,-5,USD,AmazonEC2,,,,,\n")
     rows = read_all(path)[0].to_pylist()
     usage, covered, fee, credit, unused = rows
-    assert (usage["x_GpuModel"], usage["x_GpuCount"], usage["Tags"]) == ("A100 80G", 8, '{"phase":"pretraining"}')
-    assert (covered["x_GpuModel"], covered["BilledCost"], covered["EffectiveCost"]) == ("H100", Decimal("0.000000"), Decimal("30.500000"))
+    assert (usage["x_GpuModel"], usage["x_GpuCount"], usage["Tags"]) == ("A100-80GB", 8, '{"phase":"pretraining"}')
+    assert (covered["x_GpuModel"], covered["BilledCost"], covered["EffectiveCost"]) == ("H100-80GB", Decimal("0.000000"), Decimal("30.500000"))
     # The recurring fee is a purchase; the unused part of the reservation it states is its own Usage row.
     assert (fee["ChargeCategory"], fee["BilledCost"], fee["EffectiveCost"]) == ("Purchase", Decimal("1000.000000"), Decimal("0.000000"))
     assert (unused["ChargeCategory"], unused["BilledCost"], unused["EffectiveCost"], unused["x_SourceRow"]) == (

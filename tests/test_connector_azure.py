@@ -84,7 +84,7 @@ def test_gpu_vm_size_from_additional_info(tmp_path):
                     '"{""ServiceType"": ""Standard_ND96amsr_A100_v4"", ""VMName"": ""gpu-1""}",Usage\n')
     table, ctx = read_all(path)
     row = table.to_pylist()[0]
-    assert (row["x_GpuModel"], row["x_GpuCount"], row["ServiceCategory"]) == ("A100 80G", 8, "Compute")
+    assert (row["x_GpuModel"], row["x_GpuCount"], row["ServiceCategory"]) == ("A100-80GB", 8, "Compute")
 
 
 def test_each_export_says_its_dataset_and_ten_charges_pair_by_key():

@@ -74,7 +74,7 @@ def test_gpu_skus_give_model_and_count(tmp_path):
     path.write_text(header + "A-1,Compute Engine,9E4A,Nvidia Tesla A100 GPU running in Americas,"
                     "2026-09-01 00:00:00+00:00,2026-09-01 01:00:00+00:00,11.76,USD,28800,seconds,[],202609\n")
     row = pa.Table.from_batches(list(GcpBillingConnector().read(path, read_context("gpu.csv"))), schema=COST_LINE).to_pylist()[0]
-    assert (row["x_GpuModel"], row["x_GpuCount"]) == ("A100 40G", 8)  # 8 GPU-hours in one hour
+    assert (row["x_GpuModel"], row["x_GpuCount"]) == ("A100-40GB", 8)  # 8 GPU-hours in one hour
 
 
 def read_gcp(path):

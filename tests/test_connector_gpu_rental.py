@@ -35,10 +35,10 @@ def test_english_invoice_becomes_focus_charges(tmp_path):
     rows, ctx = read("gpu_rental_generic.yaml", GENERIC, tmp_path, "invoice.csv")
     monthly, on_demand = rows
     assert (monthly["BilledCost"], monthly["BillingCurrency"], monthly["x_GpuModel"], monthly["x_GpuCount"]) == (
-        Decimal("7200.000000"), "USD", "A100 80G", 8)
+        Decimal("7200.000000"), "USD", "A100-80GB", 8)
     assert (monthly["PricingCategory"], monthly["ChargeFrequency"], monthly["ConsumedQuantity"]) == ("Committed", "Recurring", Decimal("5760"))
     assert monthly["ListCost"] == Decimal("7200.000000")  # 5,760 card-hours × 1.25
-    assert (on_demand["PricingCategory"], on_demand["x_GpuModel"], on_demand["ResourceName"]) == ("Standard", "H100", "gpu-node-02")
+    assert (on_demand["PricingCategory"], on_demand["x_GpuModel"], on_demand["ResourceName"]) == ("Standard", "H100-80GB", "gpu-node-02")
     assert monthly["x_ExtraColumns"] == '{"Project":"llm"}'
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "billing mode 'barter' is not in the mapping")]
 
@@ -49,7 +49,7 @@ def test_chinese_invoice_in_china_standard_time(tmp_path):
     assert a100["ChargePeriodStart"] == datetime(2026, 9, 1, tzinfo=UTC)  # 08:00 in Shanghai
     assert (a100["BilledCost"], a100["PricingCategory"], a100["ProviderName"], a100["x_GpuCount"]) == (
         Decimal("355.200000"), "Committed", "GPU 云", 8)
-    assert (rtx["BilledCost"], rtx["PricingCategory"], rtx["x_GpuModel"]) == (Decimal("0.580000"), "Standard", "RTX 6000 Ada")
+    assert (rtx["BilledCost"], rtx["PricingCategory"], rtx["x_GpuModel"]) == (Decimal("0.580000"), "Standard", "RTX-6000-Ada")
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "start '昨天' is not a time")]
 
 
@@ -134,9 +134,9 @@ def test_the_cny_daily_invoice_loads_through_its_mapping_alone(tmp_path, user_ma
         assert end - start == timedelta(hours=float(hours))  # computed: end = start + hours
     first, third_a100 = lines[0], lines[7]
     assert first[0] == datetime(2026, 8, 31, 16, tzinfo=UTC)  # 2026-09-01 00:00 in Shanghai
-    assert first[4:] == ("CNY", "A100 80G", 1, "Standard", "cn-east")  # defaults: currency, gpu_count, on_demand, region
+    assert first[4:] == ("CNY", "A100-80GB", 1, "Standard", "cn-east")  # defaults: currency, gpu_count, on_demand, region
     assert third_a100[1] - third_a100[0] == timedelta(hours=18, minutes=30)
-    assert {line[5] for line in lines} == {"A100 80G", "RTX 4090"}
+    assert {line[5] for line in lines} == {"A100-80GB", "RTX-4090"}
 
 
 def test_without_its_defaults_every_row_is_quarantined_and_the_file_says_so(tmp_path, user_mappings):

@@ -135,12 +135,15 @@ def test_the_demo_exercises_every_telemetry_workload_and_storage_format(demo_run
 
 def test_purchasing_strategies_are_priced_from_the_measured_usage(demo_run, demo_db):
     rows = fetch_dicts(demo_db, "SELECT * FROM marts.tco_scenarios")
-    assert {r["scenario"] for r in rows} == {"buy", "rent_monthly", "commit_1y", "commit_3y", "on_demand", "spot", "hybrid"}
-    assert all(r["currency"] == "CNY" and r["years"] == 3 and r["tco"] > 0 for r in rows)
-    hybrid = next(r for r in rows if r["scenario"] == "hybrid")
-    monthly = next(r for r in rows if r["scenario"] == "rent_monthly")
-    assert hybrid["tco"] < monthly["tco"]  # the measured profile: training baseline plus a bursty, cheap-card inference
-    assert json.loads(hybrid["inputs"])["training_baseline_cards"] == 8
+    strategies = {"buy", "rent_monthly", "commit_1y", "commit_3y", "on_demand", "spot", "hybrid"}
+    assert {(r["gpu_model"], r["scenario"]) for r in rows} == {
+        *((m, s) for m in ("A100-80GB", "RTX-6000-Ada", "fleet") for s in strategies), ("fleet", "cheapest_mix")}
+    assert all(r["currency"] == "CNY" and r["years"] == 3 for r in rows)
+    a100 = {r["scenario"]: r for r in rows if r["gpu_model"] == "A100-80GB"}
+    assert all(r["tco"] > 0 for r in a100.values())
+    assert a100["hybrid"]["tco"] < a100["rent_monthly"]["tco"]  # a small monthly baseline, the one-off run on demand
+    # The year's median training hour holds the 2 fine-tuning cards: the one-off pre-training run is not a baseline.
+    assert json.loads(a100["hybrid"]["inputs"])["training_baseline_cards"] == 2
     profile = fetch_all(demo_db, "SELECT count(DISTINCT hour), sum(gpu_hours_held) FROM marts.gpu_hours_profile")[0]
     assert profile[0] == 40 * 24
     held = fetch_all(demo_db, "SELECT sum(gpu_hours_paid) FROM marts.spend_by_phase WHERE phase <> 'idle' AND period = 'all'")[0][0]

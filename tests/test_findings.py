@@ -163,7 +163,7 @@ def test_inference_paid_at_peak_all_day(findings):
     assert (f["wasted_cost"], f["avoidable_cost"]) == (Decimal("24.000000"), Decimal("12.000000"))  # 12 valley hours × 1.00
     assert evidence["autoscaling_saving"] == 0  # one card is the least autoscaling keeps
     # The catalog's cheapest CNY card (RTX 6000 Ada at 0.58) in the 12 valley hours: 12 × (1.00 − 0.58).
-    assert (evidence["cheaper_card_saving"], evidence["cheaper_card"]) == (5.04, "RTX 6000 Ada (Lumen GPU Cloud)")
+    assert (evidence["cheaper_card_saving"], evidence["cheaper_card"]) == (5.04, "RTX-6000-Ada (Lumen GPU Cloud)")
 
 
 def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):

@@ -40,7 +40,7 @@ def test_labelled_gpu_lines_and_their_credits_reach_their_phases(tmp_path):
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
         gpus = fetch_all(conn, "SELECT x_GpuModel, x_GpuCount FROM core.cost_lines WHERE ChargeCategory = 'Usage' ORDER BY 1")
-        assert {g for g, _ in gpus} == {"A100 40G"} and all(n for _, n in gpus)
+        assert {g for g, _ in gpus} == {"A100-40GB"} and all(n for _, n in gpus)
         split = dict(fetch_all(conn, "SELECT phase, sum(amount_billing) FROM marts.cost_attribution GROUP BY 1"))
         # Each line with its own credit: 235.20 - 48.30 and 58.80 - 12.10; nothing idle, nothing unattributed.
         assert split == {"pretraining": Decimal("186.90"), "finetuning": Decimal("46.70")}

@@ -22,27 +22,27 @@ COMMON = {"BillingAccountId": "acct-1", "BillingAccountName": "ml", "BillingCurr
           "ConsumedQuantity": "1", "ConsumedUnit": "Hours", "PricingQuantity": "1", "PricingUnit": "Hours", **HOUR}
 # (ResourceName, expected model, expected count, the columns that say it)
 ROWS = [
-    ("gpu-p5", "H100", 8, {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud", "SkuId": "AAAA1111",
+    ("gpu-p5", "H100-80GB", 8, {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud", "SkuId": "AAAA1111",
                            "SkuPriceId": "AAAA1111.JRTC", "SkuPriceDetails": json.dumps({"GpuCount": 8, "InstanceType": "p5.48xlarge", "CoreCount": 192}),
                            "BilledCost": "55.04"}),
-    ("gpu-nd", "A100 40G", 8, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "Standard_ND96asr_v4",
+    ("gpu-nd", "A100-40GB", 8, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "Standard_ND96asr_v4",
                                "BilledCost": "27.197"}),
-    ("gpu-a2", "A100 40G", 8, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "ResourceType": "a2-highgpu-8g",
+    ("gpu-a2", "A100-40GB", 8, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "ResourceType": "a2-highgpu-8g",
                                "SkuId": "6E4F-2C8A-B1D3", "BilledCost": "29.39"}),
-    ("gpu-oci", "H100", 8, {"ProviderName": "Oracle", "ServiceName": "COMPUTE", "SkuId": "BM.GPU.H100.8", "BilledCost": "80.00"}),
-    ("gpu-meter", "A100 80G", 8, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "DZH318Z0BQ4L",
+    ("gpu-oci", "H100-80GB", 8, {"ProviderName": "Oracle", "ServiceName": "COMPUTE", "SkuId": "BM.GPU.H100.8", "BilledCost": "80.00"}),
+    ("gpu-meter", "A100-80GB", 8, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "DZH318Z0BQ4L",
                                   "x_SkuMeterName": "ND96amsr A100 v4", "BilledCost": "32.77"}),
-    ("gpu-details", "A100 80G", 1, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "DZH318Z0BQ4M",
+    ("gpu-details", "A100-80GB", 1, {"ProviderName": "Microsoft", "ServiceName": "Virtual Machines", "SkuId": "DZH318Z0BQ4M",
                                     "x_SkuDetails": json.dumps({"ServiceType": "Standard_NC24ads_A100_v4", "VCPUs": 24}), "BilledCost": "3.67"}),
     ("gpu-usage-type", "A10G", 8, {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud", "SkuId": "BBBB2222",
                                    "x_UsageType": "USE1-BoxUsage:g5.48xlarge", "BilledCost": "16.29"}),
     ("gpu-l40s", "L40S", 4, {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud", "SkuId": "CCCC3333",
                              "SkuPriceId": "CCCC3333.X", "SkuPriceDetails": json.dumps({"InstanceType": "g6e.12xlarge"}), "BilledCost": "10.49"}),
-    ("gpu-type-key", "H100", 2, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "SkuId": "77AA-1",
+    ("gpu-type-key", "H100-80GB", 2, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "SkuId": "77AA-1",
                                  "SkuPriceId": "77AA-1-p", "SkuPriceDetails": json.dumps({"GpuCount": 2, "x_GpuType": "nvidia-h100-80gb"}),
                                  "BilledCost": "22.00"}),
     # A GPU SKU billed per GPU-time: 8 GPU-hours in a one-hour charge are 8 GPUs.
-    ("gpu-gcp-sku", "A100 40G", 8, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "SkuId": "039F-9A4B-2FA1",
+    ("gpu-gcp-sku", "A100-40GB", 8, {"ProviderName": "Google Cloud", "ServiceName": "Compute Engine", "SkuId": "039F-9A4B-2FA1",
                                     "ChargeDescription": "Nvidia Tesla A100 GPU running in Americas", "ConsumedQuantity": "28800",
                                     "ConsumedUnit": "seconds", "PricingQuantity": "8", "PricingUnit": "hour", "BilledCost": "23.47"}),
     ("cpu-only", None, None, {"ProviderName": "AWS", "ServiceName": "Amazon Elastic Compute Cloud", "SkuId": "DDDD4444",
@@ -80,7 +80,7 @@ def test_explicit_x_gpu_columns_still_win(tmp_path):
                     "1.00,1.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z,p5.48xlarge,H100,4\n"
                     "1.00,1.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z,p5.48xlarge,,\n")
     table = pa.Table.from_batches(list(FocusConnector().read(path, read_context(path.name))))
-    assert table["x_GpuCount"].to_pylist() == [4, 8] and table["x_GpuModel"].to_pylist() == ["H100", "H100"]
+    assert table["x_GpuCount"].to_pylist() == [4, 8] and table["x_GpuModel"].to_pylist() == ["H100-80GB", "H100-80GB"]
 
 
 def test_foundation_sample_gpu_instances_are_identified():
@@ -127,4 +127,4 @@ def test_azure_meter_name_and_oci_gpu_sku_give_gpus():
     from models.gpus import AZURE_METER_SIZE, instance_gpus_expr
     size = pl.concat_str(pl.lit("Standard_"), pl.col("meter").str.extract(AZURE_METER_SIZE, 1).str.replace_all(" ", "_"))
     got = frame.select(instance_gpus_expr(size).alias("g")).unnest("g")
-    assert got.select("model", "count").rows() == [("A100 80G", 8), ("V100", 1), (None, None)]
+    assert got.select("model", "count").rows() == [("A100-80GB", 8), ("V100-16GB", 1), (None, None)]

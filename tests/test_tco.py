@@ -1,24 +1,28 @@
 """The purchasing model and the published-claims check, pinned to hand-computed figures."""
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from typer.testing import CliRunner
 
-from models.tco import break_even, load_params, profile_from_rows, scenario_rows, scenarios
+from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profile_from_rows, profiles_by_model,
+                        scenario_rows, scenarios)
 from models.tco_claims import check_claims
 from pipelines.cli import app
 
 
 def flat_day() -> list[dict]:
-    """24 hours: 8 GPUs training at 80 % busy and 1 GPU serving at 25 %, every hour."""
+    """24 hours of A100-80GB: 8 GPUs training at 80 % busy and 1 GPU serving at 25 %, every hour (all recurring)."""
     start = datetime(2026, 9, 1, tzinfo=UTC)
     rows = []
     for h in range(24):
         hour = start + timedelta(hours=h)
-        rows += [{"hour": hour, "phase": "pretraining", "gpu_hours_held": 8.0, "gpu_hours_busy": 6.4},
-                 {"hour": hour, "phase": "inference", "gpu_hours_held": 1.0, "gpu_hours_busy": 0.25}]
+        rows += [{"hour": hour, "gpu_model": "A100-80GB", "phase": "pretraining", "load": "recurring", "gpu_hours_held": 8.0,
+                  "gpu_hours_busy": 6.4},
+                 {"hour": hour, "gpu_model": "A100-80GB", "phase": "inference", "load": "recurring", "gpu_hours_held": 1.0,
+                  "gpu_hours_busy": 0.25}]
     return rows
 
 
@@ -27,7 +31,7 @@ def priced():
     params = load_params()
     profile = profile_from_rows(flat_day())
     items = scenarios(profile, params)
-    rows = {r["scenario"]: r for r in scenario_rows(items, params, profile.busy() * profile.per_year)}
+    rows = {r["scenario"]: r for r in scenario_rows(items, params)}
     return profile, items, rows
 
 
@@ -69,10 +73,12 @@ def test_break_even_utilization_between_strategies(priced):
 
 def test_user_parameters_override_only_what_they_give(tmp_path):
     mine = tmp_path / "mine.yaml"
-    mine.write_text("rent:\n  monthly_per_card: 1000\n")
+    mine.write_text("models:\n  A100-80GB:\n    rent:\n      monthly_per_card: 1000\n")
     params = load_params(mine)
-    assert params["rent"]["monthly_per_card"] == 1000 and params["rent"]["on_demand_per_card_hour"] == 3.50
-    assert params["buy"]["pue"] == 1.5
+    a100 = params["models"]["A100-80GB"]
+    assert a100["rent"]["monthly_per_card"] == 1000 and a100["rent"]["commit_1y_per_card_hour"] == 2.40
+    assert params["rent"]["on_demand_per_card_hour"] == "catalog" and params["buy"]["pue"] == 1.5
+    assert a100["buy"]["server_price"] == 800000 and "RTX-6000-Ada" in params["models"]
 
 
 def test_published_claims_are_recomputed_and_judged():
@@ -91,8 +97,23 @@ def test_tco_command_on_the_demo_warehouse(demo_run):
     result = CliRunner().invoke(app, ["tco", "--warehouse", str(demo_run.out / "warehouse.duckdb"), "--check"], terminal_width=250)
     assert result.exit_code == 0, result.output
     for text in ("purchasing strategies", "hybrid", "rent_monthly", "break-even", "cheapest for this usage profile",
-                 "published claims", "79.46", "1.04"):
+                 "published claims", "79.46", "1.04", "A100-80GB", "RTX-6000-Ada", "fleet total"):
         assert text in result.output
+
+
+def test_the_demo_warehouse_shares_one_gpu_model_key_and_prices_each_model(demo_db):
+    # Telemetry's 'NVIDIA A100-SXM4-80GB' and billing's 'A100 80G' are one key; the raw name stays beside it.
+    minutes = demo_db.execute("SELECT DISTINCT gpu_model, gpu_model_name, gpu_model_known FROM core.gpu_minutes ORDER BY 1").fetchall()
+    assert minutes == [("A100-80GB", "NVIDIA A100-SXM4-80GB", True), ("RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation", True)]
+    billed = demo_db.execute("SELECT DISTINCT x_GpuModel FROM core.cost_lines WHERE x_GpuModel IS NOT NULL ORDER BY 1").fetchall()
+    assert billed == [("A100-80GB",), ("RTX-6000-Ada",)]
+    assert demo_db.execute("SELECT count(*) FROM core.price_catalog WHERE gpu_model = 'RTX-6000-Ada'").fetchone()[0] >= 2
+    rows = {(m, s): (cards, tco) for m, s, cards, tco in demo_db.execute(
+        "SELECT gpu_model, scenario, cards, tco FROM marts.tco_scenarios").fetchall()}
+    assert rows[("A100-80GB", "rent_monthly")][0] == 10 and rows[("RTX-6000-Ada", "on_demand")][0] == 1
+    assert rows[("RTX-6000-Ada", "on_demand")][1] == Decimal("15242.40")  # 8,760 h × 0.58 × 3
+    # 3,840 one-off pre-training GPU-hours once + 2,668 recurring fine-tuning GPU-hours × 9.125, at 3.50, for 3 years.
+    assert rows[("A100-80GB", "on_demand")][1] == Decimal("295947.75")
 
 
 def test_claims_from_a_users_file_are_printed_as_text_not_markup(tmp_path):
@@ -102,3 +123,67 @@ def test_claims_from_a_users_file_are_printed_as_text_not_markup(tmp_path):
                                 terminal_width=250)
     assert result.exit_code == 0, result.output
     assert "[/] GPU [red]deal[/red]" in result.output and "yes" in result.output  # 5 × 2 = 10 follows
+
+
+def demo_shaped() -> list[dict]:
+    """40 days as the bundled scenario has them: a one-off pre-training run on 8 A100-80GB for the first
+    20 days, recurring fine-tuning on 2 more A100-80GB throughout, and an RTX 6000 Ada serving inference."""
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    rows = []
+    for h in range(960):
+        hour = start + timedelta(hours=h)
+        rows += [{"hour": hour, "gpu_model": "A100-80GB", "phase": "pretraining", "load": "one_off",
+                  "gpu_hours_held": 8.0 if h < 480 else 0.0, "gpu_hours_busy": 6.4 if h < 480 else 0.0},
+                 {"hour": hour, "gpu_model": "A100-80GB", "phase": "finetuning", "load": "recurring", "gpu_hours_held": 2.0,
+                  "gpu_hours_busy": 1.3},
+                 {"hour": hour, "gpu_model": "RTX-6000-Ada", "phase": "inference", "load": "recurring", "gpu_hours_held": 1.0,
+                  "gpu_hours_busy": 0.15}]
+    return rows
+
+
+@pytest.fixture
+def per_model():
+    params = load_params()
+    models = {m: scenarios(p, params, bundled_catalog_prices()) for m, p in profiles_by_model(demo_shaped()).items()}
+    rows = {(r["gpu_model"], r["scenario"]): r for items in models.values() for r in scenario_rows(items, params)}
+    rows.update({(FLEET, r["scenario"]): r for r in fleet_rows(models, params)})
+    return params, models, rows
+
+
+def test_each_gpu_model_is_sized_on_its_own(per_model):
+    _, models, rows = per_model
+    assert set(models) == {"A100-80GB", "RTX-6000-Ada"}
+    # 8 pre-training + 2 fine-tuning A100s at the peak, not 11 cards of the fleet priced as A100.
+    assert rows[("A100-80GB", "rent_monthly")]["cards"] == 10 and rows[("RTX-6000-Ada", "on_demand")]["cards"] == 1
+    assert rows[("A100-80GB", "rent_monthly")]["tco"] == Decimal("479520.00")  # 10 × 1,332 × 36
+    assert rows[("RTX-6000-Ada", "buy")]["cards"] == 4  # one 4-GPU RTX server, at its own price
+    assert rows[("RTX-6000-Ada", "buy")]["capex"] == Decimal("280000.00")
+
+
+def test_on_demand_is_priced_at_each_models_own_catalog_price(per_model):
+    _, _, rows = per_model
+    rtx = rows[("RTX-6000-Ada", "on_demand")]
+    # 8,760 RTX 6000 Ada hours a year at 0.58 CNY (the catalog's Lumen GPU Cloud price), not at the A100's 3.50.
+    assert rtx["tco"] == Decimal("15242.40")  # 8,760 × 0.58 × 3
+    assert json.loads(rtx["inputs"])["on_demand_per_card_hour"] == "0.58"
+    assert "Lumen GPU Cloud rtx-6000-ada-on-demand" in json.loads(rtx["inputs"])["price_source"]
+    assert json.loads(rows[("A100-80GB", "on_demand")]["inputs"])["on_demand_per_card_hour"] == "3.50"
+    # A strategy with no price for a model is said so, never priced with another model's numbers.
+    assert rows[("RTX-6000-Ada", "rent_monthly")]["tco"] is None
+    assert rows[(FLEET, "rent_monthly")]["tco"] is None and "RTX-6000-Ada" in rows[(FLEET, "rent_monthly")]["description"]
+
+
+def test_a_one_off_run_is_counted_once_not_scaled_to_a_year(per_model):
+    params, models, rows = per_model
+    a100 = models["A100-80GB"][0]
+    # 3,840 one-off pre-training GPU-hours once + 1,920 recurring fine-tuning GPU-hours × 9.125.
+    assert a100.inputs["held_gpu_hours_per_year"] == 21360.0 and a100.inputs["one_off_gpu_hours_measured"] == 3840.0
+    assert rows[("A100-80GB", "on_demand")]["tco"] == Decimal("224280.00")  # 21,360 × 3.50 × 3 (×9.125 would be 551,880)
+    # Hybrid: the year's median training hour holds 2 cards (monthly); the run above them is on demand once.
+    hybrid = rows[("A100-80GB", "hybrid")]
+    assert hybrid["cards"] == 2 and json.loads(hybrid["inputs"])["training_overflow_gpu_hours_per_year"] == 3840.0
+    assert hybrid["tco"] == Decimal("136224.00")  # (2 × 1,332 × 12 + 3,840 × 3.50) × 3
+    assert rows[(FLEET, "on_demand")]["tco"] == Decimal("239522.40")  # 224,280 + 15,242.40
+    twice = {**params, "annualize": {"one_off_runs_per_year": 2}}
+    again = scenario_rows(scenarios(profiles_by_model(demo_shaped())["A100-80GB"], twice, bundled_catalog_prices()), twice)
+    assert next(r for r in again if r["scenario"] == "on_demand")["tco"] == Decimal("264600.00")  # (7,680 + 17,520) × 3.50 × 3

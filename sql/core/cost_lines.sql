@@ -55,7 +55,10 @@ filled AS (
              ELSE InvoiceIssuerName END AS InvoiceIssuerName,
         -- A line that names no publisher is the provider's own service.
         coalesce(PublisherName, ProviderName) AS PublisherName,
-        coalesce(ServiceCategory, 'Other') AS ServiceCategory
+        coalesce(ServiceCategory, 'Other') AS ServiceCategory,
+        -- The canonical GPU model key, as telemetry and the price catalog use it (gpu_model_key);
+        -- a name the table does not know stays as its text.
+        gpu_model_key(x_GpuModel) AS x_GpuModel
     ),
     InvoiceIssuerName AS x_InvoicingEntity
     FROM rated

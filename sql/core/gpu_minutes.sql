@@ -14,8 +14,16 @@
 -- coverage is the share of the minute (0–1) that signal covers; samples counts the samples whose
 -- span overlaps the minute (all sources), busy_samples those of the chosen signal. Busy GPU-minutes
 -- of a minute = busy_fraction × coverage. Memory and power are time-weighted means.
+-- gpu_model is the canonical key shared with billing (x_GpuModel) and core.price_catalog
+-- (gpu_model_key, models/data/gpu_models.csv); gpu_model_name keeps the telemetry's own text;
+-- gpu_model_known is false for a name the table does not know (then gpu_model is that text).
 CREATE OR REPLACE TABLE core.gpu_minutes AS
-WITH steps AS (
+WITH model_keys AS (
+    -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
+    SELECT map_from_entries(list((name, gpu_model_key(name)))) AS keys
+    FROM (SELECT DISTINCT gpu_model AS name FROM core.gpu_samples WHERE gpu_model IS NOT NULL)
+),
+steps AS (
     SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, pod, namespace,
            util_pct, util_kind, mem_used_mib, power_w,
            epoch_us(ts) AS t0_us,
@@ -64,13 +72,15 @@ per_kind AS (
 SELECT
     any_value(host) AS host, gpu_key, any_value(gpu_index) AS gpu_index, any_value(gpu_uuid) AS gpu_uuid,
     any_value(mig_instance) AS mig_instance, to_timestamp(minute_no * 60) AS minute,
-    any_value(gpu_model) AS gpu_model, any_value(pod) AS pod, any_value(namespace) AS namespace,
+    (SELECT keys FROM model_keys)[any_value(gpu_model)] AS gpu_model, any_value(pod) AS pod, any_value(namespace) AS namespace,
     sum(samples) AS samples,
     coalesce(arg_min(samples, kind_rank) FILTER (WHERE util_kind IS NOT NULL), 0) AS busy_samples,
     arg_min(util_kind, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS util_kind,
     arg_min(busy_fraction, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS busy_fraction,
     coalesce(least(1.0, arg_min(covered_us, kind_rank) FILTER (WHERE util_kind IS NOT NULL) / 60000000.0), 0) AS coverage,
     sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
-    sum(power_weighted) / sum(power_us) AS power_w
+    sum(power_weighted) / sum(power_us) AS power_w,
+    any_value(gpu_model) AS gpu_model_name,
+    gpu_model_known((SELECT keys FROM model_keys)[any_value(gpu_model)]) AS gpu_model_known
 FROM per_kind
 GROUP BY gpu_key, minute_no;

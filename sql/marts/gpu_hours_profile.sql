@@ -1,6 +1,14 @@
--- marts.gpu_hours_profile: one row per UTC hour and phase over the measured period: GPUs held by
--- workloads (GPU-hours held in that hour), GPU-hours busy (from core.gpu_minutes), and the GPUs
--- paid for in that hour (from GPU charges). The purchasing model sizes strategies from it.
+-- marts.gpu_hours_profile: one row per UTC hour, GPU model, phase and load over the measured period:
+-- GPUs held by workloads (GPU-hours held in that hour), GPU-hours busy (from core.gpu_minutes), and
+-- the GPUs of that model paid for in that hour (from GPU charges). The purchasing model sizes and
+-- prices each GPU model on its own from it (models/tco.py).
+-- gpu_model: the canonical key (gpu_model_key) of the workload's host, from its telemetry (the model
+-- most of its minutes report), else from its GPU charges; 'unknown' when neither names one.
+-- load: how the purchasing model annualizes the hours (README, "TCO"):
+--   recurring: inference, and jobs of a family seen at least twice in the period (the family is the
+--              job's name without a trailing run number: finetune-sft-01, -02 … are one family);
+--              scaled from the measured period to a year;
+--   one_off:   any other job, such as a pre-training run seen once; counted once a year, not scaled.
 CREATE OR REPLACE TABLE marts.gpu_hours_profile AS
 WITH bounds AS (
     SELECT date_trunc('hour', timezone('UTC', min(ChargePeriodStart))) AS first_hour,
@@ -12,21 +20,44 @@ hours AS (
     FROM bounds, generate_series(first_hour, end_hour - INTERVAL 1 HOUR, INTERVAL 1 HOUR) AS g(h)
 ),
 phases AS (SELECT unnest(['pretraining', 'finetuning', 'inference', 'unattributed']) AS phase),
+loads AS (SELECT unnest(['recurring', 'one_off']) AS load),
+telemetry_models AS (
+    SELECT host, arg_max(gpu_model, minutes) AS gpu_model
+    FROM (SELECT host, gpu_model, count(*) AS minutes FROM core.gpu_minutes WHERE gpu_model IS NOT NULL GROUP BY ALL)
+    GROUP BY host
+),
+billed_models AS (
+    -- Invoices name the host as the resource's name or its id: both are keys.
+    SELECT host, arg_max(gpu_model, gpus) AS gpu_model
+    FROM (SELECT unnest([norm_host(ResourceName), norm_host(ResourceId)]) AS host, x_GpuModel AS gpu_model, x_GpuCount AS gpus
+          FROM core.cost_lines WHERE x_GpuModel IS NOT NULL AND coalesce(x_GpuCount, 0) > 0)
+    WHERE host IS NOT NULL
+    GROUP BY host
+),
+runs AS (
+    SELECT w.*,
+           coalesce(t.gpu_model, b.gpu_model, b2.gpu_model, 'unknown') AS gpu_model,
+           CASE WHEN w.phase = 'inference' OR count(*) OVER (PARTITION BY w.family) >= 2 THEN 'recurring' ELSE 'one_off' END AS load
+    FROM (SELECT *, regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '') AS family
+          FROM core.workloads WHERE gpu_count > 0) AS w
+    LEFT JOIN telemetry_models AS t ON t.host = norm_host(w.host)
+    LEFT JOIN billed_models AS b ON b.host = norm_host(w.host)
+    LEFT JOIN billed_models AS b2 ON b2.host = norm_host(w.resource_id)
+),
 held AS (
-    SELECT h.hour, w.phase,
+    SELECT h.hour, w.gpu_model, w.phase, w.load,
            sum(w.gpu_count * datediff('second', greatest(w.started_at, h.hour),
                least(coalesce(w.ended_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR))) / 3600.0 AS gpu_hours_held
     FROM hours AS h
-    JOIN core.workloads AS w
+    JOIN runs AS w
       ON w.started_at < h.hour + INTERVAL 1 HOUR AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.hour
-    WHERE w.gpu_count > 0
     GROUP BY ALL
 ),
 busy AS (
-    SELECT timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, w.phase,
+    SELECT timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, w.gpu_model, w.phase, w.load,
            sum(m.busy_fraction * m.coverage * w.gpu_count / t.gpus) / 60.0 AS gpu_hours_busy
     FROM core.gpu_minutes AS m
-    JOIN core.workloads AS w
+    JOIN runs AS w
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     JOIN (
         SELECT m2.gpu_key, m2.minute, sum(w2.gpu_count) AS gpus
@@ -36,24 +67,30 @@ busy AS (
         WHERE w2.gpu_count > 0
         GROUP BY ALL
     ) AS t ON t.gpu_key = m.gpu_key AND t.minute = m.minute
-    WHERE w.gpu_count > 0
     GROUP BY ALL
 ),
 paid AS (
-    SELECT h.hour, sum(c.x_GpuCount * datediff('second', greatest(c.ChargePeriodStart, h.hour),
+    SELECT h.hour, coalesce(c.x_GpuModel, 'unknown') AS gpu_model,
+           sum(c.x_GpuCount * datediff('second', greatest(c.ChargePeriodStart, h.hour),
                least(c.ChargePeriodEnd, h.hour + INTERVAL 1 HOUR))) / 3600.0 AS gpus_paid
     FROM hours AS h
     JOIN core.cost_lines AS c
       ON c.ChargePeriodStart < h.hour + INTERVAL 1 HOUR AND c.ChargePeriodEnd > h.hour AND coalesce(c.x_GpuCount, 0) > 0
     GROUP BY ALL
+),
+models AS (
+    SELECT gpu_model FROM runs UNION SELECT gpu_model FROM paid
 )
-SELECT h.hour, p.phase,
+SELECT h.hour, g.gpu_model, p.phase, l.load,
        coalesce(held.gpu_hours_held, 0) AS gpu_hours_held,
        coalesce(busy.gpu_hours_busy, 0) AS gpu_hours_busy,
+       -- GPUs of this model paid for in the hour, whatever ran: the same on each phase and load row.
        coalesce(paid.gpus_paid, 0) AS gpus_paid
 FROM hours AS h
+CROSS JOIN models AS g
 CROSS JOIN phases AS p
-LEFT JOIN held ON held.hour = h.hour AND held.phase = p.phase
-LEFT JOIN busy ON busy.hour = h.hour AND busy.phase = p.phase
-LEFT JOIN paid ON paid.hour = h.hour
-ORDER BY h.hour, p.phase;
+CROSS JOIN loads AS l
+LEFT JOIN held ON held.hour = h.hour AND held.gpu_model = g.gpu_model AND held.phase = p.phase AND held.load = l.load
+LEFT JOIN busy ON busy.hour = h.hour AND busy.gpu_model = g.gpu_model AND busy.phase = p.phase AND busy.load = l.load
+LEFT JOIN paid ON paid.hour = h.hour AND paid.gpu_model = g.gpu_model
+ORDER BY h.hour, g.gpu_model, p.phase, l.load;
