@@ -137,7 +137,7 @@ CREATE OR REPLACE MACRO transfer_path(provider, extra, sku, description, service
         WHEN regexp_matches(description, '(?i)inter[- ]?(availability[- ]?)?zone|cross[- ]?(az|zone)') THEN 'cross_az'
         WHEN regexp_matches(description, '(?i)inter[- ]?region|cross[- ]?region') THEN 'cross_region'
         WHEN regexp_matches(description, '(?i)intra[- ]?region') THEN 'intra_region'
-        WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)transfer out|\begress\b|\boutbound\b|data transfer|公网|出网|流出') THEN 'internet'
+        WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)transfer out|\begress\b|outbound (data|traffic|transfer)|data transfer|公网|出网|流出') THEN 'internet'
     END), 'none');
 -- Egress GB of a line: one that moves data out (any path but 'inbound') with a data size > 0,
 -- read from its consumed quantity, else from its pricing quantity (GCP prices in gibibytes).
