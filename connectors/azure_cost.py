@@ -255,6 +255,10 @@ class AzureCostConnector(Connector):
                   .then((pl.col("__cost").cast(pl.Decimal(38, 12)) / rate).cast(pl.Decimal(38, 10)))
                   .alias("PricingCurrencyEffectiveCost"),
                 pl.lit(dataset).alias("x_AzureDataset"), charge_key.alias("x_AzureChargeKey"),
+                # The meter's own category and subcategory ('Bandwidth' / 'Inter-Region'): the data
+                # transfer path of a line is read from them (sql/macros.sql, transfer_path).
+                pl.struct(get("service").alias("meter_category"), get("meter_subcategory").alias("meter_subcategory"))
+                  .struct.json_encode().alias("x_ExtraColumns"),
                 ROW_NUMBER,
             )
             yield to_canonical(out, self.schema, self.name, ctx)

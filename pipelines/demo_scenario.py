@@ -539,7 +539,10 @@ def leak_truths(utils: dict[str, np.ndarray], jobs: list[Workload], leaks: bool 
         "slow_disk_idle": {"checkpoints": PRETRAIN_DAYS * 24 // CHECKPOINT_EVERY_H, "wasted_gpu_hours": wasted_ckpt_hours,
                            "wasted_cny": wasted_ckpt_hours * price, "avoidable_cny": avoidable_ckpt_hours * price},
         "unused_gpu": {"idle_gpu_hours": idle_hours, "wasted_cny": idle_hours * price},
+        # Wasted: paid above a right-sized fleet. The one card serves every hour above the valley
+        # (one card is what the load needs), so what it paid beyond that is its valley hours.
         "overprovisioned_inference": {"valley_hours": valley_hours, "paid_cny": float(RTX6000_HOUR_CNY) * DAYS * 24,
+                                      "wasted_cny": valley_hours * float(RTX6000_HOUR_CNY),
                                       "avoidable_cny": valley_hours * float(RTX6000_HOUR_CNY),
                                       "peak_valley_ratio": float(np.quantile(serving, 0.95) / np.quantile(serving, 0.05))},
         "egress": {"wasted_usd": float(DATASET_GB * pulls * EGRESS_USD_PER_GB),

@@ -79,12 +79,118 @@ CREATE OR REPLACE MACRO price_times(quantity, price) AS
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));
--- A charge line that moves data out (internet or cross-region), as findings.egress and
--- marts.daily_series both recognise it.
-CREATE OR REPLACE MACRO is_egress_line(consumed_unit, consumed_quantity, service_category, description, sku, service_name) AS
-    consumed_unit IN ('GB', 'GiB', 'gb') AND consumed_quantity > 0
-    AND (service_category = 'Networking' OR description ILIKE '%transfer out%' OR description ILIKE '%egress%'
-         OR sku ILIKE '%DataTransfer-Out%' OR service_name ILIKE '%data transfer%');
+-- Data transfer: which lines move data out, how many GB, and by which path. The rules are macros
+-- here, not a CSV, so findings.egress, marts.daily_series and an analyst's own query in the
+-- warehouse (macros are stored in it) classify a line the same way, with no extra table to build.
+-- Each rule is one line, the provider's own field first, and the first rule that matches wins.
+--
+-- A data-size unit in GB: 'GB', 'GiB', 'gibibyte', 'bytes', Azure's '1 GB' and '10 GB' (a count
+-- of units), OCI's 'GB Of Data Transferred'. NULL for anything else, time-based units included
+-- ('GB-Mo', 'GB/Month', 'byte-seconds' measure storage, not transfer). Exact DECIMAL factors.
+CREATE OR REPLACE MACRO data_unit_gb(unit) AS CAST(
+    CASE regexp_replace(regexp_replace(lower(trim(regexp_replace(coalesce(unit, ''), '^\s*[0-9]+(\.[0-9]+)?\s*', ''))),
+                                       '\s+of data transferred$', ''), '(.)s$', '\1')
+        WHEN 'b' THEN 0.000000001 WHEN 'byte' THEN 0.000000001
+        WHEN 'kb' THEN 0.000001 WHEN 'kilobyte' THEN 0.000001
+        WHEN 'mb' THEN 0.001 WHEN 'megabyte' THEN 0.001
+        WHEN 'gb' THEN 1 WHEN 'gigabyte' THEN 1
+        WHEN 'tb' THEN 1000 WHEN 'terabyte' THEN 1000
+        WHEN 'kib' THEN 0.000001024 WHEN 'kibibyte' THEN 0.000001024
+        WHEN 'mib' THEN 0.001048576 WHEN 'mebibyte' THEN 0.001048576
+        WHEN 'gib' THEN 1.073741824 WHEN 'gibibyte' THEN 1.073741824
+        WHEN 'tib' THEN 1099.511627776 WHEN 'tebibyte' THEN 1099.511627776
+    END::DECIMAL(30, 9)
+    * coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1)
+    AS DECIMAL(24, 9));
+-- A quantity in a data-size unit, in GB (DECIMAL, to the byte); NULL when the unit is no data size.
+CREATE OR REPLACE MACRO data_gb(quantity, unit) AS
+    CAST(CAST(quantity AS DECIMAL(38, 10)) * data_unit_gb(unit) AS DECIMAL(38, 10));
+-- The AWS usage type of a line: the CUR's lineItem/UsageType (x_ExtraColumns), else a SkuId or a
+-- description that carries one ('USD 0.02 per GB for EUN1-AWS-Out-Bytes in EU (Stockholm)').
+CREATE OR REPLACE MACRO aws_usage_type(extra, sku, description) AS coalesce(
+    nullif(json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.usage_type'), ''),
+    CASE WHEN regexp_matches(sku, '-O?Bytes$') THEN sku END,
+    nullif(regexp_extract(coalesce(description, ''), '(?:[A-Za-z0-9]+-)*[A-Za-z0-9]+-O?Bytes', 0), ''));
+-- The path of a data-transfer line: 'internet', 'cross_region', 'cross_az', 'intra_region';
+-- 'inbound' for data coming in (not egress); NULL for a line that moves no data. From each
+-- provider's own fields, never from a loose word match ('US West (Oregon)' holds "region" too):
+--   AWS: the usage type ([from-]DataTransfer-Out-Bytes, FROM-TO-AWS-Out-Bytes, DataTransfer-Regional-Bytes,
+--        …-In-Bytes), else the line's description as AWS writes it ("X data transfer to Y");
+--   Azure: the meter name and subcategory (x_ExtraColumns.meter_subcategory) under its meter category;
+--   Google Cloud: the SKU description ("Network Internet Egress from X to Y", "Network Inter Region …",
+--        "Network Inter Zone Egress");
+--   any other provider: the description and service, in plain words.
+-- 'none' marks a line a provider rule has ruled out (a load balancer's data processed), so the
+-- generic words do not pick it up again.
+CREATE OR REPLACE MACRO transfer_path(provider, extra, sku, description, service_name) AS nullif(coalesce(
+    CASE WHEN provider = 'AWS' THEN (
+        WITH a AS (SELECT aws_usage_type(extra, sku, description) AS ut, coalesce(description, '') AS d)
+        SELECT CASE
+            WHEN regexp_matches(ut, '-In-O?Bytes$') THEN 'inbound'                            -- any …-In-Bytes
+            WHEN regexp_matches(ut, 'DataTransfer-(Regional|xAZ-Out)-O?Bytes$') THEN 'cross_az'
+            WHEN regexp_matches(ut, '^([A-Z]+[0-9]*)-(?:[A-Za-z]+-)?([A-Z]+[0-9]*)-(?:[A-Za-z]+-)?AWS-Out-O?Bytes$') THEN
+                CASE WHEN regexp_extract(ut, '^([A-Z]+[0-9]*)-(?:[A-Za-z]+-)?([A-Z]+[0-9]*)-', 1)
+                          = regexp_extract(ut, '^([A-Z]+[0-9]*)-(?:[A-Za-z]+-)?([A-Z]+[0-9]*)-', 2)
+                     THEN 'intra_region' ELSE 'cross_region' END                          -- FROM-TO-AWS-Out-Bytes
+            WHEN regexp_matches(ut, '-AWS-Out-O?Bytes$') THEN 'cross_region'
+            WHEN regexp_matches(ut, 'DataTransfer-Out-O?Bytes$') THEN 'internet'
+            WHEN regexp_matches(ut, 'CloudFront-(In|Out)-O?Bytes$') THEN 'none'                 -- origin fetches: free
+            WHEN regexp_matches(d, '(?i)data transfer in\b|data transfer from\b') THEN 'inbound'
+            WHEN regexp_matches(d, '(?i)regional data transfer|between (EC2 )?AZs') THEN 'cross_az'
+            WHEN regexp_matches(d, '(?i)data transfer out of .* to CloudFront') THEN 'none'
+            WHEN regexp_matches(d, '(?i) - (.+) data transfer to (.+)$') THEN
+                CASE WHEN lower(regexp_extract(d, '(?i) - (.+) data transfer to (.+)$', 1))
+                          = lower(regexp_extract(d, '(?i) - (.+) data transfer to (.+)$', 2))
+                     THEN 'intra_region' ELSE 'cross_region' END
+            WHEN regexp_matches(d, '(?i)data transfer out') THEN 'internet'
+        END FROM a)
+    WHEN provider IN ('Microsoft', 'Azure') THEN (
+        WITH z AS (SELECT concat_ws(' | ', json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.meter_subcategory'),
+                                    description) AS m)
+        SELECT CASE
+            WHEN regexp_matches(m, '(?i)data processed') THEN 'none'          -- load balancer / NAT / private link
+            WHEN regexp_matches(m, '(?i)data transfer in\b|\bingress\b|\binbound\b') THEN 'inbound'
+            WHEN regexp_matches(m, '(?i)availability zone|inter[- ]?zone') THEN 'cross_az'
+            WHEN regexp_matches(m, '(?i)intra[- ]?region') THEN 'intra_region'          -- VNet peering in a region
+            WHEN regexp_matches(m, '(?i)inter[- ]?region|intra[- ]?continent|inter[- ]?continent|global') THEN 'cross_region'
+            WHEN regexp_matches(m, '(?i)data transfer out|\begress\b') THEN 'internet'
+        END FROM z)
+    WHEN provider IN ('Google Cloud', 'Google', 'GCP') THEN CASE
+        WHEN regexp_matches(description, '(?i)\bingress\b') THEN 'inbound'
+        WHEN regexp_matches(description, '(?i)inter[- ]?zone|between zones') THEN 'cross_az'
+        WHEN regexp_matches(description, '(?i)intra[- ]?(zone|region)') THEN 'intra_region'
+        WHEN regexp_matches(description, '(?i)internet|download (worldwide|china|australia)|carrier peering|\bcdn\b') THEN 'internet'
+        WHEN regexp_matches(description, '(?i)inter[- ]?region|inter[- ]?continent|google egress|egress (from|between) .+ (to|and) ') THEN 'cross_region'
+        WHEN regexp_matches(description, '(?i)\begress\b') THEN 'internet'
+    END
+    END,
+    -- Any provider, in plain words (GPU clouds, OCI, FOCUS exports of others).
+    CASE
+        WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)data transfer in\b|\bingress\b|\binbound\b|入网|流入') THEN 'inbound'
+        WHEN regexp_matches(description, '(?i)inter[- ]?(availability[- ]?)?zone|cross[- ]?(az|zone)') THEN 'cross_az'
+        WHEN regexp_matches(description, '(?i)inter[- ]?region|cross[- ]?region') THEN 'cross_region'
+        WHEN regexp_matches(description, '(?i)intra[- ]?region') THEN 'intra_region'
+        WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)transfer out|\begress\b|outbound (data|traffic|transfer)|data transfer|公网|出网|流出') THEN 'internet'
+    END), 'none');
+-- Egress GB of a line: one that moves data out (any path but 'inbound') with a data size > 0,
+-- read from its consumed quantity, else from its pricing quantity (GCP prices in gibibytes).
+-- NULL for any other line.
+CREATE OR REPLACE MACRO egress_gb(consumed_quantity, consumed_unit, pricing_quantity, pricing_unit, path) AS
+    CASE WHEN path IS NOT NULL AND path <> 'inbound'
+              AND coalesce(data_gb(consumed_quantity, consumed_unit), data_gb(pricing_quantity, pricing_unit)) > 0
+         THEN coalesce(data_gb(consumed_quantity, consumed_unit), data_gb(pricing_quantity, pricing_unit)) END;
+-- The UTC days a charge period covers, each with its seconds in the period: what a multi-day
+-- charge is spread over (a monthly fee is a month of days, not a spike on the 1st). A period of
+-- zero length, or without an end, is its start day.
+CREATE OR REPLACE MACRO charge_days(start_ts, end_ts) AS
+    CASE WHEN end_ts IS NULL OR end_ts <= start_ts
+         THEN [{'day': utc_day(start_ts), 'seconds': CAST(1 AS BIGINT)}]
+         ELSE list_transform(
+                  generate_series(utc_day(start_ts), utc_day(end_ts - INTERVAL 1 MICROSECOND), INTERVAL 1 DAY),
+                  lambda d: {'day': CAST(d AS DATE),
+                        'seconds': datediff('second', greatest(start_ts, timezone('UTC', d)),
+                                            least(end_ts, timezone('UTC', d + INTERVAL 1 DAY)))})
+    END;
 -- Azure's actual-cost and amortized-cost exports of one scope merged into one row per charge
 -- (core.cost_lines; the connector sets x_AzureDataset and x_AzureChargeKey). Within a billing
 -- account and billing period that has both datasets loaded, the actual export alone states

@@ -160,7 +160,10 @@ def test_inference_paid_at_peak_all_day(findings):
     f = one(findings, "overprovisioned_inference", "no_gpu_mode")
     evidence = json.loads(f["evidence"])
     assert (evidence["valley_hours"], evidence["peak_valley_ratio"]) == (12, 25.0)
-    assert (f["wasted_cost"], f["avoidable_cost"]) == (Decimal("24.000000"), Decimal("12.000000"))  # 12 valley hours × 1.00
+    # Wasted is what it paid above a right-sized fleet, not its whole 24.00: the busy half-day needs its one
+    # card (0.5 busy ÷ 60 % → 1), the 12 valley hours need none. 12 valley hours × 1.00.
+    assert (f["wasted_cost"], f["avoidable_cost"]) == (Decimal("12.000000"), Decimal("12.000000"))
+    assert (evidence["paid_gpu_hours"], evidence["right_sized_gpu_hours"], evidence["paid_cost"]) == (24, 12, 24.0)
     assert evidence["autoscaling_saving"] == 0  # one card is the least autoscaling keeps
     # The catalog's cheapest CNY card (RTX 6000 Ada at 0.58) in the 12 valley hours: 12 × (1.00 − 0.58).
     assert (evidence["cheaper_card_saving"], evidence["cheaper_card"]) == (5.04, "RTX-6000-Ada (Lumen GPU Cloud)")

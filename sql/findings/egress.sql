@@ -1,26 +1,43 @@
 -- findings.egress: money paid to move data out. Where object access logs show what was
 -- downloaded, one row per object pulled more than once from outside: every pull after the
 -- first is avoidable with a local cache or an internal NAS. Where no log explains a resource's
--- egress, one row per resource, day and path (internet or cross_region) with its GB and price
--- per GB against the catalog's price for that provider and path.
+-- egress, one row per resource, day and path (internet, cross_region, cross_az, intra_region)
+-- with its GB and price per GB against the catalog's price for that provider and path.
+-- Which lines are egress, their GB and their path come from the macros in sql/macros.sql
+-- (data_gb, transfer_path): any data-size unit ('GB', 'GiB', '1 GB', bytes, gibibyte), outbound
+-- only (inbound 'data transfer in' lines are not egress), the path from the provider's own fields.
+-- Price per GB is the money of the egress lines over the GB of the lines that cost something:
+-- free-tier and $0 lines would dilute it.
 -- Requests from private addresses (10/8, 172.16/12, 192.168/16) are internal, not egress.
 CREATE OR REPLACE TABLE findings.egress AS
-WITH egress_lines AS (
-    SELECT x_ChargeId, ProviderName AS provider, coalesce(ResourceName, ResourceId) AS resource, ResourceId AS resource_id,
+WITH transfer_lines AS (
+    -- A line without a resource (account-level transfer) is named by its service, never dropped.
+    SELECT x_ChargeId, ProviderName AS provider, coalesce(ResourceName, ResourceId, ServiceName, '(no resource)') AS resource,
+           ResourceId AS resource_id,
            utc_day(ChargePeriodStart) AS day, ChargePeriodStart, ChargePeriodEnd, EffectiveCost, BillingCurrency,
-           CAST(ConsumedQuantity AS DECIMAL(24, 6)) AS gb,
-           CASE WHEN concat_ws(' ', ChargeDescription, SkuId) ILIKE '%region%' THEN 'cross_region' ELSE 'internet' END AS path
+           transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
+           ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit
     FROM core.cost_lines
-    WHERE is_egress_line(ConsumedUnit, ConsumedQuantity, ServiceCategory, ChargeDescription, SkuId, ServiceName)
+),
+egress_lines AS (
+    SELECT * EXCLUDE (ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit),
+           egress_gb(ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit, path) AS gb
+    FROM transfer_lines
+    WHERE egress_gb(ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit, path) IS NOT NULL
 ),
 per_resource AS (
+    -- The resource's own internet price: what a download from outside cost it.
     SELECT provider, resource, resource_id, BillingCurrency AS currency, sum(gb) AS gb, sum(EffectiveCost) AS cost,
-           from_units(to_units(sum(EffectiveCost)) * 10000000000 // nullif(to_units(sum(gb)), 0)) AS price_per_gb
-    FROM egress_lines GROUP BY ALL
+           from_units(to_units(sum(EffectiveCost) FILTER (WHERE EffectiveCost > 0)) * 10000000000
+                      // nullif(to_units(sum(gb) FILTER (WHERE EffectiveCost > 0)), 0)) AS price_per_gb
+    FROM egress_lines WHERE path = 'internet' GROUP BY ALL
 ),
 catalog AS (
-    -- One price per provider and path (the lowest listed), so a multi-region catalog never fans out.
-    SELECT provider, path, price_per_gb, currency, source FROM core.price_catalog WHERE unit = 'gb'
+    -- One price per provider and path (the lowest listed), so a multi-region catalog never fans out;
+    -- the catalog's short provider names as the bills write them.
+    SELECT CASE provider WHEN 'GCP' THEN 'Google Cloud' WHEN 'Azure' THEN 'Microsoft' ELSE provider END AS provider,
+           path, price_per_gb, currency, source
+    FROM core.price_catalog WHERE unit = 'gb'
     QUALIFY row_number() OVER (PARTITION BY provider, path ORDER BY price_per_gb, region) = 1
 ),
 pulls AS (
@@ -40,6 +57,9 @@ object_findings AS (
            price_times(p.total_gb - p.gb_per_pull, coalesce(r.price_per_gb, c.price_per_gb)) AS avoidable_cost,
            coalesce(r.currency, c.currency) AS currency,
            CASE WHEN r.price_per_gb IS NOT NULL THEN 'charge' ELSE 'catalog: ' || c.source END AS price_source,
+           'internet' AS path,
+           CAST(p.total_gb AS DECIMAL(38, 10)) AS gb,
+           coalesce(r.price_per_gb, c.price_per_gb) AS price_per_gb,
            json_object('downloads', p.downloads, 'gb_per_download', round(p.gb_per_pull, 3), 'total_gb', round(p.total_gb, 3),
                        'clients', p.clients, 'price_per_gb', coalesce(r.price_per_gb, c.price_per_gb),
                        'catalog_price_per_gb', c.price_per_gb) AS evidence,
@@ -51,6 +71,7 @@ object_findings AS (
     LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS') AND c.path = 'internet'
 ),
 explained AS (
+    -- Resources whose downloads from outside the logs explain: their internet egress is counted above.
     SELECT DISTINCT r.resource FROM per_resource AS r JOIN pulls AS p
       ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
 ),
@@ -59,14 +80,20 @@ daily_findings AS (
            min(e.ChargePeriodStart) AS period_start, max(e.ChargePeriodEnd) AS period_end,
            sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, e.BillingCurrency AS currency,
            'charge' AS price_source,
-           json_object('gb', sum(e.gb), 'cost', sum(e.EffectiveCost),
-                       'price_per_gb', from_units(to_units(sum(e.EffectiveCost)) * 10000000000 // nullif(to_units(sum(e.gb)), 0)),
+           e.path,
+           sum(e.gb) AS gb,
+           from_units(to_units(sum(e.EffectiveCost) FILTER (WHERE e.EffectiveCost > 0)) * 10000000000
+                      // nullif(to_units(sum(e.gb) FILTER (WHERE e.EffectiveCost > 0)), 0)) AS price_per_gb,
+           json_object('gb', sum(e.gb), 'cost', sum(e.EffectiveCost), 'lines', count(*),
+                       'free_gb', coalesce(sum(e.gb) FILTER (WHERE e.EffectiveCost = 0), 0),
+                       'price_per_gb', from_units(to_units(sum(e.EffectiveCost) FILTER (WHERE e.EffectiveCost > 0)) * 10000000000
+                                                  // nullif(to_units(sum(e.gb) FILTER (WHERE e.EffectiveCost > 0)), 0)),
                        'catalog_price_per_gb', any_value(c.price_per_gb)) AS evidence,
-           printf('%.0f GB left %s on %s. Find out who downloads it; keep repeated reads in the same region or on a cache.',
-                  sum(e.gb), e.resource, e.day) AS recommendation
+           printf('%s GB left %s on %s (%s). Find out who downloads it; keep repeated reads in the same region or on a cache.',
+                  CAST(round(sum(e.gb), 3) AS VARCHAR), e.resource, e.day, replace(e.path, '_', ' ')) AS recommendation
     FROM egress_lines AS e
     LEFT JOIN catalog AS c ON c.provider = e.provider AND c.path = e.path
-    WHERE e.resource NOT IN (SELECT resource FROM explained)
+    WHERE NOT (e.path = 'internet' AND e.resource IN (SELECT resource FROM explained))
     GROUP BY e.resource, e.day, e.path, e.BillingCurrency
 )
 SELECT * FROM object_findings

@@ -3,27 +3,56 @@
 --
 -- Only usage charges count (ChargeCategory = 'Usage'): purchases, credits, taxes and adjustments
 -- are not day-to-day spend and would be false alarms.
+-- A charge whose period spans several UTC days (a monthly fee, a weekly line) is spread over
+-- them by the seconds of its period in each (charge_days, sql/macros.sql): a fixed 500 USD a
+-- month is about 16.67 a day, not a 500 spike on the 1st that alerts every month. Money stays
+-- exact: each day gets floor(amount × seconds ÷ period) in 10^-10 units and the remainder goes to
+-- the day with the most seconds (the first of them), so a charge's days add up to it exactly.
+-- GPU-hours and egress GB are spread the same way.
 -- A day its provider billed anything but the series had no charge counts as zero spend. A day
 -- the provider billed nothing at all (its export has not arrived) has no row: missing, not zero.
+-- Days a spread charge covers count as billed up to the provider's last day with a charge of its
+-- own; a spread part past that day waits for it (the rest of a month whose days have not come).
 -- cost is NULL where a line of the day had no FX rate into the reporting currency (unknown, not
 -- low). gpu_hours is NULL for series without GPU charges, egress_gb for series without egress.
 CREATE OR REPLACE TABLE marts.daily_series AS
 WITH usage_parts AS (
     SELECT
-        a.charge_day AS day,
         c.ProviderName AS provider,
         coalesce(c.SubAccountId, '(none)') AS sub_account,
         coalesce(c.ServiceName, '(none)') AS service,
         a.phase,
         c.x_ReportingCurrency AS reporting_currency,
         a.x_ChargeId,
+        c.ChargePeriodStart,
+        c.ChargePeriodEnd,
         a.amount_reporting,
         a.gpu_seconds,
-        CASE WHEN is_egress_line(c.ConsumedUnit, c.ConsumedQuantity, c.ServiceCategory, c.ChargeDescription, c.SkuId, c.ServiceName)
-             THEN CAST(c.ConsumedQuantity AS DOUBLE) * a.weight / a.total_weight END AS egress_gb
+        CAST(egress_gb(c.ConsumedQuantity, c.ConsumedUnit, c.PricingQuantity, c.PricingUnit,
+                       transfer_path(c.ProviderName, c.x_ExtraColumns, c.SkuId, c.ChargeDescription, c.ServiceName)) AS DOUBLE)
+            * a.weight / a.total_weight AS egress_gb
     FROM marts.cost_attribution AS a
     JOIN core.cost_lines AS c USING (x_ChargeId)
     WHERE c.ChargeCategory = 'Usage'
+),
+spread AS (
+    SELECT p.* EXCLUDE (ChargePeriodStart, ChargePeriodEnd),
+           d.cd.day AS day,
+           d.cd.seconds AS seconds,
+           sum(d.cd.seconds) OVER part AS period_seconds,
+           row_number() OVER (PARTITION BY p.x_ChargeId, p.phase ORDER BY d.cd.seconds DESC, d.cd.day) AS day_rank,
+           to_units(p.amount_reporting) AS units,
+           to_units(p.amount_reporting) * d.cd.seconds // sum(d.cd.seconds) OVER part AS day_units
+    FROM usage_parts AS p, unnest(charge_days(p.ChargePeriodStart, p.ChargePeriodEnd)) AS d(cd)
+    WINDOW part AS (PARTITION BY p.x_ChargeId, p.phase)
+),
+daily_parts AS (
+    SELECT day, provider, sub_account, service, phase, reporting_currency, x_ChargeId,
+           from_units(day_units + CASE WHEN day_rank = 1
+               THEN units - sum(day_units) OVER (PARTITION BY x_ChargeId, phase) ELSE 0 END) AS amount_reporting,
+           gpu_seconds * seconds / period_seconds AS gpu_seconds,
+           egress_gb * seconds / period_seconds AS egress_gb
+    FROM spread
 ),
 observed AS (
     SELECT
@@ -33,7 +62,7 @@ observed AS (
         sum(gpu_seconds) / 3600.0 AS gpu_hours,
         sum(egress_gb) AS egress_gb,
         count(DISTINCT x_ChargeId) AS charge_lines
-    FROM usage_parts
+    FROM daily_parts
     GROUP BY ALL
 ),
 series AS (
@@ -44,8 +73,14 @@ series AS (
     FROM observed
     GROUP BY ALL
 ),
-billed_days AS (
+start_days AS (
     SELECT DISTINCT ProviderName AS provider, utc_day(ChargePeriodStart) AS day FROM core.cost_lines
+),
+billed_days AS (
+    SELECT provider, day FROM start_days
+    UNION
+    SELECT o.provider, o.day FROM observed AS o
+    WHERE o.day <= (SELECT max(s.day) FROM start_days AS s WHERE s.provider = o.provider)
 )
 SELECT
     b.day,

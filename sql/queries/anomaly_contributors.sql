@@ -1,9 +1,9 @@
 -- What moved in one anomalous series: its cost by resource, SKU and region on the anomalous day
 -- ($day) against the mean of its baseline days ($baseline_days, $baseline_count of them billed),
--- the three largest movers per dimension. Usage charges only, as in marts.daily_series.
-WITH lines AS (
-    SELECT a.charge_day AS day,
-           a.amount_reporting AS cost,
+-- the three largest movers per dimension. Usage charges only, spread over their charge period's
+-- days, as in marts.daily_series.
+WITH parts AS (
+    SELECT a.x_ChargeId, a.amount_reporting, c.ChargePeriodStart, c.ChargePeriodEnd,
            coalesce(c.ResourceName, c.ResourceId, '(none)') AS resource,
            coalesce(c.SkuId, c.ChargeDescription, '(none)') AS sku,
            coalesce(c.RegionId, c.RegionName, '(none)') AS region
@@ -14,12 +14,21 @@ WITH lines AS (
       AND coalesce(c.SubAccountId, '(none)') = $sub_account
       AND coalesce(c.ServiceName, '(none)') = $service
       AND a.phase = $phase
-      AND (a.charge_day = $day OR list_contains($baseline_days::DATE[], a.charge_day))
+),
+lines AS (
+    SELECT d.cd.day AS day,
+           from_units(to_units(p.amount_reporting) * d.cd.seconds
+                      // sum(d.cd.seconds) OVER (PARTITION BY p.x_ChargeId)) AS cost,
+           p.resource, p.sku, p.region
+    FROM parts AS p, unnest(charge_days(p.ChargePeriodStart, p.ChargePeriodEnd)) AS d(cd)
+),
+lines_on_days AS (
+    SELECT * FROM lines WHERE day = $day OR list_contains($baseline_days::DATE[], day)
 ),
 by_dimension AS (
-    SELECT 'resource' AS dimension, resource AS value, day, cost FROM lines
-    UNION ALL SELECT 'sku', sku, day, cost FROM lines
-    UNION ALL SELECT 'region', region, day, cost FROM lines
+    SELECT 'resource' AS dimension, resource AS value, day, cost FROM lines_on_days
+    UNION ALL SELECT 'sku', sku, day, cost FROM lines_on_days
+    UNION ALL SELECT 'region', region, day, cost FROM lines_on_days
 ),
 moved AS (
     SELECT dimension, value,
