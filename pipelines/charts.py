@@ -137,7 +137,7 @@ def hidden_costs_chart(findings: list[dict], width: float = 9) -> str:
     ax.invert_yaxis()
     for y, v in enumerate(values):
         ax.text(v, y, f" {v:,.0f}", va="center", fontsize=10)
-    ax.set_xlim(0, max(values or [1]) * 1.15)
+    ax.set_xlim(0, max([*values, 1e-9]) * 1.15)  # room for the labels; never an empty range
     ax.set_xlabel(f"avoidable cost ({currency})")
     _thousands(ax, "x")
     return to_svg(fig)

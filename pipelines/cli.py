@@ -333,7 +333,7 @@ def findings(
                                              metavar="KIND")] = None,
 ) -> None:
     """The leaks found, one per thing to act on and month, ranked by the money that could have been saved."""
-    from pipelines.report import money
+    from pipelines.report import largest_leak, money
     from pipelines.warehouse import fetch_dicts
 
     conn = _open_warehouse(warehouse)
@@ -354,11 +354,7 @@ def findings(
                         Text(for_terminal(money(t["wasted"], t["currency"]))), Text(for_terminal(money(t["avoidable"], t["currency"]))))
     console.print(by_kind)
     if rows:
-        top = rows[0]
-        console.print(Text(for_terminal(f"Largest leak: {top['title']} in {top['period']}: "
-                                        f"{money(top['avoidable_cost_reporting'], top['reporting_currency'])} avoidable"
-                                        + ("" if top["currency"] == top["reporting_currency"]
-                                           else f" ({money(top['avoidable_cost'], top['currency'])})")), style="bold"))
+        console.print(Text(for_terminal(largest_leak(rows[0])), style="bold"))
     table = Table("#", "severity", "leak", "month", "wasted", "avoidable", "billed as", "what to do", title="findings, ranked",
                   show_lines=True)
     for r in rows:

@@ -350,9 +350,11 @@ def kpi_cards(data: dict) -> list[dict]:
 
 
 def largest_leak(finding: dict) -> str:
-    billed = "" if finding["currency"] == finding["reporting_currency"] else f" ({money(finding['avoidable_cost'], finding['currency'])})"
+    # A leak with nothing known to be avoidable (a dark instance) is told by what it wasted.
+    which = "avoidable" if finding["avoidable_cost"] or not finding.get("wasted_cost") else "wasted"
+    billed = "" if finding["currency"] == finding["reporting_currency"] else f" ({money(finding[f'{which}_cost'], finding['currency'])})"
     return (f"Largest leak: {finding['title']} in {finding['period']}: "
-            f"{money(finding['avoidable_cost_reporting'], finding['reporting_currency'])} avoidable{billed}")
+            f"{money(finding[f'{which}_cost_reporting'], finding['reporting_currency'])} {which}{billed}")
 
 
 def headline(data: dict) -> tuple[str, list[str]]:
