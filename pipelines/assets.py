@@ -184,14 +184,18 @@ findings_slow_disk_idle = sql_asset("findings.slow_disk_idle",
                                     "findings.slow_disk_idle: GPUs waiting on checkpoint writes to slow disks", "findings")
 findings_unused_gpu = sql_asset("findings.unused_gpu",
                                 ["core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"],
-                                "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused commitments", "findings")
+                                "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused GPU commitments", "findings")
+findings_unused_commitment = sql_asset("findings.unused_commitment", ["core.cost_lines"],
+                                       "findings.unused_commitment: unused commitments and reservations for anything but GPUs",
+                                       "findings")
 findings_overprovisioned_inference = sql_asset(
     "findings.overprovisioned_inference", ["core.gpu_minutes", "core.workloads", "marts.gpu_hour_prices", "core.price_catalog"],
     "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings")
 findings_hidden_costs = sql_asset("findings.hidden_costs",
-                                  ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu",
+                                  ["findings.egress", "findings.slow_disk_idle", "findings.unused_gpu", "findings.unused_commitment",
                                    "findings.overprovisioned_inference", "core.fx_rates"],
-                                  "findings.hidden_costs: every leak, ranked by avoidable cost", "findings")
+                                  "findings.hidden_costs: one leak per kind, thing to act on and month, ranked by avoidable cost",
+                                  "findings")
 marts_daily_series = sql_asset("marts.daily_series", ["marts.cost_attribution", "core.cost_lines"],
                                "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB",
                                "marts")
@@ -229,5 +233,5 @@ ALL_ASSETS = [
     ingest_landing_asset, fx_rates_asset, core_billing_lines, core_cost_lines, core_gpu_samples, core_gpu_minutes,
     core_workloads, core_storage_events, marts_cost_attribution, marts_daily_cost, marts_spend_by_phase, marts_gpu_hours_profile, tco_asset,
     price_catalog_asset, marts_gpu_hour_prices, findings_egress, findings_slow_disk_idle, findings_unused_gpu,
-    findings_overprovisioned_inference, findings_hidden_costs, marts_daily_series, *DAILY_ASSETS,
+    findings_unused_commitment, findings_overprovisioned_inference, findings_hidden_costs, marts_daily_series, *DAILY_ASSETS,
 ]

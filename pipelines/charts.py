@@ -10,6 +10,15 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 # Labels come from data (services, resources): a `$` in them is text, never mathtext to parse.
 matplotlib.rcParams["text.parse_math"] = False
+# Figures are about 9 inches wide and shown at the page's width (~1200 px, or scrolled at 560 px on
+# a phone): 11-point text stays readable at either.
+matplotlib.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10,
+                            "ytick.labelsize": 10, "legend.fontsize": 10, "axes.spines.top": False,
+                            "axes.spines.right": False})
+PHASE_COLORS = {"pretraining": "#9467bd", "finetuning": "#1f77b4", "inference": "#2ca02c", "idle": "#d62728",
+                "unattributed": "#8c8c8c"}
+PHASE_LABELS = {"pretraining": "Pre-training", "finetuning": "Fine-tuning", "inference": "Inference",
+                "idle": "Idle (paid, nothing ran)", "unattributed": "Unattributed"}
 
 
 def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilization: float, currency: str, years: int,
@@ -52,52 +61,105 @@ def as_float(value) -> float:
     return float(value) if isinstance(value, Decimal) else value
 
 
-def anomaly_charts(panels: list[dict]) -> str:
-    """One small panel per anomaly: actual (solid) against expected (dashed), alerted days in red."""
-    cols = min(len(panels), 2)
+def _thousands(ax, axis: str = "y") -> None:
+    from matplotlib.ticker import StrMethodFormatter
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+
+
+def _day_ticks(ax, labels: list[str], every: int) -> None:
+    """A tick label every few days, horizontal, instead of 30 rotated ones."""
+    ax.set_xticks(range(0, len(labels), every), [labels[i] for i in range(0, len(labels), every)])
+
+
+def daily_cost_chart(rows: list[dict], currency: str, width: float = 9) -> str | None:
+    """Stacked daily cost by phase over the report's window, in the reporting currency."""
+    if not rows:
+        return None
+    days = sorted({r["day"] for r in rows})
+    order = list(PHASE_COLORS)
+    phases = sorted({r["phase"] for r in rows}, key=lambda p: order.index(p) if p in order else len(order))
+    cost = {(r["day"], r["phase"]): as_float(r["cost"] or 0) for r in rows}
+    fig, ax = plt.subplots(figsize=(width, 3.4 if width > 6 else 3.6))
+    bottom = [0.0] * len(days)
+    for phase in phases:
+        values = [cost.get((d, phase), 0.0) for d in days]
+        ax.bar(range(len(days)), values, bottom=bottom, label=PHASE_LABELS.get(phase, phase),
+               color=PHASE_COLORS.get(phase), width=0.8)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    _day_ticks(ax, [d.strftime("%b %-d") for d in days], max(1, len(days) // (6 if width > 6 else 3)))
+    ax.set_ylabel(f"{currency} per day")
+    _thousands(ax)
+    ncols = min(len(phases), 5 if width > 6 else 2)
+    ax.legend(ncols=ncols, loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False, fontsize=9)
+    return to_svg(fig)
+
+
+def anomaly_charts(panels: list[dict], width: float = 9) -> str:
+    """One panel per anomalous series: actual (solid) against expected (dashed), alerted days in red."""
+    cols = min(len(panels), 2 if width > 6 else 1)
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(width, 2.9 * rows), squeeze=False)
     for ax, panel in zip(axes.flat, panels):
-        days = [d.isoformat()[5:] for d in panel["days"]]
-        ax.plot(days, [as_float(v) for v in panel["actual"]], color="#1f77b4", label="actual")
-        ax.plot(days, [as_float(v) for v in panel["expected"]], color="#7f7f7f", linestyle="--", label="expected")
-        alert_x = [d for d, f in zip(days, panel["flagged"]) if f]
+        labels = [d.strftime("%b %-d") for d in panel["days"]]
+        xs = list(range(len(labels)))
+        ax.plot(xs, [as_float(v) for v in panel["actual"]], color="#1f77b4", label="actual")
+        ax.plot(xs, [as_float(v) for v in panel["expected"]], color="#7f7f7f", linestyle="--", label="expected")
+        alert_x = [x for x, f in zip(xs, panel["flagged"]) if f]
         alert_y = [as_float(v) for v, f in zip(panel["actual"], panel["flagged"]) if f]
         ax.scatter(alert_x, alert_y, color="#d62728", zorder=3, label="anomalous")
-        ax.set_title(panel["title"][:80], fontsize=9)
-        ax.tick_params(axis="x", labelrotation=90, labelsize=6)
-        ax.tick_params(axis="y", labelsize=7)
-        ax.legend(fontsize=6)
+        ax.set_title(panel["title"][:60], fontsize=11)
+        if panel.get("unit"):
+            ax.set_ylabel(f"{panel['unit']} per day")
+        _day_ticks(ax, labels, max(1, len(labels) // 4))
+        _thousands(ax)
+        ax.legend(fontsize=9, frameon=False)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     return to_svg(fig)
 
 
-def hidden_costs_chart(findings: list[dict]) -> str:
-    """The top hidden costs by avoidable cost (reporting currency), largest on top."""
+def hidden_costs_chart(findings: list[dict], width: float = 9) -> str:
+    """The leaks by avoidable cost (reporting currency), largest on top, each bar labelled with its amount."""
     rows = [f for f in findings if f.get("avoidable_cost_reporting") is not None]
-    fig, ax = plt.subplots(figsize=(11, 0.45 * max(len(rows), 1) + 1.2))
-    labels = [f"{f['kind']}/{f['subkind']}: {str(f['resource'])[:48]}" for f in rows]
-    values = [float(f["avoidable_cost_reporting"]) for f in rows]
-    ax.barh(labels, values, color="#ff7f0e")
+    currency = rows[0]["reporting_currency"] if rows else ""
+    narrow = width <= 6
+    fig, ax = plt.subplots(figsize=(width, (0.62 if narrow else 0.42) * max(len(rows), 1) + 1.0))
+    labels = []
+    for f in rows:
+        name = str(f.get("title") or f"{f['kind']}: {f['resource']}")
+        limit = 26 if narrow else 44
+        name = name if len(name) <= limit else name[:limit - 1] + "…"
+        period = f" ({f['period']})" if f.get("period") else ""
+        labels.append(f"{name}\n{period.strip()}" if narrow and period else name + period)
+    values = [as_float(f["avoidable_cost_reporting"]) for f in rows]
+    ax.barh(range(len(values)), values, color="#ff7f0e")
+    ax.set_yticks(range(len(values)), labels)
     ax.invert_yaxis()
-    ax.set_xlabel(f"avoidable cost ({rows[0]['reporting_currency'] if rows else ''})")
-    ax.set_title("top hidden costs")
-    ax.tick_params(axis="y", labelsize=7)
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=10)
+    ax.set_xlim(0, max([*values, 1e-9]) * 1.15)  # room for the labels; never an empty range
+    ax.set_xlabel(f"avoidable cost ({currency})")
+    _thousands(ax, "x")
     return to_svg(fig)
 
 
-def utilization_chart(phases: list[dict]) -> str:
+def utilization_chart(phases: list[dict], width: float = 9) -> str:
     """GPU utilization of each phase this month, against its typical range where there is one."""
     rows = [p for p in phases if p.get("utilization_pct") is not None]
-    fig, ax = plt.subplots(figsize=(11, 3.2))
-    names = [p["phase"] for p in rows]
-    ax.bar(names, [float(p["utilization_pct"]) for p in rows], color="#2ca02c", label="measured")
+    fig, ax = plt.subplots(figsize=(width, 2.8 if width > 6 else 3.2))
+    short = {"idle": "Idle"} if width <= 6 else {}
+    names = [short.get(p["phase"]) or PHASE_LABELS.get(p["phase"], p["phase"]) for p in rows]
+    ax.bar(range(len(rows)), [float(p["utilization_pct"]) for p in rows], color="#2ca02c", label="measured", width=0.6)
     for i, p in enumerate(rows):
+        ax.text(i, float(p["utilization_pct"]) + 1, f"{float(p['utilization_pct']):.0f} %", ha="center", va="bottom", fontsize=10,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
         if p.get("typical_util_pct_low") is not None:
             ax.plot([i - 0.4, i + 0.4], [float(p["typical_util_pct_low"])] * 2, color="black", linestyle=":")
             ax.plot([i - 0.4, i + 0.4], [float(p["typical_util_pct_high"])] * 2, color="black", linestyle=":")
-    ax.set_ylabel("busy / paid GPU-hours (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title("utilization by phase (dotted: typical range)")
+    ax.set_xticks(range(len(rows)), names)
+    ax.set_ylabel("busy ÷ paid GPU-hours (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title("GPU utilization by phase (dotted: typical range)" if width > 6 else "GPU utilization\n(dotted: typical range)",
+                 fontsize=11)
     return to_svg(fig)

@@ -343,8 +343,9 @@ def findings(
     kind: Annotated[str | None, typer.Option(help=f"Only this kind: {', '.join(finding_kinds())}.", parser=finding_kind,
                                              metavar="KIND")] = None,
 ) -> None:
-    """The hidden costs found, ranked by the money that could have been saved."""
-    from pipelines.warehouse import fetch_all, fetch_dicts
+    """The leaks found, one per thing to act on and month, ranked by the money that could have been saved."""
+    from pipelines.report import largest_leak, money
+    from pipelines.warehouse import fetch_dicts
 
     conn = _open_warehouse(warehouse)
     try:
@@ -352,23 +353,29 @@ def findings(
             SELECT * FROM findings.hidden_costs WHERE kind = coalesce(?, kind)
             ORDER BY avoidable_cost_reporting DESC NULLS LAST, wasted_cost_reporting DESC NULLS LAST, finding_id LIMIT ?""",
             [kind, limit])
-        totals = fetch_all(conn, """SELECT kind, count(*), sum(wasted_cost_reporting), sum(avoidable_cost_reporting), any_value(reporting_currency)
-                                    FROM findings.hidden_costs GROUP BY kind ORDER BY 4 DESC""")
+        totals = fetch_dicts(conn, """
+            SELECT kind, count(*) AS n, sum(items) AS items, sum(wasted_cost_reporting) AS wasted,
+                   sum(avoidable_cost_reporting) AS avoidable, any_value(reporting_currency) AS currency
+            FROM findings.hidden_costs GROUP BY kind ORDER BY avoidable DESC NULLS LAST""")
     finally:
         conn.close()
-    by_kind = Table("kind", "findings", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
-    for k, n, wasted, avoidable, currency in totals:
-        by_kind.add_row(Text(for_terminal(k)), str(n), Text(for_terminal(f"{wasted or 0:,.2f} {currency}")),
-                        Text(for_terminal(f"{avoidable or 0:,.2f} {currency}")))
+    by_kind = Table("kind", "findings", "details", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
+    for t in totals:
+        by_kind.add_row(Text(for_terminal(t["kind"])), str(t["n"]), str(t["items"]),
+                        Text(for_terminal(money(t["wasted"], t["currency"]))), Text(for_terminal(money(t["avoidable"], t["currency"]))))
     console.print(by_kind)
-    table = Table("#", "severity", "kind", "resource", "from", "wasted", "avoidable", "what to do", title="findings, ranked",
+    if rows:
+        console.print(Text(for_terminal(largest_leak(rows[0])), style="bold"))
+    table = Table("#", "severity", "leak", "month", "wasted", "avoidable", "billed as", "what to do", title="findings, ranked",
                   show_lines=True)
-    for n, r in enumerate(rows, start=1):
-        # Resource names and recommendations come from data: Text() shows them as typed, never as markup.
-        table.add_row(str(n), Text(for_terminal(r["severity"])), Text(f"{for_terminal(r['kind'])}\n{for_terminal(r['subkind'])}"),
-                      Text(for_terminal(r["resource"])), r["period_start"].strftime("%Y-%m-%d %H:%M"),
-                      Text(for_terminal(f"{r['wasted_cost']:,.2f} {r['currency']}")),
-                      Text(for_terminal(f"{r['avoidable_cost']:,.2f} {r['currency']}")),
+    for r in rows:
+        # Names and recommendations come from data: Text() shows them as typed, never as markup.
+        table.add_row(str(r["rank"]), Text(for_terminal(r["severity"])),
+                      Text(for_terminal(f"{r['title']}\n{r['kind']}/{r['subkind']}, {r['items']} detail(s)")),
+                      Text(for_terminal(r["period"])),
+                      Text(for_terminal(money(r["wasted_cost_reporting"], r["reporting_currency"]))),
+                      Text(for_terminal(money(r["avoidable_cost_reporting"], r["reporting_currency"]))),
+                      Text(for_terminal(money(r["avoidable_cost"], r["currency"]) + " avoidable")),
                       Text(for_terminal(r["recommendation"], multiline=True)))
     console.print(table)
 

@@ -1,14 +1,19 @@
-"""A day's report: spend by phase, the day's cost, the ranked hidden costs and the purchasing
-comparison, as one self-contained HTML file (inline SVG charts), Markdown and JSON.
+"""A day's report, read top-down in half a minute: a header of KPIs (month to date against last
+month, forecast, avoidable spend, idle share, cost per busy GPU-hour), what changed (anomalies),
+the leaks to act on, then the detail (daily cost, spend by phase, the day's bill, purchasing).
+One self-contained HTML file (inline SVG charts), Markdown and JSON.
 
-Every value from data is escaped before it reaches HTML or Markdown.
+Amounts are in the reporting currency; billing currencies appear beside them in the detail.
+Money stays Decimal until it is formatted. Every value from data is escaped before it reaches
+HTML or Markdown.
 """
 
 import html
 import json
+import re
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +21,7 @@ import polars as pl
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines import tco
 from pipelines.anomalies import Window, load_series, window_for
-from pipelines.warehouse import fetch_dicts, table_exists
+from pipelines.warehouse import SQL_DIR, fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
@@ -48,9 +53,11 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     data = {
         "date": report_date.isoformat(),
         "scored_day": day.isoformat(),
+        "kpis": fetch_dicts(conn, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": day})[0],
         "spend_by_phase": fetch_dicts(conn, """
             SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, gpu_hours_busy, utilization_pct,
-                   typical_util_pct_low, typical_util_pct_high, typical_share_pct_low, typical_share_pct_high
+                   typical_util_pct_low, typical_util_pct_high, typical_share_pct_low, typical_share_pct_high,
+                   cost_per_busy_gpu_hour, cost_by_billing_currency
             FROM marts.spend_by_phase WHERE period = ?""", [month]),
         "day_cost": fetch_dicts(conn, """
             SELECT provider, service_name, phase, billing_currency, sum(cost_billing) AS cost_billing,
@@ -60,9 +67,10 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
             SELECT day, phase, sum(cost_reporting) AS cost FROM marts.daily_cost
             WHERE day BETWEEN ? AND ? GROUP BY ALL ORDER BY day, phase""", [window.first_day, day]),
         "findings": fetch_dicts(conn, """
-            SELECT finding_id, kind, subkind, resource, period_start, wasted_cost, avoidable_cost, currency,
-                   avoidable_cost_reporting, reporting_currency, severity, recommendation
-            FROM findings.hidden_costs ORDER BY avoidable_cost_reporting DESC NULLS LAST, finding_id LIMIT ?""", [TOP_FINDINGS]),
+            SELECT finding_id, rank, kind, subkind, resource, title, period, period_start, period_end, items,
+                   wasted_cost, avoidable_cost, currency, wasted_cost_reporting, avoidable_cost_reporting, reporting_currency,
+                   severity, recommendation
+            FROM findings.hidden_costs ORDER BY rank LIMIT ?""", [TOP_FINDINGS]),
         "anomalies": anomalies_in_window(conn, window, new_ids),
         "suppressed": fetch_dicts(conn, """
             SELECT suppressed_by AS planned_run, count(*) AS days_suppressed, min(day) AS first_day, max(day) AS last_day
@@ -73,12 +81,25 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     try:
         result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
-                       "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"]}
+                       "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"],
+                       **tco_rate(conn, result.params["currency"], data["kpis"]["currency"], day)}
         data["tco_chart_svg"] = result.chart_svg()
     except tco.NoUsageMeasured as exc:
         data["tco"] = {"note": str(exc)}
         data["tco_chart_svg"] = None
     return data
+
+
+def tco_rate(conn, currency: str, reporting_currency: str | None, day: date) -> dict:
+    """The rate that shows the purchasing comparison in the reporting currency: the latest on or
+    before the scored day (a 3-year projection has no better one)."""
+    if not reporting_currency or currency == reporting_currency:
+        return {"rate": Decimal(1) if reporting_currency else None, "rate_date": None, "reporting_currency": reporting_currency}
+    rows = fetch_dicts(conn, """
+        SELECT rate, rate_date FROM core.fx_rates WHERE from_currency = ? AND to_currency = ? AND rate_date <= ?
+        ORDER BY rate_date DESC LIMIT 1""", [currency, reporting_currency, day])
+    return {"rate": rows[0]["rate"] if rows else None, "rate_date": rows[0]["rate_date"] if rows else None,
+            "reporting_currency": reporting_currency}
 
 
 def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list[dict]:
@@ -121,7 +142,8 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
         charted.add(panel_key)
         one = load_series(conn, {k: a[k] for k in KEY}).filter(pl.col("metric") == a["metric"])
         scored = score(one, window.days, options.rules, list(options.planned)).sort("day")
-        out.append({"anomaly_id": a["anomaly_id"], "title": f"{a['service']} · {a['phase']} · {a['metric']} ({a['unit']})",
+        out.append({"anomaly_id": a["anomaly_id"], "unit": a["unit"],
+                    "title": f"{a['service']} · {PHASE_LABELS.get(a['phase'], a['phase'])} · {METRIC_LABELS.get(a['metric'], a['metric'])}",
                     "days": scored["day"].to_list(),
                     "actual": [None if v is None else v / MICROS for v in scored["actual"].to_list()],
                     "expected": [None if v is None else v / MICROS for v in scored["expected"].to_list()],
@@ -129,29 +151,40 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
     return out
 
 
-def daily_chart_svg(rows: list[dict]) -> str | None:
-    """Stacked daily cost by phase over the 30 days up to the report's date."""
-    if not rows:
-        return None
-    from pipelines.charts import plt, to_svg
+# -- words and numbers a reader sees ---------------------------------------------------------------
 
-    days = sorted({r["day"] for r in rows})
-    phases = sorted({r["phase"] for r in rows})
-    fig, ax = plt.subplots(figsize=(11, 3.6))
-    bottom = [0.0] * len(days)
-    for phase in phases:
-        values = [float(next((r["cost"] for r in rows if r["day"] == d and r["phase"] == phase), 0) or 0) for d in days]
-        ax.bar([d.isoformat()[5:] for d in days], values, bottom=bottom, label=phase)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_title("daily cost by phase (reporting currency)")
-    ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-    ax.legend(fontsize=7)
-    return to_svg(fig)
+PHASE_LABELS = {"pretraining": "Pre-training", "finetuning": "Fine-tuning", "inference": "Inference",
+                "idle": "Idle (paid, nothing ran)", "unattributed": "Unattributed"}
+KIND_LABELS = {"unused_gpu": "Unused GPUs", "egress": "Egress", "slow_disk_idle": "Slow-disk idle",
+               "overprovisioned_inference": "Over-provisioned inference", "unused_commitment": "Unused commitment"}
+METRIC_LABELS = {"cost": "cost", "gpu_hours": "GPU-hours", "egress_gb": "egress"}
+SEVERITIES = ("high", "medium", "low", "unrated")  # the only values that become a CSS class
+CENT = Decimal("0.01")
 
 
-def _svg_body(svg: str | None) -> str:
-    """An SVG document's <svg> element, for inlining."""
-    return svg[svg.index("<svg"):] if svg else "<p>no data</p>"
+def money(value, currency: str | None = "") -> str:
+    """An amount with thousands separators, rounded half-up to the cent, and its currency: 4,671.37 CNY."""
+    if value is None:
+        return "—"
+    amount = (value if isinstance(value, Decimal) else Decimal(str(value))).quantize(CENT, ROUND_HALF_UP)
+    return f"{amount:,.2f} {currency or ''}".rstrip()
+
+
+def number(value, places: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{places}f}"
+
+
+def percent(value, places: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{places}f} %"
+
+
+def change_pct(now, before) -> float | None:
+    return None if not before else float((Decimal(now) - Decimal(before)) / Decimal(before) * 100)
+
+
+def by_currency(amounts) -> str:
+    """A {currency: amount} map as '3,518.70 CNY · 0.50 USD'."""
+    return " · ".join(money(v, k) for k, v in sorted((amounts or {}).items()) if v)
 
 
 def _cell(value) -> str:
@@ -162,12 +195,6 @@ def _cell(value) -> str:
     return "" if value is None else str(value)
 
 
-def _html_table(rows: list[dict], columns: list[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r.get(c)))}</td>" for c in columns) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#"})
 
 
@@ -176,21 +203,159 @@ def _md_escape(value) -> str:
     return _cell(value).translate(MD_SPECIAL).replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
-def _md_table(rows: list[dict], columns: list[str]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_md_escape(r.get(c)) for c in columns) + " |" for r in rows]
+@dataclass(frozen=True)
+class Column:
+    """A column as a reader sees it: a header in words, how a row shows in it, numbers right-aligned."""
+
+    header: str
+    show: object  # row -> str
+    numeric: bool = False
+    nowrap: bool = False
+
+
+def _html_table(rows: list[dict], columns: list[Column], empty: str = "Nothing to show.") -> str:
+    if not rows:
+        return f"<p class='empty'>{html.escape(empty)}</p>"
+    num = lambda c: " class='num'" if c.numeric else (" class='nw'" if c.nowrap else "")
+    head = "".join(f"<th{num(c)}>{html.escape(c.header)}</th>" for c in columns)
+    # data-label: on a phone each row becomes a card whose cells name their column (CSS ::before).
+    body = "".join("<tr>" + "".join(f"<td{num(c)} data-label='{html.escape(c.header, quote=True)}'>{html.escape(c.show(r))}</td>"
+                                    for c in columns) + "</tr>" for r in rows)
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _md_table(rows: list[dict], columns: list[Column], empty: str = "Nothing to show.") -> str:
+    if not rows:
+        return f"_{empty}_"
+    lines = ["| " + " | ".join(c.header for c in columns) + " |",
+             "|" + "".join("---:|" if c.numeric else "---|" for c in columns)]
+    lines += ["| " + " | ".join(_md_escape(c.show(r)) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 
-PHASE_COLUMNS = ["phase", "cost_reporting", "share_pct", "gpu_hours_paid", "gpu_hours_busy", "utilization_pct",
-                 "typical_util_pct_low", "typical_util_pct_high"]
-DAY_COLUMNS = ["provider", "service_name", "phase", "billing_currency", "cost_billing", "cost_reporting"]
-FINDING_COLUMNS = ["severity", "kind", "subkind", "resource", "avoidable_cost", "currency", "recommendation"]
-ANOMALY_COLUMNS = ["state", "kind", "direction", "metric", "series", "first_day", "days", "peak_day", "actual", "expected",
-                   "change", "unit", "driver"]
-SUPPRESSED_COLUMNS = ["planned_run", "days_suppressed", "first_day", "last_day"]
-TCO_COLUMNS = ["gpu_model", "scenario", "cards", "capex", "yearly_power", "yearly_ops", "yearly_rent", "residual", "tco",
-               "cost_per_busy_gpu_hour", "elasticity"]
+def phase_columns(currency: str) -> list[Column]:
+    return [
+        Column("Phase", lambda r: PHASE_LABELS.get(r["phase"], r["phase"])),
+        Column(f"Cost ({currency})", lambda r: money(r["cost_reporting"]), True),
+        Column("Share of spend", lambda r: percent(r["share_pct"]), True),
+        Column("GPU-hours paid", lambda r: number(r["gpu_hours_paid"]), True),
+        Column("GPU-hours busy", lambda r: number(r["gpu_hours_busy"]), True),
+        Column("GPU utilization (busy ÷ paid)", lambda r: percent(r["utilization_pct"]), True),
+        Column("Typical utilization", lambda r: "—" if r.get("typical_util_pct_low") is None
+               else f"{r['typical_util_pct_low']:.0f}–{r['typical_util_pct_high']:.0f} %", True),
+        # Idle GPU-hours are by definition not busy: a price per busy hour means nothing there.
+        Column(f"Cost per busy GPU-hour ({currency})",
+               lambda r: "—" if r["phase"] in ("idle", "unattributed") else money(r.get("cost_per_busy_gpu_hour")), True),
+        Column("Billed as", lambda r: by_currency(r.get("cost_by_billing_currency"))),
+    ]
+
+
+def day_columns(currency: str) -> list[Column]:
+    return [
+        Column("Provider", lambda r: _cell(r["provider"])),
+        Column("Service", lambda r: _cell(r["service_name"])),
+        Column("Phase", lambda r: PHASE_LABELS.get(r["phase"], _cell(r["phase"]))),
+        Column("Billed", lambda r: money(r["cost_billing"], r["billing_currency"]), True),
+        Column(f"Cost ({currency})", lambda r: money(r["cost_reporting"]), True),
+    ]
+
+
+def finding_columns(currency: str) -> list[Column]:
+    return [
+        Column("#", lambda r: str(r["rank"]), True),
+        Column("Severity", lambda r: _cell(r["severity"]).capitalize()),
+        Column("Leak", lambda r: f"{r['title']} ({KIND_LABELS.get(r['kind'], r['kind'])})"),
+        Column("Month", lambda r: _cell(r["period"]), nowrap=True),
+        Column(f"Avoidable ({currency})", lambda r: money(r["avoidable_cost_reporting"]), True),
+        Column(f"Wasted ({currency})", lambda r: money(r["wasted_cost_reporting"]), True),
+        Column("Avoidable as billed", lambda r: money(r["avoidable_cost"], r["currency"]), True),
+        Column("What to do", lambda r: _cell(r["recommendation"])),
+    ]
+
+
+def _amount(a: dict, key: str) -> str:
+    value = a[key]
+    return money(value, a["unit"]) if a["metric"] == "cost" else f"{number(value)} {a['unit']}"
+
+
+def _days(a: dict) -> str:
+    first, last = _cell(a["first_day"]), _cell(a["last_day"])
+    return first if first == last else f"{first} to {last}"
+
+
+ANOMALY_COLUMNS = [
+    Column("State", lambda a: _cell(a["state"]).capitalize()),
+    Column("Series (provider / account / service / phase)", lambda a: _cell(a["series"])),
+    Column("What", lambda a: f"{METRIC_LABELS.get(a['metric'], a['metric'])} {'up' if a['direction'] == 'up' else 'down'}, "
+                             f"{_cell(a['kind']).replace('_', ' ')}"),
+    Column("Days", lambda a: _days(a), nowrap=True),
+    Column("Actual (peak day)", lambda a: _amount(a, "actual"), True),
+    Column("Expected", lambda a: _amount(a, "expected"), True),
+    Column("Change", lambda a: _amount(a, "change"), True),
+    Column("Driver", lambda a: _cell(a["driver"])),
+]
+SUPPRESSED_COLUMNS = [
+    Column("Planned run", lambda r: _cell(r["planned_run"])),
+    Column("Days not alerted", lambda r: _cell(r["days_suppressed"]), True),
+    Column("From", lambda r: _cell(r["first_day"])),
+    Column("To", lambda r: _cell(r["last_day"])),
+]
+
+
+def tco_columns(tco_data: dict) -> list[Column]:
+    cur, rep, rate = tco_data["currency"], tco_data.get("reporting_currency"), tco_data.get("rate")
+    columns = [
+        Column("GPU model", lambda r: _cell(r.get("gpu_model"))),
+        Column("Strategy", lambda r: _cell(r["scenario"]).replace("_", " ")),
+        Column("Cards", lambda r: _cell(r["cards"]), True),
+    ]
+    if rep and rate is not None and rep != cur:
+        columns.append(Column(f"3-year TCO ({rep})", lambda r: money(None if r["tco"] is None else r["tco"] * rate), True))
+    columns += [
+        Column(f"3-year TCO ({cur})", lambda r: money(r["tco"]), True),
+        Column(f"Capex ({cur})", lambda r: money(r["capex"]), True),
+        Column(f"Power a year ({cur})", lambda r: money(r["yearly_power"]), True),
+        Column(f"Ops a year ({cur})", lambda r: money(r["yearly_ops"]), True),
+        Column(f"Rent a year ({cur})", lambda r: money(r["yearly_rent"]), True),
+        Column(f"Residual ({cur})", lambda r: money(r["residual"]), True),
+        Column(f"Per busy GPU-hour ({cur})", lambda r: money(r["cost_per_busy_gpu_hour"]), True),
+        Column("Elasticity", lambda r: _cell(r["elasticity"])),
+    ]
+    return columns
+
+
+# -- the page --------------------------------------------------------------------------------------
+
+def kpi_cards(data: dict) -> list[dict]:
+    """The header: each KPI as a label, a value and one line that puts it in context."""
+    k = data.get("kpis") or {}
+    if not k:
+        return []
+    cur = k.get("currency") or ""
+    month_change = change_pct(k["mtd"], k["prev_mtd"])
+    versus = (f"{money(k['prev_mtd'], cur)} at the same point last month"
+              + ("" if month_change is None else f" ({month_change:+.1f} %)")) if k["prev_days_billed"] else "no bill for last month to compare"
+    leaks = k["leaks_this_month"]
+    return [
+        {"label": f"Spend, {k['month_start']:%b} 1–{k['day']:%-d}", "value": money(k["mtd"], cur), "note": versus},
+        {"label": f"Forecast to {k['month_end']:%b %-d}", "value": money(k["forecast"], cur),
+         "note": f"{money(k['run_rate_per_day'], cur)} a day (last {k['run_rate_days']} days) for the {k['days_left']} days left"},
+        {"label": "Avoidable this month", "value": money(k["avoidable_this_month"], cur),
+         "note": f"{leaks} leak{'' if leaks == 1 else 's'} to act on, below" + (f"; {k['unrated_leaks']} without an FX rate" if k["unrated_leaks"] else "")},
+        {"label": "Idle share", "value": percent(k["idle_share_pct"]),
+         "note": f"of this month's spend paid for GPUs nothing ran on ({money(k['idle_cost'], cur)})"},
+        {"label": "Cost per busy GPU-hour", "value": money(k["cost_per_busy_gpu_hour"], cur),
+         "note": f"GPU spend {money(k['gpu_cost'], cur)} over {number(k['busy_gpu_hours'], 0)} busy of "
+                 f"{number(k['paid_gpu_hours'], 0)} paid GPU-hours this month"},
+    ]
+
+
+def largest_leak(finding: dict) -> str:
+    # A leak with nothing known to be avoidable (a dark instance) is told by what it wasted.
+    which = "avoidable" if finding["avoidable_cost"] or not finding.get("wasted_cost") else "wasted"
+    billed = "" if finding["currency"] == finding["reporting_currency"] else f" ({money(finding[f'{which}_cost'], finding['currency'])})"
+    return (f"Largest leak: {finding['title']} in {finding['period']}: "
+            f"{money(finding[f'{which}_cost_reporting'], finding['reporting_currency'])} {which}{billed}")
 
 
 def headline(data: dict) -> tuple[str, list[str]]:
@@ -202,67 +367,141 @@ def headline(data: dict) -> tuple[str, list[str]]:
     open_ = [a for a in data["anomalies"] if a["status"] == "open" and not a["new"]]
     resolved = [a for a in data["anomalies"] if a["status"] == "resolved"]
     restated = sum(1 for a in resolved if a["resolution"] == "restated")
-    lines = [f"Cost on {day}: {total:,.2f} {currency}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)",
+    lines = [f"Cost on {day}: {money(total, currency)}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)",
              f"{len(alerts)} new anomal{'y' if len(alerts) == 1 else 'ies'}, {len(open_)} ongoing, "
              f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated bills)" if restated else "")]
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
     if data["findings"]:
-        top = data["findings"][0]
-        lines.append(f"Top hidden cost: {top['kind']}/{top['subkind']} on {top['resource']}: "
-                     f"{_cell(top['avoidable_cost_reporting'])} {top['reporting_currency']} avoidable")
+        lines.append(largest_leak(data["findings"][0]))
     return f"gpu-finops daily report — {data['date']}", lines
+
+
+STYLE = """
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;padding:16px 20px 40px;max-width:1240px;
+     color:#1b1f24;line-height:1.45;font-size:15px}
+h1{font-size:24px;margin:8px 0 2px}h2{font-size:20px;margin:32px 0 8px;padding-top:8px;border-top:2px solid #e3e6ea}
+h3{font-size:16px;margin:20px 0 6px}.sub{color:#57606a;margin:0 0 14px}
+.kpis{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));gap:10px;margin:10px 0 14px}
+.kpi{border:1px solid #d0d7de;border-radius:8px;padding:10px 12px;background:#f6f8fa}
+.kpi .label{font-size:13px;color:#57606a;text-transform:uppercase;letter-spacing:.03em}
+.kpi .value{font-size:24px;font-weight:650;margin:2px 0;font-variant-numeric:tabular-nums}
+.kpi .note{font-size:13px;color:#57606a}
+.headline{background:#fff8e6;padding:8px 14px;border-left:4px solid #d4a72c;border-radius:4px}
+.headline ul{margin:4px 0;padding-left:18px}.headline li.leak{font-weight:600}
+.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
+table{border-collapse:collapse;margin:8px 0;font-size:14px;font-variant-numeric:tabular-nums}
+td,th{border-bottom:1px solid #e3e6ea;padding:5px 10px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;font-weight:600;vertical-align:bottom}
+td.num,th.num{text-align:right}td.num,td.nw{white-space:nowrap}
+.chart svg{width:100%;max-width:960px;height:auto;display:block}
+.empty{color:#57606a;font-style:italic}.chart.narrow{display:none}
+@media (max-width:600px){body{padding:10px 10px 30px;font-size:14px}h1{font-size:20px}.kpi .value{font-size:21px}
+ .kpis{grid-template-columns:1fr 1fr}.kpi{padding:8px}.chart.wide{display:none}.chart.narrow{display:block}
+ table,tbody,tr,td{display:block;width:100%}thead{display:none}
+ tr{border:1px solid #d0d7de;border-radius:6px;margin:0 0 8px;padding:4px 8px}
+ td{border:0;padding:2px 0;text-align:left!important;white-space:normal!important;display:grid;
+    grid-template-columns:40% 1fr;gap:8px}
+ td::before{content:attr(data-label);font-size:12px;color:#57606a;padding-top:1px}}
+"""
+
+
+def _chart(svg: str | None, narrow_svg: str | None = None) -> str:
+    """An SVG document's <svg> element, inlined without its fixed size, so CSS scales it to the page.
+    With a narrow drawing too, a phone gets that one: a wide chart shrunk to 390 px has unreadable text."""
+    if not svg:
+        return "<p class='empty'>No data to chart.</p>"
+
+    def inline(document: str, css: str) -> str:
+        body = document[document.index("<svg"):]
+        end = body.index(">")
+        opening = re.sub(r'\s(?:width|height)="[^"]*"', "", body[:end])
+        return f"<div class='{css}'>{opening}{body[end:]}</div>"
+
+    return inline(svg, "chart wide") + inline(narrow_svg, "chart narrow") if narrow_svg else inline(svg, "chart")
+
+
+NARROW = 4.8  # inches: drawn at a phone's width, its 11-point text stays 11 points
 
 
 def render(data: dict) -> tuple[str, str, str]:
     """(HTML, Markdown, JSON) for the gathered data."""
-    from pipelines.charts import anomaly_charts, hidden_costs_chart, utilization_chart
+    from pipelines.charts import anomaly_charts, daily_cost_chart, hidden_costs_chart, utilization_chart
 
     day = data["scored_day"]
+    kpis = data.get("kpis") or {}
+    cur = kpis.get("currency") or next((f["reporting_currency"] for f in data["findings"]), "")
     tco_data = data["tco"]
     title, lines = headline(data)
-    anomaly_md = _md_table(data["anomalies"], ANOMALY_COLUMNS)
+    cards = kpi_cards(data)
+
+    changed_html = _html_table(data["anomalies"], ANOMALY_COLUMNS, "No anomalies in the last 30 days.")
+    changed_md = _md_table(data["anomalies"], ANOMALY_COLUMNS, "No anomalies in the last 30 days.")
     if data["anomalies"]:
-        anomaly_md += "\n\n" + "\n".join(f"- {_md_escape(a['summary'])}" for a in data["anomalies"])
-    anomaly_html = _html_table(data["anomalies"], ANOMALY_COLUMNS)
-    if data["anomalies"]:
-        anomaly_html += "<ul>" + "".join(f"<li>{html.escape(a['summary'] or '')}</li>" for a in data["anomalies"]) + "</ul>"
+        changed_html += "<ul>" + "".join(f"<li>{html.escape(a['summary'] or '')}</li>" for a in data["anomalies"]) + "</ul>"
+        changed_md += "\n\n" + "\n".join(f"- {_md_escape(a['summary'])}" for a in data["anomalies"])
     if data["anomaly_series"]:
-        anomaly_html += "<h3>Expected vs actual</h3>" + _svg_body(anomaly_charts(data["anomaly_series"]))
-    sections = [
-        ("Anomalies in the last 30 days", anomaly_html, anomaly_md),
-        ("Planned runs (spend expected, not alerted)", _html_table(data["suppressed"], SUPPRESSED_COLUMNS),
-         _md_table(data["suppressed"], SUPPRESSED_COLUMNS)),
-        ("Top hidden costs",
-         _html_table(data["findings"], FINDING_COLUMNS) + (_svg_body(hidden_costs_chart(data["findings"])) if data["findings"] else ""),
-         _md_table(data["findings"], FINDING_COLUMNS)),
-        ("Spend by phase this month",
-         _html_table(data["spend_by_phase"], PHASE_COLUMNS)
-         + (_svg_body(utilization_chart(data["spend_by_phase"])) if any(p.get("utilization_pct") is not None for p in data["spend_by_phase"]) else ""),
-         _md_table(data["spend_by_phase"], PHASE_COLUMNS)),
-        (f"Cost on {day}", _html_table(data["day_cost"], DAY_COLUMNS), _md_table(data["day_cost"], DAY_COLUMNS)),
+        changed_html += "<h3>Expected vs actual</h3>" + _chart(anomaly_charts(data["anomaly_series"]),
+                                                               anomaly_charts(data["anomaly_series"], NARROW))
+    changed_html += "<h3>Planned runs (spend expected, not alerted)</h3>" + _html_table(
+        data["suppressed"], SUPPRESSED_COLUMNS, "No planned run in the window.")
+    changed_md += "\n\n### Planned runs (spend expected, not alerted)\n\n" + _md_table(
+        data["suppressed"], SUPPRESSED_COLUMNS, "No planned run in the window.")
+
+    leaks_html = _html_table(data["findings"], finding_columns(cur), "No leaks found.")
+    if data["findings"]:
+        leaks_html += _chart(hidden_costs_chart(data["findings"]), hidden_costs_chart(data["findings"], NARROW))
+    leaks_md = _md_table(data["findings"], finding_columns(cur), "No leaks found.")
+
+    phases = data["spend_by_phase"]
+    phase_html = _html_table(phases, phase_columns(cur), "No spend this month.")
+    if any(p.get("utilization_pct") is not None for p in phases):
+        phase_html += _chart(utilization_chart(phases), utilization_chart(phases, NARROW))
+    detail = [
+        (f"Daily cost by phase ({cur})", _chart(daily_cost_chart(data["daily_by_phase"], cur),
+                                                daily_cost_chart(data["daily_by_phase"], cur, NARROW)), None),
+        ("Spend by phase this month", phase_html, _md_table(phases, phase_columns(cur), "No spend this month.")),
+        (f"Cost on {day}", _html_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet)."),
+         _md_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet).")),
     ]
     if "scenarios" in tco_data:
-        sections.append(("Purchasing strategy (3-year TCO, " + tco_data["currency"] + ")",
-                         _html_table(tco_data["scenarios"], TCO_COLUMNS) + _svg_body(data["tco_chart_svg"]),
-                         _md_table(tco_data["scenarios"], TCO_COLUMNS)
-                         + f"\n\nMeasured utilization of {tco_data['main_model']}: {tco_data['utilization']:.1%} "
-                           "(recurring load a year, one-off runs once)."))
+        rate_note = ""
+        if tco_data.get("rate") is not None and tco_data.get("reporting_currency") not in (None, tco_data["currency"]):
+            rate_note = (f" Amounts in {tco_data['reporting_currency']} at {tco_data['rate']:.6f} per {tco_data['currency']}"
+                         f" ({tco_data['rate_date']}).")
+        note = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
+                f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}.{rate_note}")
+        detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
+                       _html_table(tco_data["scenarios"], tco_columns(tco_data)) + f"<p>{html.escape(note)}</p>"
+                       + _chart(data["tco_chart_svg"]),
+                       _md_table(tco_data["scenarios"], tco_columns(tco_data)) + f"\n\n{_md_escape(note)}"))
     else:
-        sections.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", tco_data["note"]))
-    page = ["<!doctype html><html><head><meta charset='utf-8'>",
-            f"<title>{html.escape(title)}</title>",
-            "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
-            "td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px;text-align:left}th{background:#f3f3f3}"
-            ".headline{background:#f6f8fa;padding:.6em 1em;border-left:4px solid #1f77b4}</style>",
-            f"</head><body><h1>{html.escape(title)}</h1>",
-            "<div class='headline'><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul></div>",
-            f"<p>Day-level sections are about {html.escape(day)}: bills arrive late, so the report scores the day before yesterday.</p>",
-            "<h2>Daily cost by phase</h2>", _svg_body(daily_chart_svg(data["daily_by_phase"]))]
-    page += [f"<h2>{html.escape(t)}</h2>{body}" for t, body, _ in sections]
+        detail.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", _md_escape(tco_data["note"])))
+
+    kpi_html = "<div class='kpis'>" + "".join(
+        f"<div class='kpi'><div class='label'>{html.escape(c['label'])}</div><div class='value'>{html.escape(c['value'])}</div>"
+        f"<div class='note'>{html.escape(c['note'])}</div></div>" for c in cards) + "</div>"
+    leak_line = largest_leak(data["findings"][0]) if data["findings"] else None
+    page = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+            f"<h1>{html.escape(title)}</h1>",
+            f"<p class='sub'>Figures up to {html.escape(day)} (bills arrive late, so the report covers the day before "
+            f"yesterday). Amounts in {html.escape(cur)}; billing currencies in the detail.</p>",
+            kpi_html,
+            "<div class='headline'><ul>" + "".join(
+                f"<li{' class=leak' if line == leak_line else ''}>{html.escape(line)}</li>" for line in lines) + "</ul></div>",
+            f"<h2>What changed</h2>{changed_html}",
+            f"<h2>Leaks to act on ({html.escape(cur)})</h2>{leaks_html}",
+            "<h2>Detail</h2>"]
+    page += [f"<h3>{html.escape(t)}</h3>{body}" for t, body, _ in detail]
     page.append("</body></html>")
-    markdown = (f"# {title}\n\n" + "\n".join(f"- {_md_escape(line)}" for line in lines) + "\n\n"
-                + "\n\n".join(f"## {t}\n\n{md}" for t, _, md in sections) + "\n")
-    machine = {"headline": {"title": title, "lines": lines},
+    markdown = (f"# {title}\n\n" + "".join(f"- **{_md_escape(c['label'])}: {_md_escape(c['value'])}** ({_md_escape(c['note'])})\n"
+                                           for c in cards)
+                + "\n" + "\n".join(f"- {_md_escape(line)}" for line in lines) + "\n\n"
+                + f"## What changed\n\n{changed_md}\n\n## Leaks to act on ({cur})\n\n{leaks_md}\n\n## Detail\n\n"
+                + "\n\n".join(f"### {t}\n\n{md}" for t, _, md in detail if md is not None) + "\n")
+    machine = {"headline": {"title": title, "lines": lines}, "kpi_cards": cards,
                **{k: v for k, v in data.items() if k not in ("tco_chart_svg", "anomaly_series")}}
     return "\n".join(page), markdown, json.dumps(machine, indent=2, default=str)
 

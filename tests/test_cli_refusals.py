@@ -149,7 +149,7 @@ def test_good_arguments_are_accepted_and_normalised():
 
 def test_finding_kinds_come_from_the_hidden_costs_sql_and_are_listed_in_help():
     kinds = finding_kinds()
-    assert {"egress", "slow_disk_idle", "unused_gpu", "overprovisioned_inference"} <= set(kinds)
+    assert {"egress", "slow_disk_idle", "unused_gpu", "unused_commitment", "overprovisioned_inference"} <= set(kinds)
     for kind in kinds:  # each is a per-kind table whose rows carry that kind
         assert f"'{kind}' AS kind" in (REPO / "sql" / "findings" / f"{kind}.sql").read_text()
     help_text = "".join(invoke("findings", "--help").stdout.replace("│", "").split())  # the table may wrap a name

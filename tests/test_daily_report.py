@@ -52,12 +52,14 @@ def test_idle_cards_are_an_open_anomaly_and_planned_runs_are_suppressed(demo_db)
 def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
     folder = demo_run.out / "reports" / "2026-10-12"
     page = (folder / "report.html").read_text()
-    for title in ("Anomalies in the last 30 days", "Expected vs actual", "Planned runs (spend expected, not alerted)",
-                  "Top hidden costs", "Spend by phase this month", "Cost on 2026-10-10", "Daily cost by phase",
+    for title in ("What changed", "Expected vs actual", "Planned runs (spend expected, not alerted)",
+                  "Leaks to act on (USD)", "Detail", "Spend by phase this month", "Cost on 2026-10-10", "Daily cost by phase (USD)",
                   "Purchasing strategy (3-year TCO, CNY)"):
         assert title in page, title
-    # Daily cost, expected vs actual, top hidden costs, utilization by phase, purchasing.
-    assert page.count("<svg") == 5
+    # The order a reader needs: KPIs, what changed, the leaks, then the detail.
+    assert page.index("class='kpis'") < page.index("What changed") < page.index("Leaks to act on") < page.index("<h2>Detail")
+    # Daily cost, expected vs actual, leaks, utilization by phase (each drawn wide, and narrow for phones); purchasing.
+    assert page.count("<svg") == 9
     # Self-contained: nothing for a browser to fetch (namespace URIs in SVG are names, not fetches).
     assert not any(marker in page for marker in ('src="http', "src='http", 'href="http', "url(http", "<link", "<script", "<img"))
     machine = json.loads((folder / "report.json").read_text())

@@ -153,7 +153,7 @@ def test_purchasing_strategies_are_priced_from_the_measured_usage(demo_run, demo
 def test_every_injected_leak_is_found_within_one_percent_of_the_truth(demo_run, demo_db):
     leaks = demo_run.truths["leaks"]
     found = {(k, s): (n, w, a) for k, s, n, w, a in fetch_all(demo_db, """
-        SELECT kind, subkind, count(*), sum(wasted_cost), sum(avoidable_cost) FROM findings.hidden_costs GROUP BY ALL""")}
+        SELECT kind, subkind, sum(items), sum(wasted_cost), sum(avoidable_cost) FROM findings.hidden_costs GROUP BY ALL""")}
     assert set(found) == {("egress", "repeated_download"), ("slow_disk_idle", "checkpoint"), ("unused_gpu", "idle_run"),
                           ("overprovisioned_inference", "no_gpu_mode")}
     _, wasted, avoidable = found[("overprovisioned_inference", "no_gpu_mode")]
@@ -170,9 +170,9 @@ def test_every_injected_leak_is_found_within_one_percent_of_the_truth(demo_run, 
     assert float(wasted) == pytest.approx(leaks["unused_gpu"]["wasted_cny"], rel=0.01)
     _, wasted, avoidable = found[("egress", "repeated_download")]
     assert (wasted, avoidable) == (Decimal("270.000000"), Decimal("243.000000"))  # 10 × 300 GB; 9 pulls avoidable
-    idle_week = fetch_all(demo_db, """SELECT count(*) FROM findings.hidden_costs
-                                      WHERE host = 'gpu-a100-02' AND period_end >= TIMESTAMPTZ '2026-10-10 23:00:00+00'""")[0][0]
-    assert idle_week == 2  # the two monthly cards idle for the last week
+    idle_week = fetch_all(demo_db, """SELECT count(*), any_value(title) FROM findings.hidden_costs
+                                      WHERE host = 'gpu-a100-02' AND period_end >= TIMESTAMPTZ '2026-10-10 23:00:00+00'""")[0]
+    assert idle_week == (1, "2 idle GPUs on gpu-a100-02")  # the two monthly cards idle for the last week: one finding
 
 
 def test_findings_command_prints_the_ranked_list(demo_run):
@@ -184,4 +184,44 @@ def test_findings_command_prints_the_ranked_list(demo_run):
                                 terminal_width=250)
     assert result.exit_code == 0, result.output
     assert "hidden costs by kind" in result.output and "findings, ranked" in result.output
+    assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10: 428.27 USD avoidable (2,871.20 CNY)" in result.output
     assert "repeated_download" in result.output and "243.00 USD" in result.output
+
+
+def test_leaks_are_one_finding_per_host_and_month_with_each_gpu_in_the_evidence(demo_db):
+    # gpu-a100-01's idle cards: 52 idle runs of 8 GPUs in the per-kind table (48 runs, 4 of them crossing
+    # Oct 1 and split there), two findings (September, October) in the list a person reads.
+    per_gpu = fetch_all(demo_db, """SELECT count(*), count(DISTINCT resource), sum(wasted_cost) FROM findings.unused_gpu
+                                    WHERE host = 'gpu-a100-01' AND subkind = 'idle_run'""")[0]
+    assert per_gpu == (52, 8, Decimal("4671.3733333328"))
+    rows = fetch_dicts(demo_db, """SELECT * FROM findings.hidden_costs WHERE host = 'gpu-a100-01' AND subkind = 'idle_run'
+                                   ORDER BY period""")
+    assert [(r["period"], r["items"], r["title"]) for r in rows] == [("2026-09", 28, "8 idle GPUs on gpu-a100-01"),
+                                                                       ("2026-10", 24, "8 idle GPUs on gpu-a100-01")]
+    assert sum(r["wasted_cost"] for r in rows) == Decimal("4671.3733333328")  # nothing lost in the grouping
+    assert [(r["avoidable_cost"], r["avoidable_cost_reporting"], r["severity"]) for r in rows] == [
+        (Decimal("1800.1733333328"), Decimal("268.2870211964"), "medium"), (Decimal("2871.2000000000"), Decimal("428.2727379992"), "medium")]
+    details = json.loads(rows[1]["evidence"])["details"]
+    assert len(details) == 24 and len({d["resource"] for d in details}) == 8
+    assert sum(Decimal(d["avoidable_cost"]) for d in details) == rows[1]["avoidable_cost"]  # exact decimal strings
+    # One finding per thing to act on: no host, bucket or service twice in a month and kind.
+    assert fetch_all(demo_db, """SELECT count(*) FROM (SELECT kind, subkind, resource, period FROM findings.hidden_costs
+                                 GROUP BY ALL HAVING count(*) > 1)""") == [(0,)]
+    assert fetch_all(demo_db, "SELECT count(*), sum(items) FROM findings.hidden_costs") == [(7, 160)]
+    top = fetch_dicts(demo_db, "SELECT rank, title, period FROM findings.hidden_costs ORDER BY rank LIMIT 1")[0]
+    assert top == {"rank": 1, "title": "8 idle GPUs on gpu-a100-01", "period": "2026-10"}
+
+
+def test_the_report_headline_and_kpis_on_the_demo(demo_run):
+    machine = json.loads((demo_run.out / "reports" / "2026-10-12" / "report.json").read_text())
+    assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10: 428.27 USD avoidable (2,871.20 CNY)" in machine["headline"]["lines"]
+    cards = {c["label"]: (c["value"], c["note"]) for c in machine["kpi_cards"]}
+    assert cards == {
+        "Spend, Oct 1–10": ("713.07 USD", "818.76 USD at the same point last month (-12.9 %)"),
+        "Forecast to Oct 31": ("2,154.08 USD", "68.62 USD a day (last 7 days) for the 21 days left"),
+        "Avoidable this month": ("524.85 USD", "2 leaks to act on, below"),
+        "Idle share": ("73.6 %", "of this month's spend paid for GPUs nothing ran on (525.09 USD)"),
+        "Cost per busy GPU-hour": ("1.81 USD", "GPU spend 683.77 USD over 377 busy of 2,640 paid GPU-hours this month"),
+    }
+    page = (demo_run.out / "reports" / "2026-10-12" / "report.html").read_text()
+    assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10: 428.27 USD avoidable (2,871.20 CNY)" in page

@@ -109,9 +109,16 @@ def one(findings, kind, subkind):
     return rows[0]
 
 
+def detail(finding) -> dict:
+    """The evidence of a finding's one detail (the per-GPU, per-object or per-event row it groups)."""
+    details = json.loads(finding["evidence"])["details"]
+    assert len(details) == finding["items"] == 1, details
+    return details[0]["evidence"]
+
+
 def test_slow_disk_checkpoint_with_partial_telemetry_counts_its_own_jobs_gpus(findings):
     f = one(findings, "slow_disk_idle", "checkpoint")
-    evidence = json.loads(f["evidence"])
+    evidence = detail(f)
     # The design's worked example: 200 GB in 8 minutes ≈ 417 MB/s; 67 s at 3 GB/s. The event names job-a,
     # so its 4 GPUs waited (32 GPU-minutes), not job-b's 4 beside them on the host.
     assert (evidence["gpus"], evidence["throughput_mb_s"], evidence["duration_on_fast_disk_s"]) == (4, 416.7, 66.7)
@@ -124,7 +131,7 @@ def test_slow_disk_checkpoint_with_partial_telemetry_counts_its_own_jobs_gpus(fi
 
 def test_a_checkpoint_stall_found_from_its_signature_alone(findings):
     f = one(findings, "slow_disk_idle", "signature")
-    evidence = json.loads(f["evidence"])
+    evidence = detail(f)
     assert f["host"] == "gpu-s" and evidence["bytes"] == 120_000_000_000 and evidence["duration_s"] == 240.0
     assert (evidence["throughput_mb_s"], evidence["gpus"], evidence["duration_on_fast_disk_s"]) == (500.0, 4, 40.0)
     # 4 GPUs × 4 minutes, every GPU-minute under the idle threshold; priced from the catalog (no charge covers gpu-s).
@@ -134,7 +141,9 @@ def test_a_checkpoint_stall_found_from_its_signature_alone(findings):
 
 def test_idle_runs_need_the_minimum_length(findings):
     runs = findings[("unused_gpu", "idle_run")]
-    assert [(r["resource"], r["wasted_cost"]) for r in runs] == [("gpu-k/GPU-k0", Decimal("12.950000"))]  # 7 h × 1.85
+    # One finding for the host; GPU 1's 5 idle hours are under the 6-hour minimum, so only GPU 0 is in it.
+    assert [(r["resource"], r["title"], r["wasted_cost"]) for r in runs] == [("gpu-k", "1 idle GPU on gpu-k", Decimal("12.950000"))]
+    assert [d["resource"] for d in json.loads(runs[0]["evidence"])["details"]] == ["gpu-k/GPU-k0"]  # 7 h × 1.85
     assert "sat idle" in runs[0]["recommendation"]
 
 
@@ -143,14 +152,18 @@ def test_a_paid_gpu_without_any_telemetry(findings):
     assert (f["resource"], f["wasted_cost"], f["currency"]) == ("ins-dark", Decimal("44.400000"), "CNY")
 
 
-def test_an_unused_commitment(findings):
-    f = one(findings, "unused_gpu", "unused_commitment")
+def test_an_unused_commitment_for_no_gpu_is_its_own_kind(findings):
+    # sp-123 names no GPU model or count: an unused savings plan, not an unused GPU.
+    assert ("unused_gpu", "unused_commitment") not in findings
+    f = one(findings, "unused_commitment", "commitment")
     assert (f["resource"], f["wasted_cost"], f["avoidable_cost"]) == ("sp-123", Decimal("10.000000"), Decimal("10.000000"))
+    assert f["title"] == "Unused commitment sp-123" and detail(f)["commitment_status"] == "Unused"
 
 
 def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
     f = one(findings, "egress", "repeated_download")
-    evidence = json.loads(f["evidence"])
+    assert f["resource"] == "bucket-e"  # the bucket is what one acts on; the object is in the detail
+    evidence = detail(f)
     assert (evidence["downloads"], evidence["total_gb"], evidence["price_per_gb"]) == (3, 30.0, 0.09)
     assert (f["wasted_cost"], f["avoidable_cost"], f["price_source"]) == (Decimal("2.700000"), Decimal("1.800000"), "charge")
     assert ("egress", "internet") not in findings  # the log explains the resource's egress: no second count
@@ -158,7 +171,7 @@ def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
 
 def test_inference_paid_at_peak_all_day(findings):
     f = one(findings, "overprovisioned_inference", "no_gpu_mode")
-    evidence = json.loads(f["evidence"])
+    evidence = detail(f)
     assert (evidence["valley_hours"], evidence["peak_valley_ratio"]) == (12, 25.0)
     # Wasted is what it paid above a right-sized fleet, not its whole 24.00: the busy half-day needs its one
     # card (0.5 busy ÷ 60 % → 1), the 12 valley hours need none. 12 valley hours × 1.00.
@@ -172,7 +185,11 @@ def test_inference_paid_at_peak_all_day(findings):
 def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):
     rows = [r for group in findings.values() for r in group]
     assert len({r["finding_id"] for r in rows}) == len(rows) == 7
+    assert sorted(r["rank"] for r in rows) == list(range(1, 8))
+    ranked = sorted(rows, key=lambda r: r["rank"])
+    assert [r["avoidable_cost_reporting"] for r in ranked] == sorted((r["avoidable_cost_reporting"] for r in rows), reverse=True)
     for r in rows:
+        assert r["period"] == "2026-09"
         assert r["reporting_currency"] == "USD" and r["wasted_cost_reporting"] is not None
         assert r["severity"] in ("low", "medium", "high")
 

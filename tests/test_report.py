@@ -1,27 +1,72 @@
-"""The day's report: every section present, charts inline, text from data escaped."""
+"""The day's report: every section present, charts inline, text from data escaped, KPIs and money
+shown as a reader expects them."""
 
 from datetime import date
 from decimal import Decimal
 
-from pipelines.report import render
+from pipelines.report import kpi_cards, money, render
+
+EVIL = "<script>alert(1)</script>|x"
+
+
+def report_data(**overrides) -> dict:
+    anomaly = {"anomaly_id": "a1", "state": "new", "status": "open", "resolution": None, "new": True, "kind": "new",
+               "direction": "up", "metric": "cost", "series": f"AWS / {EVIL} / EC2 / idle", "first_day": date(2026, 9, 26),
+               "last_day": date(2026, 9, 26), "days": 1, "peak_day": date(2026, 9, 26), "actual": Decimal("50"),
+               "expected": Decimal("0"), "change": Decimal("50"), "unit": "USD", "driver": "new spend",
+               "summary": f"EC2 on {EVIL}: cost 50.00 USD"}
+    finding = {"rank": 1, "severity": "high", "kind": "egress", "subkind": "repeated_download", "resource": EVIL,
+               "title": f"Repeated downloads from {EVIL}", "period": "2026-09", "items": 2,
+               "avoidable_cost": Decimal("1800"), "wasted_cost": Decimal("2000"), "currency": "CNY",
+               "avoidable_cost_reporting": Decimal("1234.565"), "wasted_cost_reporting": Decimal("1400"),
+               "reporting_currency": "USD", "recommendation": EVIL}
+    data = {
+        "date": "2026-09-28", "scored_day": "2026-09-26", "spend_by_phase": [], "day_cost": [], "daily_by_phase": [],
+        "findings": [finding], "anomalies": [anomaly], "suppressed": [], "anomaly_series": [],
+        "tco": {"note": "no usage"}, "tco_chart_svg": None, "kpis": {},
+    }
+    return {**data, **overrides}
 
 
 def test_text_from_data_is_escaped_in_html_and_markdown():
-    evil = "<script>alert(1)</script>|x"
-    anomaly = {"anomaly_id": "a1", "state": "new", "status": "open", "resolution": None, "new": True, "kind": "new",
-               "direction": "up", "metric": "cost", "series": f"AWS / {evil} / EC2 / idle", "first_day": date(2026, 9, 26),
-               "days": 1, "peak_day": date(2026, 9, 26), "actual": Decimal("50"), "expected": Decimal("0"),
-               "change": Decimal("50"), "unit": "USD", "driver": "new spend", "summary": f"EC2 on {evil}: cost 50.00 USD"}
-    data = {
-        "date": "2026-09-28", "scored_day": "2026-09-26", "spend_by_phase": [], "day_cost": [], "daily_by_phase": [],
-        "findings": [{"severity": "high", "kind": "egress", "subkind": "repeated_download", "resource": evil,
-                      "avoidable_cost": Decimal("243"), "avoidable_cost_reporting": Decimal("243"), "reporting_currency": "USD",
-                      "currency": "USD", "recommendation": evil}],
-        "anomalies": [anomaly], "suppressed": [], "anomaly_series": [],
-        "tco": {"note": "no usage"}, "tco_chart_svg": None,
-    }
-    page, markdown, machine = render(data)
+    page, markdown, machine = render(report_data())
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script>" not in markdown and "&lt;script&gt;" in markdown and "\\|x" in markdown
     assert '"resource": "<script>alert(1)</script>|x"' in machine  # JSON carries the value itself, safely quoted
     assert "NEW: EC2 on &lt;script&gt;" in page  # the headline too
+    # The largest leak is named in the reporting currency, rounded half-up, with its billing amount beside it.
+    assert "Largest leak: Repeated downloads from &lt;script&gt;alert(1)&lt;/script&gt;|x in 2026-09: 1,234.57 USD avoidable (1,800.00 CNY)" in page
+
+
+def test_money_has_thousands_separators_and_its_currency():
+    assert money(Decimal("4671.3733333328"), "CNY") == "4,671.37 CNY"
+    assert money(Decimal("0.005"), "USD") == "0.01 USD"  # half-up, as an invoice rounds
+    assert money(None, "USD") == "—" and money(Decimal("-1234.5")) == "-1,234.50"
+
+
+def test_headers_are_words_and_an_idle_row_has_no_cost_per_busy_gpu_hour():
+    phases = [{"phase": p, "reporting_currency": "USD", "cost_reporting": Decimal(c), "share_pct": 50.0, "gpu_hours_paid": 10.0,
+               "gpu_hours_busy": b, "utilization_pct": 10.0 * b, "typical_util_pct_low": None, "typical_util_pct_high": None,
+               "cost_per_busy_gpu_hour": Decimal("33.67"), "cost_by_billing_currency": {"CNY": Decimal("7000")}}
+              for p, c, b in (("idle", "1000", 0.1), ("inference", "1000", 1.0))]
+    page, markdown, _ = render(report_data(spend_by_phase=phases))
+    assert "Cost per busy GPU-hour (USD)" in page and "GPU utilization (busy ÷ paid)" in page
+    assert "cost_reporting" not in page and "utilization_pct" not in page  # no snake_case headers
+    idle_row = next(line for line in markdown.splitlines() if line.startswith("| Idle (paid, nothing ran)"))
+    assert "33.67" not in idle_row and "—" in idle_row and "7,000.00 CNY" in idle_row
+    assert "33.67" in next(line for line in markdown.splitlines() if line.startswith("| Inference"))
+
+
+def test_kpi_cards_say_what_each_number_is_against():
+    k = {"currency": "USD", "day": date(2026, 10, 10), "month_start": date(2026, 10, 1), "month_end": date(2026, 10, 31),
+         "mtd": Decimal("713.0732899552"), "prev_mtd": Decimal("818.7617809929"), "prev_days_billed": 10,
+         "forecast": Decimal("2154.0764917861"), "run_rate_per_day": Decimal("68.6192000871"), "run_rate_days": 7, "days_left": 21,
+         "avoidable_this_month": Decimal("524.8484157364"), "leaks_this_month": 2, "unrated_leaks": 0,
+         "idle_share_pct": 73.6, "idle_cost": Decimal("525.0893634801"), "cost_per_busy_gpu_hour": Decimal("1.8130633959"),
+         "gpu_cost": Decimal("683.7732899552"), "busy_gpu_hours": 377.137, "paid_gpu_hours": 2640.0}
+    cards = {c["label"]: c for c in kpi_cards({"kpis": k})}
+    assert cards["Spend, Oct 1–10"]["value"] == "713.07 USD"
+    assert cards["Spend, Oct 1–10"]["note"] == "818.76 USD at the same point last month (-12.9 %)"
+    assert cards["Forecast to Oct 31"]["value"] == "2,154.08 USD"
+    assert cards["Avoidable this month"]["value"] == "524.85 USD"
+    assert cards["Idle share"]["value"] == "73.6 %" and cards["Cost per busy GPU-hour"]["value"] == "1.81 USD"

@@ -5,9 +5,11 @@
 --                     Minutes come from core.gpu_minutes, where each sample covers the time until the
 --                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
 --                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
---                     sampling interval.
+--                     sampling interval. A run crossing a month boundary is one row per UTC month
+--                     (the run's length is judged whole), so each month's leaks hold that month's hours.
 --   no_telemetry      a GPU charge whose host reported no telemetry at all in its period.
---   unused_commitment FOCUS lines whose commitment or capacity reservation went unused.
+--   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
+--                     capacity reservation went unused; other commitments are findings.unused_commitment.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.unused_gpu AS
 WITH inference_minutes AS (
@@ -16,19 +18,22 @@ WITH inference_minutes AS (
 idle_minutes AS (
     SELECT m.gpu_key, m.host, m.gpu_model, m.minute,
            m.minute - to_minutes(row_number() OVER (PARTITION BY m.gpu_key ORDER BY m.minute)) AS run_key,
+           date_trunc('month', timezone('UTC', m.minute)) AS month,
            m.busy_fraction, m.coverage
     FROM core.gpu_minutes AS m
     WHERE m.busy_fraction < $idle_busy_threshold
       AND m.host NOT IN (SELECT host FROM inference_minutes)
+),
+long_runs AS (
+    SELECT gpu_key, run_key FROM idle_minutes GROUP BY ALL HAVING count(*) >= $idle_min_minutes
 ),
 runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            min(minute) AS period_start, max(minute) + INTERVAL 1 MINUTE AS period_end,
            count(*) AS minutes, sum(coverage) / 60.0 AS idle_hours,
            sum(busy_fraction * coverage) / sum(coverage) AS mean_busy
-    FROM idle_minutes
-    GROUP BY gpu_key, run_key
-    HAVING count(*) >= $idle_min_minutes
+    FROM idle_minutes SEMI JOIN long_runs USING (gpu_key, run_key)
+    GROUP BY gpu_key, run_key, month
 ),
 catalog AS (
     SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
@@ -83,10 +88,11 @@ unused_commitments AS (
            EffectiveCost AS wasted_cost, EffectiveCost AS avoidable_cost, BillingCurrency AS currency, 'charge' AS price_source,
            json_object('commitment_status', CommitmentDiscountStatus, 'capacity_reservation_status', CapacityReservationStatus,
                        'charge_id', x_ChargeId) AS evidence,
-           'A commitment or capacity reservation went unused in this period. Move matching workloads onto it, or '
+           'A GPU commitment or capacity reservation went unused in this period. Move GPU jobs onto it, or '
            || 'right-size the next purchase.' AS recommendation
     FROM core.cost_lines
     WHERE (CommitmentDiscountStatus = 'Unused' OR CapacityReservationStatus = 'Unused') AND EffectiveCost <> 0
+      AND (x_GpuModel IS NOT NULL OR coalesce(x_GpuCount, 0) > 0)
 )
 SELECT * FROM idle_runs
 UNION ALL BY NAME SELECT * FROM no_telemetry

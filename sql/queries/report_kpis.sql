@@ -1,0 +1,55 @@
+-- The daily report's header for the scored day $day, in the reporting currency:
+--   month-to-date spend (the 1st to $day) against the same point last month (the 1st to the same
+--   day of the month, or the month's last day when it is shorter);
+--   a forecast to month end: month-to-date plus the mean day of the last 7 days (fewer when the data
+--   starts later) for each day left, so a fee booked on the 1st is not multiplied by the month;
+--   avoidable spend this month: findings.hidden_costs of $day's month;
+--   idle share and cost per busy GPU-hour from marts.spend_by_phase for $day's month (GPU spend,
+--   idle included, over busy GPU-hours). Integer units keep every division exact (sql/macros.sql).
+WITH bounds AS (
+    SELECT d AS day, m AS month_start, CAST(m - INTERVAL 1 MONTH AS DATE) AS prev_start, last_day(d) AS month_end,
+           strftime(d, '%Y-%m') AS period
+    FROM (SELECT CAST($day AS DATE) AS d, CAST(date_trunc('month', CAST($day AS DATE)) AS DATE) AS m)
+),
+daily AS (
+    SELECT day, sum(cost_reporting) AS cost, count(*) - count(cost_reporting) AS without_rate
+    FROM marts.daily_cost GROUP BY day
+),
+spend AS (
+    SELECT b.*,
+           least(b.prev_start + CAST(b.day - b.month_start AS INTEGER), b.month_start - 1) AS prev_same_day,
+           (SELECT min(day) FROM daily) AS first_day,
+           (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.month_start AND b.day) AS mtd,
+           (SELECT coalesce(sum(without_rate), 0) FROM daily WHERE day BETWEEN b.month_start AND b.day) AS mtd_without_rate,
+           (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.day - 6 AND b.day) AS last_7_days
+    FROM bounds AS b
+),
+phases AS (
+    SELECT sum(cost_reporting) AS month_cost,
+           sum(cost_reporting) FILTER (WHERE phase = 'idle') AS idle_cost,
+           sum(cost_reporting) FILTER (WHERE gpu_hours_paid > 0) AS gpu_cost,
+           sum(gpu_hours_busy) AS busy_gpu_hours, sum(gpu_hours_paid) AS paid_gpu_hours
+    FROM marts.spend_by_phase WHERE period = (SELECT period FROM bounds)
+),
+leaks AS (
+    SELECT coalesce(sum(avoidable_cost_reporting), 0) AS avoidable, count(*) AS findings,
+           count(*) FILTER (WHERE avoidable_cost_reporting IS NULL) AS unrated
+    FROM findings.hidden_costs WHERE period = (SELECT period FROM bounds)
+)
+SELECT (SELECT any_value(reporting_currency) FROM marts.daily_cost) AS currency,
+       s.day, s.period, s.month_start, s.month_end, s.prev_start, s.prev_same_day,
+       s.mtd, s.mtd_without_rate,
+       (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_mtd,
+       (SELECT count(*) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_days_billed,
+       CAST(s.month_end - s.day AS INTEGER) AS days_left,
+       CAST(least(7, greatest(1, s.day - s.first_day + 1)) AS INTEGER) AS run_rate_days,
+       from_units(to_units(s.last_7_days) // least(7, greatest(1, s.day - s.first_day + 1))) AS run_rate_per_day,
+       s.mtd + from_units(to_units(s.last_7_days) * (s.month_end - s.day) // least(7, greatest(1, s.day - s.first_day + 1))) AS forecast,
+       l.avoidable AS avoidable_this_month, l.findings AS leaks_this_month, l.unrated AS unrated_leaks,
+       p.month_cost, p.idle_cost,
+       CASE WHEN p.month_cost > 0 THEN round(100.0 * p.idle_cost / p.month_cost, 1) END AS idle_share_pct,
+       p.gpu_cost, p.busy_gpu_hours, p.paid_gpu_hours,
+       CASE WHEN p.busy_gpu_hours > 0
+            THEN from_units(to_units(p.gpu_cost) * 1000000 // CAST(round(p.busy_gpu_hours * 1000000) AS HUGEINT)) END
+           AS cost_per_busy_gpu_hour
+FROM spend AS s, leaks AS l, phases AS p;
