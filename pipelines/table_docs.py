@@ -150,12 +150,13 @@ def readme_section(d: Docs | None = None) -> str:
         "|---|---|---|",
     ]
     for name, t in d.tables.items():
-        parts = []
+        parts, from_sets = [], set()
         for set_name in t.include:
             s = d.sets[set_name]
-            parts.append(s["readme"] or ", ".join(f"`{c}`" for c in s["columns"] if c not in t.own))
-        if t.own:
-            parts.append(", ".join(f"`{c}`" for c in t.own))
+            from_sets.update(s["columns"])
+            parts.append(s["readme"] or ", ".join(f"`{c}`" for c in s["columns"]))
+        if own := [c for c in t.own if c not in from_sets]:  # a set's column the table re-describes stays in the set's place
+            parts.append(", ".join(f"`{c}`" for c in own))
         lines.append(f"| `{name}` | {_cell(t.grain)} | {_cell(t.description)} Columns: {_cell('; '.join(parts))} |")
     lines.append(README_END)
     return "\n".join(lines)
