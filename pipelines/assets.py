@@ -20,6 +20,7 @@ from pipelines.ingest import ingest_landing
 from pipelines.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.summary import for_terminal
+from pipelines.table_docs import apply_docs
 from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
@@ -50,6 +51,7 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
     with warehouse.get_connection() as conn:
         prepare(conn)
         summary = ingest_landing(conn, Path(settings.landing_dir), timezone=settings.timezone)
+        apply_docs(conn, *RAW_ASSETS)  # models/data/table_docs.yaml: the warehouse explains itself
         counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}
     for broken in invalid_mappings(all_connectors()):
         context.log.error(f"invalid mapping, not used: {broken.error}")
@@ -98,6 +100,7 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
             for name, arrow_table in registered.items():
                 conn.register(name, arrow_table)
             run_sql_file(conn, table, settings.sql_params())
+            apply_docs(conn, table)  # after the build: CREATE OR REPLACE drops comments (tables and views alike)
             for name in registered:
                 conn.unregister(name)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
@@ -219,10 +222,12 @@ def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
             result = tco.compute(conn, settings.tco_params_file)
         except tco.NoUsageMeasured as exc:
             tco.write(conn, [], [])
+            apply_docs(conn, "marts.tco_scenarios", "marts.tco_break_even")
             for key in ("marts.tco_scenarios", "marts.tco_break_even"):
                 yield MaterializeResult(asset_key=key_of(key), metadata={"rows": 0, "note": str(exc)})
             return
         tco.write(conn, result.scenarios, result.break_even)
+        apply_docs(conn, "marts.tco_scenarios", "marts.tco_break_even")
     best = tco.cheapest(result.scenarios)
     yield MaterializeResult(asset_key=key_of("marts.tco_scenarios"), metadata={
         "rows": len(result.scenarios), "cheapest": best["scenario"], "cheapest_tco": f"{best['tco']} {best['currency']}"})

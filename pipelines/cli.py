@@ -1,6 +1,7 @@
 """The `finops` command line: the user's contract (see README)."""
 
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -21,6 +22,7 @@ from rich.text import Text
 from pipelines import progress
 from pipelines.settings import DEMO_DIR, FinopsSettings, check_currency, check_timezone, finding_kinds, parse_iso_date
 from pipelines.summary import for_terminal
+from pipelines.hints import finops_command, python_command, ui_command
 
 # Exit codes (README, "Exit codes"): 0 done; 1 the run or command failed, or a file did not load;
 # 2 a bad argument, refused before any work; 66 the landing folder holds no files (sysexits EX_NOINPUT);
@@ -91,7 +93,8 @@ def _open_warehouse(warehouse: Path):
     from pipelines.warehouse import connect
 
     if not warehouse.exists():
-        console.print(Text.assemble(("no warehouse at ", "red"), for_terminal(warehouse), ": run `finops demo` or `finops run` first"))
+        console.print(Text.assemble(("no warehouse at ", "red"), for_terminal(warehouse),
+                                    f": run `{finops_command()} demo` or `{finops_command()} run` first"), soft_wrap=True)
         raise typer.Exit(1)
     return connect(warehouse, read_only=True)
 
@@ -186,7 +189,8 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",
                            style="red"), soft_wrap=True)
     if not outcome.success:
-        console.print("[red]the run did not complete cleanly; open `make ui` or the logs above for details[/]")
+        console.print(Text(f"the run did not complete cleanly; see the logs above, or the Dagster UI: {ui_command()}", style="red"),
+                      soft_wrap=True)
         return 1
     return 1 if problems else 0
 
@@ -493,8 +497,10 @@ def new_connector(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise typer.BadParameter(f"{out} exists and is not an empty folder; nothing written", param_hint="'--out'")
     written = write_package(name, kind, out)
-    console.print(Text(f"wrote {len(written)} files to {for_terminal(out)}; next: pip install -e {for_terminal(out)} "
-                       f"&& pytest {for_terminal(out)}"), soft_wrap=True)
+    # This installation's Python: a bare `pip`/`pytest` may be another environment's.
+    target = shlex.quote(str(out))
+    console.print(Text(f"wrote {len(written)} files to {for_terminal(out)}; next: {python_command()} -m pip install -e {for_terminal(target)} "
+                       f"&& {python_command()} -m pytest {for_terminal(target)}"), soft_wrap=True)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from pydantic import Field
 from models.anomalies import load_planned_runs
 from pipelines import anomalies
 from pipelines.settings import FinopsSettings
+from pipelines.table_docs import apply_docs
 from pipelines.warehouse import fetch_value
 
 POOL = "duckdb_warehouse"
@@ -58,6 +59,7 @@ def anomalies_asset(context: AssetExecutionContext, config: RunDate, warehouse: 
         _prepare(conn)
         result = anomalies.detect(conn, config.day(settings), settings.anomaly_rules(), planned, settings.reporting_currency.upper(),
                                   settings.anomaly_lag_days, settings.anomaly_rescore_days)
+        apply_docs(conn, "findings.anomaly_scores", "findings.anomalies", "findings.anomaly_runs")
         open_count = fetch_value(conn, "SELECT count(*) FROM findings.anomalies WHERE status = 'open'")
         total = fetch_value(conn, "SELECT count(*) FROM findings.anomalies")
     if result.skipped:

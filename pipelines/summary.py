@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pipelines.hints import describe_table_command, open_warehouse_command
 from pipelines.warehouse import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
@@ -185,5 +186,6 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     console.print(balance)
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))
     console.print(Text(f"warehouse: {warehouse}  ({elapsed:.1f} s)"))
-    console.print(Text(f"open it:   python -c \"import duckdb; print(duckdb.connect('{warehouse}', read_only=True)"
-                  ".sql(\\\"FROM marts.spend_by_phase WHERE period = 'all'\\\"))\""), highlight=False)
+    # Printed to be pasted: this installation's Python (the system one has no duckdb), never wrapped.
+    console.print(Text(f"open it:   {open_warehouse_command(warehouse)}"), highlight=False, soft_wrap=True)
+    console.print(Text(f"explain:   {describe_table_command(warehouse)}"), highlight=False, soft_wrap=True)
