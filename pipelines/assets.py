@@ -25,7 +25,8 @@ from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
-RAW_ASSETS = ["raw.files", *RAW_TABLES.values(), "raw.quarantine", "raw.manifests", "raw.deliveries", "raw.delivery_slices"]
+RAW_ASSETS = ["raw.files", *RAW_TABLES.values(), "raw.quarantine", "raw.manifests", "raw.deliveries", "raw.delivery_slices",
+              "raw.file_slices"]
 
 
 def key_of(table: str) -> AssetKey:

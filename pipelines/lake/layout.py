@@ -118,9 +118,20 @@ def view_sql(lake: Path, kind: str) -> str:
 
 
 def create_views(conn: duckdb.DuckDBPyConnection, lake: Path) -> None:
-    for kind in RAW_TABLES:
-        write_schema_file(lake, kind)
-        conn.execute(view_sql(lake, kind))
+    """(Re)create each raw view where it is missing, reads another lake (a warehouse moved with its
+    lake) or lacks a column of the canonical schema; a current view is left alone, keeping its comments."""
+    for kind, table in RAW_TABLES.items():
+        schema, name = table.split(".")
+        found = conn.execute("SELECT sql FROM duckdb_views() WHERE schema_name = ? AND view_name = ? "
+                             "AND database_name = current_database()", [schema, name]).fetchall()
+        columns = [r[0] for r in conn.execute("SELECT column_name FROM duckdb_columns() WHERE schema_name = ? "
+                                              "AND table_name = ? AND database_name = current_database() ORDER BY column_index",
+                                              [schema, name]).fetchall()]
+        current = (found and str(table_root(lake, kind)) in found[0][0] and columns == [f.name for f in SCHEMAS[kind]]
+                   and any(table_root(lake, kind).rglob(f"file={SCHEMA_FOLDER}")))
+        if not current:
+            write_schema_file(lake, kind)
+            conn.execute(view_sql(lake, kind))
 
 
 def adopt_table(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str) -> int:
