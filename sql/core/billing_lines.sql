@@ -22,21 +22,30 @@ delivery_contents AS (
     FROM raw.files
     WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate') AND delivery_id IS NOT NULL
 ),
+-- Per content and slice of lines (provider, billing account, billing period), the one counting
+-- delivery it counts through: a content in two counting deliveries (of different exports) still
+-- counts once. Chosen over the small slice tables, then joined to the lines, so no window runs
+-- over the lines themselves.
+content_slices AS (
+    SELECT dc.content, s.line_provider, s.line_account, s.line_period,
+           d.delivery_id, d.export_name, d.created_at, d.complete, d.mode, d.seq, d.first_seen_at
+    FROM delivery_contents AS dc
+    JOIN raw.deliveries AS d ON d.delivery_id = dc.delivery_id
+    JOIN raw.delivery_slices AS s ON s.delivery_id = d.delivery_id AND s.counts
+    QUALIFY row_number() OVER (PARTITION BY dc.content, s.line_provider, s.line_account, s.line_period
+                               ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
+),
 counted AS (
-    SELECT c.*, d.delivery_id AS x_DeliveryId, d.export_name AS x_ExportName,
-           d.created_at AS x_DeliveryCreatedAt, d.complete AS x_DeliveryComplete, d.mode AS delivery_mode,
-           d.seq AS delivery_seq, d.first_seen_at AS delivery_first_seen
+    SELECT c.*, cs.delivery_id AS x_DeliveryId, cs.export_name AS x_ExportName,
+           cs.created_at AS x_DeliveryCreatedAt, cs.complete AS x_DeliveryComplete, cs.mode AS delivery_mode,
+           cs.seq AS delivery_seq, cs.first_seen_at AS delivery_first_seen
     FROM raw.cost_lines AS c
     JOIN readers AS r ON r.path = c.x_SourceFile AND r.sha256 = c.x_SourceSha256
-    JOIN delivery_contents AS dc ON dc.content = r.content
-    JOIN raw.deliveries AS d ON d.delivery_id = dc.delivery_id
-    JOIN raw.delivery_slices AS s
-      ON s.delivery_id = d.delivery_id AND s.counts
-     AND s.line_provider IS NOT DISTINCT FROM c.ProviderName
-     AND s.line_account IS NOT DISTINCT FROM c.BillingAccountId
-     AND s.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
-    -- A content in two counting deliveries (of different exports) still counts once.
-    QUALIFY row_number() OVER (PARTITION BY c.x_SourceSha256, c.x_SourceRow ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
+    JOIN content_slices AS cs
+      ON cs.content = r.content
+     AND cs.line_provider IS NOT DISTINCT FROM c.ProviderName
+     AND cs.line_account IS NOT DISTINCT FROM c.BillingAccountId
+     AND cs.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
 ),
 keyed AS (
     SELECT *,
