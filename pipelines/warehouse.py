@@ -51,8 +51,13 @@ def sql_text(name: str) -> str:
 def run_sql_file(conn: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, object] | None = None) -> None:
     """Run the SQL file that builds `name`, binding only the named parameters it uses."""
     text = sql_text(name)
-    used = {k: v for k, v in (params or {}).items() if f"${k}" in text}
-    conn.execute(text, used) if used else conn.execute(text)
+    if not any(f"${k}" in text for k in (params or {})):
+        conn.execute(text)
+        return
+    # A file of several statements: each is prepared on its own, with the parameters it names.
+    for statement in duckdb.extract_statements(text):
+        used = {k: v for k, v in (params or {}).items() if k in statement.named_parameters}
+        conn.execute(statement, used) if used else conn.execute(statement)
 
 
 RAW_REGISTRY_DDL = """

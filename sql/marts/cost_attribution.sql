@@ -90,19 +90,34 @@ busy_unheld AS (
     FROM busy_minutes
     GROUP BY x_ChargeId
 ),
-rule_hits AS (
-    SELECT c.x_ChargeId, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
-    FROM classified AS c
+-- Charge rules are matched once per distinct (SKU, sub-account, resource, service), not per charge:
+-- a pattern read from a table is compiled for every row it meets (17 of 13 s of CPU on a 1M-row CUR).
+rule_candidates AS (
+    SELECT x_ChargeId, SkuId, sub_account, coalesce(ResourceName, ResourceId) AS resource, ServiceName
+    FROM classified
+    WHERE tag_phase IS NULL AND paid_gpu_seconds <= 0
+),
+rule_values AS (SELECT DISTINCT SkuId, sub_account, resource, ServiceName FROM rule_candidates),
+value_hits AS (
+    SELECT v.SkuId, v.sub_account, v.resource, v.ServiceName, r.rule_order,
+           any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
+    FROM rule_values AS v
     CROSS JOIN charge_rules AS r
-    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds <= 0
-    GROUP BY c.x_ChargeId, r.rule_order
+    GROUP BY ALL
     HAVING bool_and(coalesce(regexp_matches(
         CASE r.field
-            WHEN 'sku' THEN c.SkuId
-            WHEN 'sub_account' THEN c.sub_account
-            WHEN 'resource' THEN coalesce(c.ResourceName, c.ResourceId)
-            WHEN 'service' THEN c.ServiceName
+            WHEN 'sku' THEN v.SkuId
+            WHEN 'sub_account' THEN v.sub_account
+            WHEN 'resource' THEN v.resource
+            WHEN 'service' THEN v.ServiceName
         END, r.pattern), false))
+),
+rule_hits AS (
+    SELECT c.x_ChargeId, h.rule_order, h.rule_name, h.phase
+    FROM rule_candidates AS c
+    JOIN value_hits AS h
+      ON h.SkuId IS NOT DISTINCT FROM c.SkuId AND h.sub_account IS NOT DISTINCT FROM c.sub_account
+     AND h.resource IS NOT DISTINCT FROM c.resource AND h.ServiceName IS NOT DISTINCT FROM c.ServiceName
 ),
 first_rule AS (
     SELECT * FROM rule_hits QUALIFY row_number() OVER (PARTITION BY x_ChargeId ORDER BY rule_order) = 1
