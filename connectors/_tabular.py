@@ -454,8 +454,7 @@ _NAIVE_FORMATS = (
 )
 
 
-def parse_utc(column: str, local_tz: str = "UTC", naive_formats: Sequence[str] = _NAIVE_FORMATS) -> pl.Expr:
-    """Text → UTC timestamp. Times with an offset keep it; times without one are read in local_tz."""
+def _utc_candidates(column: str, local_tz: str, naive_formats: Sequence[str]) -> list[pl.Expr]:
     text = pl.col(column).str.strip_chars()
     aware = [text.str.to_datetime(f, strict=False, time_unit="us", time_zone="UTC") for f in _AWARE_FORMATS]
     naive = [
@@ -464,7 +463,41 @@ def parse_utc(column: str, local_tz: str = "UTC", naive_formats: Sequence[str] =
         .dt.convert_time_zone("UTC")
         for f in naive_formats
     ]
-    return pl.coalesce(aware + naive)
+    return aware + naive
+
+
+def parse_utc(column: str, local_tz: str = "UTC", naive_formats: Sequence[str] = _NAIVE_FORMATS) -> pl.Expr:
+    """Text → UTC timestamp. Times with an offset keep it; times without one are read in local_tz."""
+    return pl.coalesce(_utc_candidates(column, local_tz, naive_formats))
+
+
+def parse_utc_series(frame: pl.DataFrame, column: str, local_tz: str = "UTC",
+                     naive_formats: Sequence[str] = _NAIVE_FORMATS) -> pl.Series:
+    """`parse_utc` of a frame's column, at the cost of one format instead of sixteen.
+
+    Polars evaluates every branch of a coalesce, so trying each format costs each format's parse
+    over the whole column (the dates were 70 % of the AWS CUR connector's time). A column is nearly
+    always written in one format: the one its first value parses with is tried on every row, and
+    only the rows it leaves empty go through the whole list — the same result as `parse_utc`."""
+    candidates = _utc_candidates(column, local_tz, naive_formats)
+    if column not in frame.columns:
+        return pl.Series(column, [None] * frame.height, dtype=pl.Datetime("us", "UTC"))
+    if frame.height == 0:
+        return frame.select(pl.coalesce(candidates)).to_series()
+    text = frame.get_column(column).str.strip_chars()
+    first = frame.filter(text.is_not_null() & (text != "")).head(1)
+    if first.height == 0:
+        return frame.select(pl.coalesce(candidates)).to_series()
+    tried = first.select([c.alias(str(i)) for i, c in enumerate(candidates)]).row(0)
+    chosen = next((i for i, v in enumerate(tried) if v is not None), None)
+    if chosen is None:
+        return frame.select(pl.coalesce(candidates)).to_series()
+    parsed = frame.select(candidates[chosen].alias(column)).to_series()
+    missed = (parsed.is_null() & text.is_not_null() & (text != "")).arg_true()
+    if len(missed):
+        rest = frame[missed].select(pl.coalesce(candidates).alias(column)).to_series()
+        parsed = parsed.scatter(missed, rest)
+    return parsed
 
 
 def parse_decimal(column: str, precision: int, scale: int) -> pl.Expr:

@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from connectors.kit import (
-    ROW_NUMBER, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc, split_rejected,
+    ROW_NUMBER, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc_series, split_rejected,
     stream_csv_as_strings, stream_parquet_as_strings, to_canonical,
 )
 from connectors.kit import Connector, ReadContext
@@ -70,6 +70,11 @@ def snake(name: str) -> str:
     return "_".join(parts).replace(" ", "_")
 
 
+# The time columns, parsed into these working columns (absent columns give nulls).
+TIMES = (("line_item_usage_start_date", "__start"), ("line_item_usage_end_date", "__end"),
+         ("bill_billing_period_start_date", "__period_start"), ("bill_billing_period_end_date", "__period_end"))
+
+
 class AwsCurConnector(Connector):
     name = "aws_cur"
     kind = "billing"
@@ -96,8 +101,10 @@ class AwsCurConnector(Connector):
                 if column not in frame.columns:
                     frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
             money = {c: parse_decimal(c, 38, 10) for c in MONEY}
-            start = parse_utc("line_item_usage_start_date")
-            end = parse_utc("line_item_usage_end_date") if "line_item_usage_end_date" in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))
+            # Each time column parsed once per frame (parse_utc_series: one format, not sixteen).
+            frame = frame.with_columns(parse_utc_series(frame, src).alias(dst) for src, dst in TIMES)
+            start = pl.col("__start")
+            end = pl.col("__end")
             # A file without the column gets every line quarantined for it, not a crash.
             currency = short_value("line_item_currency_code") if "line_item_currency_code" in frame.columns \
                 else pl.lit(None, dtype=pl.String)
@@ -174,9 +181,7 @@ class AwsCurConnector(Connector):
             pl.when(kind == "Refund").then(pl.lit("Correction")).alias("ChargeClass"),
             pricing.alias("PricingCategory"),
             start.alias("ChargePeriodStart"), pl.coalesce(end, start).alias("ChargePeriodEnd"),
-            *((parse_utc(src) if src in frame.columns else pl.lit(None, dtype=pl.Datetime("us", "UTC"))).alias(dst)
-              for src, dst in (("bill_billing_period_start_date", "BillingPeriodStart"),
-                               ("bill_billing_period_end_date", "BillingPeriodEnd"))),
+            pl.col("__period_start").alias("BillingPeriodStart"), pl.col("__period_end").alias("BillingPeriodEnd"),
             get("bill_payer_account_id").alias("BillingAccountId"), get("line_item_usage_account_id").alias("SubAccountId"),
             get("bill_invoice_id").alias("InvoiceId"),
             pl.coalesce(get("bill_invoicing_entity"), pl.lit("Amazon Web Services, Inc.")).alias("InvoiceIssuerName"),

@@ -9,7 +9,8 @@ Arrow record batches in the canonical schema of its kind. Everything it needs fo
 - reading: `stream_csv_as_strings` (a headed CSV as polars frames of text, in bounded memory,
   each row numbered in the `SOURCE_ROW` column), `stream_parquet_as_strings`, `header_fields`,
   `read_head`, `open_maybe_gzip`, `number_rows` for frames built any other way;
-- parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `parse_utc`
+- parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `parse_utc` (and
+  `parse_utc_series`, the same over a frame's column at the cost of one format)
   (times with an offset keep it, times without one are read in a zone), `parse_unit` (durations and
   sizes with their unit written, "90 min", "1.5 GiB", converted to one unit), `failed` (the source
   had a value but parsing gave nothing), `gpu_model_expr`, `normalise_host`, `ISO4217`;
@@ -45,6 +46,7 @@ from connectors._tabular import (
     number_rows,
     parse_decimal,
     parse_utc,
+    parse_utc_series,
     quarantine_tail,
     read_head,
     short_value,
@@ -60,7 +62,7 @@ from models.focus import FOCUS_COLUMNS
 from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"  # 1.1: parse_utc_series
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER
@@ -134,6 +136,6 @@ __all__ = [
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "read_head", "open_maybe_gzip", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "number_rows", "quarantine_tail",
-    "parse_money", "parse_decimal", "parse_utc", "parse_unit", "failed", "short_value",
+    "parse_money", "parse_decimal", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

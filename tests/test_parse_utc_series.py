@@ -1,0 +1,28 @@
+"""parse_utc_series gives exactly parse_utc's result, parsing most columns with one format."""
+
+import polars as pl
+import pytest
+
+from connectors.kit import parse_utc, parse_utc_series
+
+COLUMNS = {
+    "one format": ["2023-11-01T00:00:00Z", "2023-11-01T01:00:00Z", None, "2023-11-30T23:00:00Z"],
+    "mixed": ["2023-11-01 00:00:00", "2023-11-01T01:00:00+08:00", "", "not a time", "2023/11/02 03:04:05",
+              "2023-11-03", None, "2023-11-01T10:00Z", "  2023-11-04 05:06:07.5  "],
+    "first empty": [None, "", "2023-11-01T00:00:00.123Z", "2023-11-01 00:00:00"],
+    "all bad": ["x", "", None],
+    "nothing": [None, None],
+}
+
+
+@pytest.mark.parametrize("name", COLUMNS)
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/St_Johns"])
+def test_the_same_as_parse_utc(name, zone):
+    frame = pl.DataFrame({"t": COLUMNS[name]}, schema={"t": pl.String})
+    expected = frame.select(parse_utc("t", zone)).to_series()
+    assert parse_utc_series(frame, "t", zone).to_list() == expected.to_list()
+
+
+def test_a_missing_column_or_an_empty_frame_gives_nulls():
+    assert parse_utc_series(pl.DataFrame({"x": ["a", "b"]}), "t").to_list() == [None, None]
+    assert parse_utc_series(pl.DataFrame({"t": []}, schema={"t": pl.String}), "t").to_list() == []
