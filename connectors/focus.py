@@ -21,7 +21,7 @@ from connectors.kit import (
     header_fields,
     is_parquet,
     parse_decimal,
-    parse_utc,
+    parse_utc_series,
     split_rejected,
     stream_csv_as_strings,
     stream_parquet_as_strings,
@@ -91,7 +91,9 @@ class FocusConnector(Connector):
                     raise ConnectorError(ctx.source_file, f"required FOCUS column {col.name} is missing", line=1)
                 continue
             if col.kind == TIMESTAMP:
-                expr = parse_utc(col.name, "UTC")  # FOCUS times are UTC by the spec, whatever --timezone says
+                # FOCUS times are UTC by the spec, whatever --timezone says; parsed once, in one format.
+                frame = frame.with_columns(parse_utc_series(frame, col.name, "UTC").alias(f"__time_{col.name}"))
+                expr = pl.col(f"__time_{col.name}")
             elif col.kind in _DECIMAL_TYPES:
                 t = _DECIMAL_TYPES[col.kind]
                 expr = parse_decimal(col.name, t.precision, t.scale)
