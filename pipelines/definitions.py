@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from pipelines.assets import ALL_ASSETS
 from pipelines.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
 from pipelines.checks import ALL_CHECKS
 from pipelines.daily_assets import WEBHOOK_OP
+from pipelines.lake.layout import lake_of
 from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
 from pipelines.warehouse_publish import StagedWrite
 
@@ -61,7 +63,10 @@ class WarehouseResource(DuckDBResource):
     @contextmanager
     def get_connection(self):
         # Closed even when the asset using it fails, so the staging file can be checkpointed and published.
-        conn = duckdb.connect(self._staging(), config={"custom_user_agent": "dagster", **self.connection_config})
+        # Spilled data goes under the lake, not beside the staging file (whose name a next run sweeps).
+        spill = str(lake_of(self.database) / "_spill")
+        conn = duckdb.connect(self._staging(), config={"custom_user_agent": "dagster", "temp_directory": spill,
+                                                       **self.connection_config})
         try:
             yield conn
         finally:
@@ -88,8 +93,14 @@ def _failed_steps(context: InitResourceContext) -> list[str]:
     return sorted(unfinished - _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING)
 
 
+# DuckDB's working memory per connection (spilling to `<warehouse>.tmp/` beyond it), so a run's
+# peak memory stays bounded whatever the size of the history; FINOPS_DUCKDB_MEMORY_LIMIT overrides.
+DEFAULT_MEMORY_LIMIT = "1GB"
+
+
 def warehouse_resource(path: str, start_empty: bool = False) -> WarehouseResource:
-    return WarehouseResource(database=path, start_empty=start_empty)
+    return WarehouseResource(database=path, start_empty=start_empty,
+                             connection_config={"memory_limit": os.environ.get("FINOPS_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT})
 
 
 def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definitions:
