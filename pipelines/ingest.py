@@ -251,7 +251,7 @@ def _ingest_file(conn, lake: Path, path: Path, rel: str, sha: str, timezone: str
     written, in_transaction = None, False
     try:
         # The rows stream into the lake's staging folder first: nothing is visible until registered.
-        written = write_version(conn, lake, connector.kind, sha, connector.read(path, ctx))
+        written = write_version(lake, connector.kind, sha, connector.read(path, ctx))
         loaded = written.rows
         quarantined = len(ctx.quarantined)
         status = "quarantined" if loaded == 0 and quarantined > 0 else "loaded"

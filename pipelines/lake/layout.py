@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from models.schemas import RAW_TABLES, SCHEMAS
@@ -37,26 +39,44 @@ SCHEMA_FOLDER = "schema"  # a zero-row file per table: the view's columns even b
 MIGRATED = "migrated"  # rows of a warehouse made before the lake, moved in by `ensure_lake`
 
 
+def _provider_key(batch: pa.RecordBatch) -> pa.Array:
+    name = pc.replace_substring_regex(batch.column("ProviderName"), "[^A-Za-z0-9._-]", "_")
+    return pc.fill_null(pc.if_else(pc.equal(name, ""), None, name), "unknown")
+
+
+def _period_key(batch: pa.RecordBatch) -> pa.Array:
+    start = pc.coalesce(batch.column("BillingPeriodStart"), batch.column("ChargePeriodStart"))
+    return pc.fill_null(pc.strftime(start, format="%Y-%m"), "unknown")
+
+
+def _day_key(batch: pa.RecordBatch) -> pa.Array:
+    return pc.fill_null(pc.strftime(batch.column("ts"), format="%Y-%m-%d"), "unknown")
+
+
 @dataclass(frozen=True)
 class Partitioning:
-    """How one raw table is laid out: Hive partition columns, each with the SQL that computes it
-    from a row, followed by the source file version."""
+    """How one raw table is laid out: Hive partition columns, followed by the source file version.
+    Each column is computed twice alike — from an Arrow batch (the ingest's streaming writer) and
+    in SQL (moving an older warehouse's table in) — so both are kept here, side by side."""
 
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[tuple[str, str, Callable[[pa.RecordBatch], pa.Array]], ...]
 
     @property
     def names(self) -> list[str]:
-        return [name for name, _ in self.columns] + ["file"]
+        return [name for name, _, _ in self.columns] + ["file"]
+
+    def sql(self) -> list[tuple[str, str]]:
+        return [(name, expr) for name, expr, _ in self.columns]
 
 
 PARTITIONING: dict[str, Partitioning] = {
     # Billing by provider and billing period (the ledger's unit of replacement), then file version.
     "billing": Partitioning((
-        ("provider", "coalesce(nullif(regexp_replace(ProviderName, '[^A-Za-z0-9._-]', '_', 'g'), ''), 'unknown')"),
-        ("billing_period", "coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown')"),
+        ("provider", "coalesce(nullif(regexp_replace(ProviderName, '[^A-Za-z0-9._-]', '_', 'g'), ''), 'unknown')", _provider_key),
+        ("billing_period", "coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown')", _period_key),
     )),
     # Telemetry by UTC day: a day's new samples cost their own size.
-    "telemetry": Partitioning((("day", "strftime(ts, '%Y-%m-%d')"),)),
+    "telemetry": Partitioning((("day", "coalesce(strftime(ts, '%Y-%m-%d'), 'unknown')", _day_key),)),
     "workload": Partitioning(()),
     "storage": Partitioning(()),
 }
@@ -97,7 +117,7 @@ def write_schema_file(lake: Path, kind: str) -> None:
     its columns with no data yet and Hive readers see one consistent layout. Rewritten each time:
     a column the canonical schema gained reaches the view at once."""
     parts = PARTITIONING[kind]
-    folder = table_root(lake, kind).joinpath(*(f"{n}=_" for n, _ in parts.columns), f"file={SCHEMA_FOLDER}")
+    folder = table_root(lake, kind).joinpath(*(f"{n}=_" for n, _ in parts.sql()), f"file={SCHEMA_FOLDER}")
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".data_0.parquet.tmp-{id(folder)}"
     pq.write_table(pa.Table.from_batches([], schema=SCHEMAS[kind]), tmp)
@@ -142,7 +162,7 @@ def adopt_table(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str) -> int:
     rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     if rows:
         parts = PARTITIONING[kind]
-        partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.columns)
+        partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.sql())
         target = table_root(lake, kind)
         target.mkdir(parents=True, exist_ok=True)
         conn.execute(

