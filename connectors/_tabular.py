@@ -488,8 +488,9 @@ def parse_utc_series(frame: pl.DataFrame, column: str, local_tz: str = "UTC",
     first = frame.filter(text.is_not_null() & (text != "")).head(1)
     if first.height == 0:
         return frame.select(pl.coalesce(candidates)).to_series()
-    tried = first.select([c.alias(str(i)) for i, c in enumerate(candidates)]).row(0)
-    chosen = next((i for i, v in enumerate(tried) if v is not None), None)
+    # Which formats parse it, as booleans: a parsed year outside Python's (-0001) must not reach Python.
+    tried = first.select([c.is_not_null().alias(str(i)) for i, c in enumerate(candidates)]).row(0)
+    chosen = next((i for i, parses in enumerate(tried) if parses), None)
     if chosen is None:
         return frame.select(pl.coalesce(candidates)).to_series()
     parsed = frame.select(candidates[chosen].alias(column)).to_series()
