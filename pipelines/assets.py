@@ -2,6 +2,7 @@
 `pipelines.ingest` (Python) and in `sql/` (one file per table)."""
 
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -84,11 +85,39 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         yield MaterializeResult(asset_key=key_of(table), metadata={"table": table, "rows": counts[table], **extra})
 
 
+@dataclass(frozen=True)
+class SqlModel:
+    deps: tuple[str, ...]
+    inputs: object  # (settings) -> {name: Arrow table}, or None
+
+
+# Every SQL asset's table, what it reads and its inputs: what another engine needs to build the
+# same models in the same order (pipelines/engines/spark.py).
+SQL_MODELS: dict[str, SqlModel] = {}
+
+
+def sql_model_order() -> list[str]:
+    """The SQL models in dependency order (each after the models it reads), stable by definition order."""
+    done: list[str] = []
+
+    def visit(table: str) -> None:
+        if table in done or table not in SQL_MODELS:
+            return
+        for dep in SQL_MODELS[table].deps:
+            visit(dep)
+        done.append(table)
+
+    for table in SQL_MODELS:
+        visit(table)
+    return done
+
+
 def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=None):
     """An asset that (re)builds `table` by running `sql/<schema>/<table>.sql`.
 
     `inputs(settings)` may return Arrow tables the SQL reads by name (reference data, rules).
     """
+    SQL_MODELS[table] = SqlModel(tuple(deps), inputs)
 
     @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
     def _build(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
