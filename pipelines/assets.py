@@ -15,13 +15,14 @@ from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
 from pipelines.daily_assets import DAILY_ASSETS
+from pipelines.engines.resource import SqlEngineResource
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
 from pipelines.ingest import ingest_landing
 from pipelines.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.summary import for_terminal
-from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
+from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
@@ -120,15 +121,11 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
     SQL_MODELS[table] = SqlModel(tuple(deps), inputs)
 
     @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
-    def _build(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+    def _build(warehouse: DuckDBResource, settings: FinopsSettings, sql_engine: SqlEngineResource) -> MaterializeResult:
         registered = inputs(settings) if inputs else {}
         with warehouse.get_connection() as conn:
             prepare(conn)
-            for name, arrow_table in registered.items():
-                conn.register(name, arrow_table)
-            run_sql_file(conn, table, settings.sql_params())
-            for name in registered:
-                conn.unregister(name)
+            sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
         schema, name = table.split(".")
         return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql"})

@@ -119,7 +119,7 @@ class SparkEngine:
     def lake(self, conn) -> Path:
         if self.lake_dir:
             return Path(self.lake_dir)
-        database = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchone()[0]
+        database = conn.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()[0][0]
         return Path(database).with_name(Path(database).name.split(".staging-")[0] + ".spark-lake")
 
     def begin_run(self) -> None:
@@ -202,8 +202,10 @@ class SparkEngine:
         expected = self._expected_schema(conn, table, params, inputs)
         files = sorted(str(p) for p in Path(target).glob("*.parquet"))
         got = [c for c in pq.read_schema(files[0]).names] if files else []
-        if files and got != [name for name, _ in expected]:
-            raise RuntimeError(f"{table}: Spark returned columns {got}, DuckDB's model has {[n for n, _ in expected]}")
+        # The same columns; their order is DuckDB's (Spark puts USING keys first in `*`).
+        if files and sorted(got) != sorted(name for name, _ in expected):
+            raise RuntimeError(f"{table}: Spark returned columns {sorted(set(got) ^ {n for n, _ in expected})} "
+                               "that DuckDB's model does not have, or lacks them")
         select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype in expected)
         # Spark writes a sorted result as ordered part files: read in file order, keep row order.
         conn.execute("SET preserve_insertion_order = true").fetchall()

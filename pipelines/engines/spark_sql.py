@@ -47,19 +47,9 @@ SPARK_CONF = {
     "spark.sql.ansi.enabled": "true",
 }
 
-# Spark SQL functions the translation calls (temporary: created once per session).
-SPARK_FUNCTIONS = [
-    # DuckDB's HUGEINT `//` truncates toward zero, exactly. DECIMAL(38,0) / DECIMAL(19,0) without
-    # precision loss is DECIMAL(38, 9), rounded half up, so its truncation can be one too far from
-    # zero when the fraction is within 5·10^-10 of 1; the product check moves it back. Exact for a
-    # divisor under 10^19 and a quotient under 10^29; beyond, the cast fails (never a wrong value).
-    """CREATE OR REPLACE TEMPORARY FUNCTION fin_idiv_fix(a DECIMAL(38, 0), b DECIMAL(19, 0), q DECIMAL(38, 0))
-       RETURNS DECIMAL(38, 0)
-       RETURN CASE WHEN abs(q * b) > abs(a) THEN q - sign(q) ELSE q END""",
-    """CREATE OR REPLACE TEMPORARY FUNCTION fin_idiv(a DECIMAL(38, 0), b DECIMAL(19, 0)) RETURNS DECIMAL(38, 0)
-       RETURN CASE WHEN b = 0 THEN CAST(raise_error('Division by zero (//)') AS DECIMAL(38, 0))
-                   ELSE fin_idiv_fix(a, b, CAST(IF(a / b < 0, ceil(a / b), floor(a / b)) AS DECIMAL(38, 0))) END""",
-]
+# Spark SQL functions the translation calls (temporary: created once per session). None today:
+# fin_idiv is written inline, since Spark 4.3 refuses a SQL function inside a struct of an aggregate.
+SPARK_FUNCTIONS: list[str] = []
 
 # Columns the Spark engine adds to inputs and drops from results.
 ROWID = "__rowid"  # DuckDB's rowid pseudo-column of a raw table, carried as a real column
@@ -177,18 +167,45 @@ def _mentions_units(node) -> bool:
         for n in node.walk())
 
 
+def fin_idiv(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    """DuckDB's HUGEINT `//`, exactly: truncation toward zero of a / b. DECIMAL(38,0) / DECIMAL(19,0)
+    without precision loss is DECIMAL(38, 9), rounded half up, so its truncation can be one too far
+    from zero when the fraction is within 5·10^-10 of 1; the product check moves it back. Exact for
+    a divisor under 10^19 and a quotient under 10^29; beyond, the cast fails (never a wrong value).
+    A zero divisor fails, as in DuckDB 2."""
+    big_a = exp.cast(exp.paren(a.copy()), "DECIMAL(38, 0)")
+    big_b = exp.cast(exp.paren(b.copy()), "DECIMAL(19, 0)")
+    quotient = exp.Div(this=big_a.copy(), expression=big_b.copy())
+    q = exp.cast(exp.If(this=exp.LT(this=quotient.copy(), expression=exp.Literal.number(0)),
+                        true=exp.Ceil(this=quotient.copy()), false=exp.Floor(this=quotient.copy())), "DECIMAL(38, 0)")
+    too_far = exp.GT(this=exp.Abs(this=exp.Mul(this=q.copy(), expression=big_b.copy())), expression=exp.Abs(this=big_a.copy()))
+    fixed = exp.Case(ifs=[exp.If(this=too_far, true=exp.Sub(this=q.copy(), expression=_fn("sign", q.copy())))], default=q.copy())
+    fixed.meta["exact_division"] = True
+    return exp.cast(exp.paren(fixed), "DECIMAL(38, 0)")
+
+
 def rw_intdiv(node):
     """`//` on HUGEINT money units → fin_idiv (exact, truncating like DuckDB); on BIGINT → Spark's
-    `div`, which truncates the same way (SQLGlot's default)."""
+    `div`, which truncates the same way (SQLGlot's default). Spark's own `div` on a DECIMAL returns
+    a BIGINT and wraps silently past 9.2·10^18, so it never sees money units."""
     if isinstance(node, exp.IntDiv) and (_mentions_units(node.this) or _mentions_units(node.expression)):
-        return _fn("fin_idiv", node.this, node.expression)
+        return fin_idiv(node.this, node.expression)
     return node
+
+
+def _inside_exact_division(node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.meta.get("exact_division"):
+            return True
+        parent = parent.parent
+    return False
 
 
 def rw_div(node):
     """DuckDB computes `/` in DOUBLE (integers and DECIMALs alike); Spark would return a DECIMAL
     of its own precision for DECIMAL operands. The models divide only quantities and shares."""
-    if isinstance(node, exp.Div):
+    if isinstance(node, exp.Div) and not _inside_exact_division(node):
         return exp.Div(this=exp.cast(node.this, "DOUBLE"), expression=exp.cast(node.expression, "DOUBLE"))
     return node
 
@@ -358,8 +375,8 @@ def rw_string_slice(node):
 def rw_regexp(node):
     """regexp_full_match(s, p) → s RLIKE '^(?:p)$'. regexp_replace: DuckDB replaces the first match
     unless 'g'; Spark replaces all, so a pattern without 'g' must be anchored (one match at most)."""
-    if isinstance(node, exp.Anonymous) and node.name.lower() == "regexp_full_match":
-        s, p = node.expressions
+    if type(node).__name__ == "RegexpFullMatch" or isinstance(node, exp.Anonymous) and node.name.lower() == "regexp_full_match":
+        s, p = node.expressions if isinstance(node, exp.Anonymous) else (node.this, node.expression)
         return exp.RegexpLike(this=s, expression=exp.Literal.string(f"^(?:{p.this})$"))
     if isinstance(node, exp.RegexpReplace):
         mods = node.args.get("modifiers")
@@ -669,7 +686,7 @@ def expand_stars(tree: exp.Expression, columns_of: ColumnsOf) -> exp.Expression:
                     table = e.table if isinstance(e, exp.Column) else None
                     plain = exp.Star() if table is None else exp.Column(this=exp.Star(), table=exp.to_identifier(table))
                     names = _columns(_probe(node, plain), columns_of)
-                    excluded = {c.name.lower() for c in (star.args.get("except") or star.args.get("exclude") or [])}
+                    excluded = {c.name.lower() for c in (star.args.get("except_") or [])}
                     replaced = {r.alias.lower(): r for r in star.args.get("replace") or []}
                     for name in names:
                         if name.lower() in excluded:
