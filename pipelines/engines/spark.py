@@ -161,9 +161,9 @@ class SparkEngine:
         model = parse_model(table)
         args = {k: _spark_arg(v) for k, v in params.items() if k in model.params}
 
-        def columns_of(sql: str) -> list[str]:
+        def columns_of(sql: str) -> list[tuple[str, str]]:
             used = {k: v for k, v in args.items() if f":{k}" in sql}
-            return spark.sql(sql, args=used or None).columns
+            return [(f.name, f.dataType.simpleString()) for f in spark.sql(sql, args=used or None).schema.fields]
 
         return spark_sql.transpile_model(model, columns_of), args
 

@@ -623,7 +623,8 @@ def rewrite(tree: exp.Expression) -> exp.Expression:
 # 3. Stars Spark does not expand, resolved with Spark's own analyzer
 # --------------------------------------------------------------------------------------------
 
-ColumnsOf = Callable[[str], list[str]]
+# Spark's analysis of a query: its columns as (name, Spark type name), nothing run.
+ColumnsOf = Callable[[str], list[tuple[str, str]]]
 
 
 def _visible_ctes(node: exp.Expression) -> list[exp.CTE]:
@@ -658,13 +659,42 @@ def _probe(select: exp.Select, star: exp.Expression) -> exp.Select:
             probe.set(key, select.args[key].copy() if not isinstance(select.args[key], list)
                       else [j.copy() for j in select.args[key]])
     ctes = _visible_ctes(select)
+    if select.args.get("with_") is not None:  # a query's own CTEs are visible to its FROM
+        ctes += [c.copy() for c in select.args["with_"].expressions]
     if ctes:
         probe.set("with_", exp.With(expressions=ctes))
     return probe
 
 
 def _columns(node: exp.Expression, columns_of: ColumnsOf) -> list[str]:
-    return columns_of(to_spark_text(node))
+    return [name for name, _ in columns_of(to_spark_text(node))]
+
+
+def duckdb_timestamptz_text(ts: exp.Expression) -> exp.Expression:
+    """A TIMESTAMPTZ as DuckDB writes it in UTC: '2026-10-01 00:00:00+00', fractions without
+    trailing zeros ('…:00.5+00'), so ids hashed from it are the same on both engines."""
+    micros = _fn("pmod", _fn("unix_micros", ts.copy()), 1_000_000)
+    fraction = exp.Case(ifs=[exp.If(this=exp.EQ(this=micros.copy(), expression=exp.Literal.number(0)), true=exp.Literal.string(""))],
+                        default=_fn("regexp_replace", _fn("concat", exp.Literal.string("."),
+                                                          _fn("lpad", exp.cast(micros.copy(), "STRING"), 6, "0")),
+                                    exp.Literal.string("0+$"), exp.Literal.string("")))
+    return _fn("concat", _fn("date_format", ts.copy(), exp.Literal.string("yyyy-MM-dd HH:mm:ss")), fraction,
+               exp.Literal.string("+00"))
+
+
+def _text_casts(select: exp.Select, columns_of: ColumnsOf) -> None:
+    """CAST(<timestamp column> AS VARCHAR): Spark writes no zone suffix; DuckDB's text is kept."""
+    for cast in list(select.find_all(exp.Cast)):
+        if cast.to.this not in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT) or not isinstance(cast.this, exp.Column):
+            continue
+        owner = cast.parent
+        while owner is not None and not isinstance(owner, exp.Select):
+            owner = owner.parent
+        if owner is not select:
+            continue
+        types = columns_of(to_spark_text(_probe(select, cast.this.copy())))
+        if types and types[0][1] == "timestamp":
+            cast.replace(duckdb_timestamptz_text(cast.this))
 
 
 def expand_stars(tree: exp.Expression, columns_of: ColumnsOf) -> exp.Expression:
@@ -676,6 +706,7 @@ def expand_stars(tree: exp.Expression, columns_of: ColumnsOf) -> exp.Expression:
         for child in list(node.iter_expressions()):
             visit(child)
         if isinstance(node, exp.Select):
+            _text_casts(node, columns_of)
             new = []
             changed = False
             for e in node.expressions:
