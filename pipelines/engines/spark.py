@@ -170,6 +170,15 @@ class SparkEngine:
     def build(self, conn, table: str, params: Mapping[str, object], inputs: Mapping[str, pa.Table] | None = None) -> int:
         """Build `table` on Spark and publish it in the warehouse on `conn`. Returns its rows."""
         started = time.perf_counter()
+        # A cursor of its own: the caller's connection may hold a pending result (DuckDB 2 streams),
+        # which would refuse the engine's register() calls. Same database, same macros and tables.
+        cursor = conn.cursor()
+        try:
+            return self._build(cursor, table, params, inputs, started)
+        finally:
+            cursor.close()
+
+    def _build(self, conn, table: str, params, inputs, started: float) -> int:
         spark = self.session()
         folder = self.lake(conn)
         model = parse_model(table)
