@@ -433,13 +433,23 @@ def rw_printf(node):
         fmt = _literal_text(node.expressions[0])
         if fmt is None:
             return node
-        convs = [c for c in re.findall(r"%[-+ 0#]*\d*(?:\.\d+)?([a-zA-Z%])", fmt) if c != "%"]
+        specs = list(re.finditer(r"%[-+ 0#]*\d*(?:\.(\d+))?([a-zA-Z%])", fmt))
+        specs = [m for m in specs if m.group(2) != "%"]
         args = list(node.expressions[1:])
-        for i, conv in enumerate(convs[:len(args)]):
+        for i, m in enumerate(specs[:len(args)]):
+            conv = m.group(2)
             if conv == "d":
                 args[i] = exp.cast(args[i], "BIGINT")
-            elif conv in "fgeFGE":
+            elif conv in "gG":
+                # C's %g drops trailing zeros (3.0 → "3"); Java's keeps them ("3.00000").
+                digits = m.group(1) or "6"
+                text = _fn("format_string", exp.Literal.string(f"%.{digits}g"), exp.cast(args[i], "DOUBLE"))
+                text = _fn("regexp_replace", text, exp.Literal.string(r"(\.\d*?)0+(e|$)"), exp.Literal.string("$1$2"))
+                args[i] = _fn("regexp_replace", text, exp.Literal.string(r"\.(e|$)"), exp.Literal.string("$1"))
+            elif conv in "feFE":
                 args[i] = exp.cast(args[i], "DOUBLE")
+        # %g is now text: the rewritten argument is a string.
+        fmt = re.sub(r"%[-+ 0#]*\d*(?:\.\d+)?[gG]", "%s", fmt)
         return _fn("format_string", exp.Literal.string(fmt), *args)
     return node
 
