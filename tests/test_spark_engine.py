@@ -139,11 +139,18 @@ def test_exact_division_of_money_units(engine):
 
     from pipelines.engines.spark_sql import Spark4, fin_idiv
 
-    cases = [(10**30 + 7, 3), (-(10**30 + 7), 3), (10**22, 86_400 * 8), (-7, 2), (7, -2), (10**28 - 1, 10**18 + 3),
-             (123456789012345678901234567, 999999999999999989)]
+    # Quotients up to 10^29 (10^19 in money), divisors up to 10^19; the fraction near 1 is the
+    # case DECIMAL(38, 9) rounding alone would get wrong.
+    cases = [(10**28 + 7, 3), (-(10**28 + 7), 3), (10**22, 86_400 * 8), (-7, 2), (7, -2), (10**28 - 1, 10**18 + 3),
+             (123456789012345678901234567, 999999999999999989), (10**18 - 1, 10**18), (-(10**18 - 1), 10**18)]
     spark = engine.session()
-    for a, b in cases:
+
+    def divide(a: int, b: int) -> int:
         expr = fin_idiv(sqlglot.parse_one(f"CAST({a} AS DECIMAL(38, 0))"), sqlglot.parse_one(f"{b}"))
-        (got,) = spark.sql(f"SELECT {expr.sql(dialect=Spark4)}").collect()[0]
-        want = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
-        assert int(got) == want, (a, b)
+        return int(spark.sql(f"SELECT {expr.sql(dialect=Spark4)}").collect()[0][0])
+
+    for a, b in cases:
+        assert divide(a, b) == abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1), (a, b)
+    # Past its range it fails (ANSI), never a wrong amount.
+    with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE|cannot be represented"):
+        divide(10**30 + 7, 3)

@@ -179,7 +179,12 @@ def fin_idiv(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     q = exp.cast(exp.If(this=exp.LT(this=quotient.copy(), expression=exp.Literal.number(0)),
                         true=exp.Ceil(this=quotient.copy()), false=exp.Floor(this=quotient.copy())), "DECIMAL(38, 0)")
     too_far = exp.GT(this=exp.Abs(this=exp.Mul(this=q.copy(), expression=big_b.copy())), expression=exp.Abs(this=big_a.copy()))
-    fixed = exp.Case(ifs=[exp.If(this=too_far, true=exp.Sub(this=q.copy(), expression=_fn("sign", q.copy())))], default=q.copy())
+    # One step toward zero. Not sign(q): Spark's sign is a DOUBLE, which would turn the whole CASE
+    # into a DOUBLE and round every quotient past 2^53.
+    toward_zero = exp.If(this=exp.LT(this=q.copy(), expression=exp.Literal.number(0)),
+                         true=exp.Add(this=q.copy(), expression=exp.Literal.number(1)),
+                         false=exp.Sub(this=q.copy(), expression=exp.Literal.number(1)))
+    fixed = exp.Case(ifs=[exp.If(this=too_far, true=toward_zero)], default=q.copy())
     fixed.meta["exact_division"] = True
     return exp.cast(exp.paren(fixed), "DECIMAL(38, 0)")
 
