@@ -19,6 +19,10 @@ turned off (a product then keeps s1 + s2, as in DuckDB, and an overflow fails in
 every `/` is written as DOUBLE division (DuckDB's meaning), and DuckDB's HUGEINT `//` on money units
 is `fin_idiv`, an exact truncating division on DECIMAL(38, 0) (Spark's own `div` returns a BIGINT
 and wraps silently past 9.2·10^18).
+
+Known differences, none in money: a DECIMAL zero inside an evidence JSON reads `0E-10` on Spark
+(`0.0000000000` on DuckDB); DOUBLE sums (GPU-hours) may differ in their last bit, Spark adding in
+another order; `printf`'s `%.0f` rounds a tie the Java way.
 """
 
 from __future__ import annotations
