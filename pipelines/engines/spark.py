@@ -32,7 +32,10 @@ from pipelines.engines.spark_sql import ROWID, SPARK_CONF, SPARK_FUNCTIONS, pars
 
 DEFAULT_MASTER = "local[2]"
 # Small shuffles suit one machine; a cluster sets its own (spark_conf).
-LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+# The driver is the executor in local mode: 1 GB (the default) is too little to broadcast a 1M-line
+# CUR's join sides. Read when the JVM starts; a cluster sizes its own (spark_conf).
+LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+              "spark.driver.memory": os.environ.get("FINOPS_SPARK_DRIVER_MEMORY", "6g")}
 
 
 def java_available() -> bool:
