@@ -239,8 +239,6 @@ def rw_list_position(node):
     """list_position returns NULL when absent; Spark's array_position returns 0."""
     if isinstance(node, exp.Anonymous) and node.name.lower() == "list_position":
         return exp.Nullif(this=_fn("array_position", *node.expressions), expression=exp.Literal.number(0))
-    if isinstance(node, exp.ArrayPosition) if hasattr(exp, "ArrayPosition") else False:
-        return node
     return node
 
 
@@ -527,9 +525,8 @@ def rw_asof(select):
         window = exp.Window(this=exp.Anonymous(this="lead", expressions=[exp.column(right_col.name)]),
                             partition_by=[exp.column(k) for k in keys],
                             order=exp.Order(expressions=[exp.Ordered(this=exp.column(right_col.name))]))
-        inner = exp.select(exp.Star(), exp.alias_(window, "__asof_next")).from_(right.copy().pop_comments() if False else
-                                                                                  exp.Table(this=right.this.copy(), db=right.args.get("db"),
-                                                                                            catalog=right.args.get("catalog")))
+        source = exp.Table(this=right.this.copy(), db=right.args.get("db"), catalog=right.args.get("catalog"))
+        inner = exp.select(exp.Star(), exp.alias_(window, "__asof_next")).from_(source)
         sub = exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
         upper = exp.Or(this=exp.Is(this=exp.column("__asof_next", table=alias), expression=exp.Null()),
                        expression=exp.LT(this=left_expr.copy(), expression=exp.column("__asof_next", table=alias)))
