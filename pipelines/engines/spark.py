@@ -28,7 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.engines import spark_sql
-from pipelines.engines.spark_sql import ROWID, SPARK_CONF, SPARK_FUNCTIONS, parse_model, referenced_tables, view_name
+from pipelines.engines.spark_sql import (ROWID, SPARK_CONF, SPARK_FUNCTIONS, parse_model, referenced_tables, transpile_query,
+                                         view_name)
 
 DEFAULT_MASTER = "local[2]"
 # Small shuffles suit one machine; a cluster sets its own (spark_conf).
@@ -89,14 +90,34 @@ def _spark_arg(value):
     return value
 
 
-def model_query_text(table: str) -> str:
-    """The query of `CREATE OR REPLACE TABLE <table> AS <query>`, as written (DuckDB)."""
+_CREATE = re.compile(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:(TEMP|TEMPORARY)\s+)?(?:TABLE|VIEW)\s+([\w.\"]+)\s+AS\s", re.I)
+
+
+def model_statements(table: str) -> list[tuple[str, str, str]]:
+    """A model file's statements as (kind, name, query text), DuckDB's own split: kind is
+    'temp' (CREATE TEMP TABLE name AS query), 'model' (the model's CREATE) or 'other'."""
+    import duckdb
+
     schema, name = table.split(".")
     text = (spark_sql.SQL_DIR / schema / f"{name}.sql").read_text()
-    match = re.search(rf"CREATE\s+OR\s+REPLACE\s+TABLE\s+{re.escape(table)}\s+AS\s", text, re.I)
-    if not match:
-        raise ValueError(f"{table}: no CREATE OR REPLACE TABLE {table} AS in its file")
-    return text[match.end():].rstrip().rstrip(";")
+    out = []
+    for statement in duckdb.extract_statements(text):
+        sql = re.sub(r"^(\s*--[^\n]*\n)*", "", statement.query)
+        match = _CREATE.match(sql)
+        if match and match.group(2).replace('"', "").lower() == table.lower():
+            out.append(("model", table, sql[match.end():].rstrip().rstrip(";")))
+        elif match and match.group(1):
+            out.append(("temp", match.group(2), sql[match.end():].rstrip().rstrip(";")))
+        else:
+            out.append(("other", "", sql))
+    if [k for k, _, _ in out].count("model") != 1:
+        raise ValueError(f"{table}: no single CREATE OR REPLACE TABLE|VIEW {table} AS in its file")
+    return out
+
+
+def model_query_text(table: str) -> str:
+    """The query of `CREATE OR REPLACE TABLE <table> AS <query>`, as written (DuckDB)."""
+    return next(q for kind, _, q in model_statements(table) if kind == "model")
 
 
 @dataclass
@@ -159,7 +180,9 @@ class SparkEngine:
 
     # --- build -----------------------------------------------------------------------------
 
-    def translate(self, table: str, params: Mapping[str, object]) -> tuple[str, dict]:
+    def translate(self, table: str, params: Mapping[str, object], query=None) -> tuple[str, dict]:
+        """Spark SQL of the model's query (or of one of its statements, `query`), and its arguments.
+        Stars are resolved by Spark itself: the views a query reads must be registered."""
         spark = self.session()
         model = parse_model(table)
         args = {k: _spark_arg(v) for k, v in params.items() if k in model.params}
@@ -168,7 +191,7 @@ class SparkEngine:
             used = {k: v for k, v in args.items() if f":{k}" in sql}
             return [(f.name, f.dataType.simpleString()) for f in spark.sql(sql, args=used or None).schema.fields]
 
-        return spark_sql.transpile_model(model, columns_of), args
+        return transpile_query(model.query if query is None else query, columns_of), args
 
     def build(self, conn, table: str, params: Mapping[str, object], inputs: Mapping[str, pa.Table] | None = None) -> int:
         """Build `table` on Spark and publish it in the warehouse on `conn`. Returns its rows."""
@@ -181,34 +204,73 @@ class SparkEngine:
         finally:
             cursor.close()
 
+    def _run(self, sql: str, args: dict):
+        return self.session().sql(sql, args={k: v for k, v in args.items() if f":{k}" in sql} or None)
+
     def _build(self, conn, table: str, params, inputs, started: float) -> int:
         spark = self.session()
         folder = self.lake(conn)
         model = parse_model(table)
-        self._register(conn, referenced_tables(model.query), inputs or {}, folder)
-        sql, args = self.translate(table, params)
-        df = spark.sql(sql, args={k: v for k, v in args.items() if f":{k}" in sql} or None)
-        if ROWID in df.columns:
-            df = df.drop(ROWID)
-        target = folder / table.split(".")[0] / table.split(".")[1]
-        df.write.mode("overwrite").parquet(str(target))
+        self._register(conn, {t for q in model.queries for t in referenced_tables(q)}, inputs or {}, folder)
+        texts, temps = [], []
+        try:
+            for step in model.steps or (spark_sql.Step("model", table, model.query),):
+                if step.kind == "drop":
+                    spark.catalog.dropTempView(step.name)
+                    continue
+                sql, args = self.translate(table, params, step.query)
+                texts.append(sql)
+                df = self._run(sql, args)
+                if step.kind == "temp":
+                    # A temp table of the file (core.cost_lines_conformed) → a Spark temp view,
+                    # materialized as Parquet once: the later statement reads it several times
+                    # (a self-join on rowid) and must see the same rows, and the same ids, each time.
+                    # DuckDB's rowid becomes a real column (ROWID, spark_sql.rw_rowid), numbered by
+                    # monotonically_increasing_id: unique, not consecutive, which is all a join key needs.
+                    from pyspark.sql import functions as F
+
+                    target = folder / "_temp" / table / step.name
+                    df.withColumn(ROWID, F.monotonically_increasing_id()).write.mode("overwrite").parquet(str(target))
+                    spark.read.parquet(str(target)).createOrReplaceTempView(step.name)
+                    temps.append(step.name)
+                    continue
+                if ROWID in df.columns:
+                    df = df.drop(ROWID)
+                target = folder / table.split(".")[0] / table.split(".")[1]
+                df.write.mode("overwrite").parquet(str(target))
+        finally:
+            for name in temps:
+                spark.catalog.dropTempView(name)
         self.built[table] = str(target)
         rows = self._load(conn, table, target, params, inputs or {})
-        self.stats.append(BuildStats(table, rows, time.perf_counter() - started, sql))
+        self.stats.append(BuildStats(table, rows, time.perf_counter() - started, ";\n".join(texts)))
         return rows
 
     def _expected_schema(self, conn, table: str, params: Mapping[str, object], inputs: Mapping[str, pa.Table]):
-        """The columns and types DuckDB gives the model: its query bound (DESCRIBE), not run."""
-        query = model_query_text(table)
-        used = {k: v for k, v in params.items() if f"${k}" in query}
+        """The columns and types DuckDB gives the model: its query bound (DESCRIBE), not run. A
+        temp table the model reads (core.cost_lines) is created empty with the columns DuckDB
+        binds for it, and dropped after."""
+        def describe(query: str):
+            used = {k: v for k, v in params.items() if f"${k}" in query}
+            rows = conn.execute(f"DESCRIBE {query}", used).fetchall() if used else conn.execute(f"DESCRIBE {query}").fetchall()
+            return [(r[0], r[1]) for r in rows]
+
         for name, arrow in inputs.items():
             conn.register(name, arrow)
+        temps = []
         try:
-            rows = conn.execute(f"DESCRIBE {query}", used).fetchall() if used else conn.execute(f"DESCRIBE {query}").fetchall()
+            for kind, name, query in model_statements(table):
+                if kind == "temp":
+                    columns = ", ".join(f'"{c}" {t}' for c, t in describe(query))
+                    conn.execute(f"CREATE OR REPLACE TEMP TABLE {name} ({columns})").fetchall()
+                    temps.append(name)
+                elif kind == "model":
+                    return describe(query)
         finally:
+            for name in temps:
+                conn.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
             for name in inputs:
                 conn.unregister(name)
-        return [(r[0], r[1]) for r in rows]
 
     def _load(self, conn, table: str, target: Path, params, inputs) -> int:
         expected = self._expected_schema(conn, table, params, inputs)
@@ -228,6 +290,13 @@ class SparkEngine:
                 raise RuntimeError(f"{table}: Spark computed DECIMAL columns {floats} as floating point")
         select = ", ".join(f'CAST("{name}" AS {dtype}) AS "{name}"' for name, dtype in expected)
         # Spark writes a sorted result as ordered part files: read in file order, keep row order.
+        # A model DuckDB builds as a view (core.billing_lines) is a table when Spark built it: its
+        # rows are in the Parquet Spark wrote, which a view over the spark-lake folder would tie the
+        # warehouse to. CREATE OR REPLACE TABLE does not replace a view: drop it first.
+        schema, name = table.split(".")
+        if conn.execute("SELECT count(*) FROM duckdb_views() WHERE schema_name = ? AND view_name = ? AND NOT internal",
+                        [schema, name]).fetchone()[0]:
+            conn.execute(f"DROP VIEW {table}").fetchall()
         conn.execute("SET preserve_insertion_order = true").fetchall()
         try:
             if files:

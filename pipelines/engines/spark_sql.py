@@ -4,8 +4,9 @@
 then, in this order:
 
 1. `sql/macros.sql` is expanded inline (`expand_macros`): the macro bodies are read from that file,
-   so a macro is still written once. A macro whose body is a one-row "let" subquery (focus_unit) is
-   flattened first, since Spark cannot run a correlated subquery without a FROM.
+   so a macro is still written once. A one-row "let" subquery (focus_unit's body, transfer_path's
+   per-provider branches) is flattened first, since Spark cannot run a correlated subquery without
+   a FROM (its bound expressions are repeated where used).
 2. The rewrites in `REWRITES` carry every DuckDB construct that SQLGlot's `write="spark"` leaves
    out or translates with other semantics; each says why.
 3. Stars Spark cannot expand itself (`* REPLACE (...)`, `UNION ALL BY NAME`) are expanded with the
@@ -92,8 +93,10 @@ def load_macros(path: Path = SQL_DIR / "macros.sql") -> dict[str, Macro]:
     for m in re.finditer(r"CREATE OR REPLACE MACRO (\w+)\(([^)]*)\) AS\s+(TABLE\b)?(.*?);[ \t]*(?=\n|\Z)", text, re.S):
         name, params, table, body = m.group(1).lower(), m.group(2), bool(m.group(3)), m.group(4)
         parsed = sqlglot.parse_one(body, read="duckdb")
-        macros[name] = Macro(name, tuple(p.strip() for p in params.split(",") if p.strip()),
-                             parsed if table else _flatten_let(parsed), table)
+        if not table:
+            # A let subquery may also sit inside the body (transfer_path: one per provider branch).
+            parsed = _flatten_let(parsed).transform(lambda n: _flatten_let(n) if isinstance(n, exp.Subquery) else n)
+        macros[name] = Macro(name, tuple(p.strip() for p in params.split(",") if p.strip()), parsed, table)
     return macros
 
 
@@ -331,21 +334,76 @@ def rw_quantile(node):
     return node
 
 
+def _compare_keys(keys: list[exp.Ordered]) -> exp.Lambda:
+    """array_sort's comparator over structs (k0, k1, ..., v): each key in its direction, NULLs
+    where DuckDB puts them (last, unless NULLS FIRST)."""
+    ifs = []
+    for i, k in enumerate(keys):
+        left, right = (exp.Dot(this=exp.column(side), expression=exp.to_identifier(f"k{i}")) for side in ("l", "r"))
+        first = -1 if k.args.get("nulls_first") else 1  # where a NULL key goes, against a non-NULL one
+        sign = -1 if k.args.get("desc") else 1
+        ifs += [
+            exp.If(this=exp.and_(exp.Is(this=left.copy(), expression=exp.Null()), exp.Not(this=exp.Is(this=right.copy(), expression=exp.Null()))),
+                   true=exp.Literal.number(first)),
+            exp.If(this=exp.and_(exp.Not(this=exp.Is(this=left.copy(), expression=exp.Null())), exp.Is(this=right.copy(), expression=exp.Null())),
+                   true=exp.Literal.number(-first)),
+            exp.If(this=exp.LT(this=left.copy(), expression=right.copy()), true=exp.Literal.number(-sign)),
+            exp.If(this=exp.GT(this=left.copy(), expression=right.copy()), true=exp.Literal.number(sign)),
+        ]
+    return exp.Lambda(this=exp.Case(ifs=ifs, default=exp.Literal.number(0)),
+                      expressions=[exp.to_identifier("l"), exp.to_identifier("r")])
+
+
 def rw_ordered_list(node):
     """list(x ORDER BY k) → the collected (k, x) pairs sorted, then x (Spark's collect_list has no
-    order); a MAP built from it keeps DuckDB's entry order."""
+    order); a MAP built from it keeps DuckDB's entry order. Ascending keys sort as structs; any
+    DESC key (findings.hidden_costs' details) sorts with a comparator (`_compare_keys`), NULLs
+    last as in DuckDB. array_sort is stable: ties keep collect_list's order, as arbitrary as
+    DuckDB's own for ties."""
     if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
         value, keys = node.this.this, node.this.expressions
-        if any(k.args.get("desc") for k in keys):
-            raise NotImplementedError("list(... ORDER BY ... DESC)")
         fields = []
         for i, k in enumerate(keys):
             fields += [exp.Literal.string(f"k{i}"), k.this]
         fields += [exp.Literal.string("v"), value]
-        sorted_ = _fn("array_sort", _fn("collect_list", _fn("named_struct", *fields)))
+        collected = _fn("collect_list", _fn("named_struct", *fields))
+        if any(k.args.get("desc") for k in keys):
+            sorted_ = _fn("array_sort", collected, _compare_keys(keys))
+        else:
+            sorted_ = _fn("array_sort", collected)
         lam = exp.Lambda(this=exp.Dot(this=exp.column("s"), expression=exp.to_identifier("v")),
                          expressions=[exp.to_identifier("s")])
         return _fn("transform", sorted_, lam)
+    return node
+
+
+def rw_distinct_string_agg(node):
+    """string_agg(DISTINCT x, sep ORDER BY x) → the sorted set of x, joined (NULL when there is
+    none, as string_agg). Spark 4.3's LISTAGG(DISTINCT ...) WITHIN GROUP fails in its optimizer
+    (RewriteDistinctAggregates: ClassCastException) beside other DISTINCT aggregates
+    (findings.hidden_costs). Only this form: the order key is the value itself, ascending."""
+    if isinstance(node, exp.GroupConcat) and isinstance(node.this, exp.Order) and isinstance(node.this.this, exp.Distinct):
+        values, keys = node.this.this.expressions, node.this.expressions
+        if len(values) == 1 and len(keys) == 1 and keys[0].this == values[0] and not keys[0].args.get("desc"):
+            found = _fn("collect_set", values[0].copy())
+            sep = node.args.get("separator") or exp.Literal.string(",")
+            return exp.Case(ifs=[exp.If(this=exp.EQ(this=_fn("size", found.copy()), expression=exp.Literal.number(0)),
+                                        true=exp.Null())],
+                            default=_fn("array_join", _fn("array_sort", found), sep))
+    return node
+
+
+def rw_json_list(node):
+    """to_json(list(json_object(...))): DuckDB nests the objects (`[{...},{...}]`); Spark's to_json
+    of an array of JSON texts would quote each one. The texts are joined into the array instead.
+    Runs before the json_object and list rewrites, which then make the texts and their order."""
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "to_json" and len(node.expressions) == 1 \
+            and isinstance(node.expressions[0], exp.ArrayAgg):
+        agg = node.expressions[0]
+        value = agg.this.this if isinstance(agg.this, exp.Order) else agg.this
+        if isinstance(value, exp.JSONObject):
+            return _fn("concat", exp.Literal.string("["), _fn("array_join", agg, exp.Literal.string(",")),
+                       exp.Literal.string("]"))
     return node
 
 
@@ -366,9 +424,16 @@ def rw_rowid(node):
 
 def rw_string_slice(node):
     """DuckDB strings index from 1 (s[1], s[2:]); the models index only strings. SQLGlot has already
-    moved a single index to 0-based."""
+    moved a single index to 0-based. A map lookup (`(SELECT keys FROM model_keys)[name]`, core.gpu_minutes:
+    a scalar subquery or a map function indexed) is try_element_at: NULL for a key not there, as in DuckDB."""
     if isinstance(node, exp.Bracket):
         (index,) = node.expressions
+        target = _unparen(node.this)
+        if isinstance(target, exp.Subquery) or isinstance(target, (exp.Map, exp.MapFromEntries)) or \
+                (isinstance(target, exp.Anonymous) and target.name.lower().startswith("map")):
+            if isinstance(index, exp.Slice):
+                raise NotImplementedError("slice of a map")
+            return _fn("try_element_at", node.this, index)
         if isinstance(index, exp.Slice):
             start = index.this or exp.Literal.number(1)
             if index.expression is not None:
@@ -599,6 +664,7 @@ REWRITES: list[tuple[str, Callable]] = [
     ("epoch_us", rw_epoch_us),
     ("to_timestamp", rw_to_timestamp),
     ("to_minutes", rw_to_minutes),
+    ("to_json(list(json_object))", rw_json_list),
     ("json_object", rw_json_object),
     ("json_extract_string", rw_json_extract),
     ("json_valid", rw_json_valid),
@@ -606,6 +672,7 @@ REWRITES: list[tuple[str, Callable]] = [
     ("try", rw_try),
     ("quantile_cont", rw_quantile),
     ("list ORDER BY", rw_ordered_list),
+    ("string_agg(DISTINCT x ORDER BY x)", rw_distinct_string_agg),
     ("generate_series in FROM", rw_generate_series_table),
     ("string slices", rw_string_slice),
     ("regexp", rw_regexp),
@@ -782,30 +849,70 @@ def to_spark_text(tree: exp.Expression) -> str:
     return tree.sql(dialect=Spark4)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One statement of a model file: `temp` (CREATE TEMP TABLE <name> AS <query>: a Spark temp
+    view, materialized), `model` (the CREATE of the model itself) or `drop` (DROP of a temp)."""
+    kind: str
+    name: str
+    query: exp.Expression | None = None
+
+
 @dataclass
 class Model:
     table: str          # schema.table
     query: exp.Expression  # the SELECT of `CREATE OR REPLACE TABLE ... AS`, DuckDB dialect
-    params: tuple[str, ...]  # the $parameters it uses
+    params: tuple[str, ...]  # the $parameters it uses (every statement)
+    steps: tuple[Step, ...] = ()  # every statement, in file order (the model's own CREATE among them)
+
+    @property
+    def queries(self) -> list[exp.Expression]:
+        return [s.query for s in self.steps if s.query is not None] or [self.query]
 
 
 def parse_model(table: str, text: str | None = None) -> Model:
-    """The SELECT of a model file `CREATE OR REPLACE TABLE <table> AS <query>` (DuckDB dialect)."""
+    """A model file, DuckDB dialect: `CREATE OR REPLACE TABLE|VIEW <table> AS <query>`, optionally
+    after `CREATE TEMP TABLE <name> AS <query>` statements it reads and before their DROPs
+    (run one by one, as pipelines/warehouse.py run_sql_file does)."""
     schema, name = table.split(".")
     text = text if text is not None else (SQL_DIR / schema / f"{name}.sql").read_text()
     statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
-    creates = [s for s in statements if isinstance(s, exp.Create)]
-    if len(statements) != 1 or len(creates) != 1:
-        raise NotImplementedError(f"{table}: only one CREATE TABLE ... AS statement per model runs on Spark")
-    query = creates[0].expression
-    params = tuple(sorted({p.name for p in query.find_all(exp.Placeholder, exp.Parameter)}))
-    return Model(table, query, params)
+    steps: list[Step] = []
+    for s in statements:
+        target = s.this.this if isinstance(s, exp.Create) and isinstance(s.this, exp.Schema) else s.this
+        if isinstance(s, exp.Drop) and len(s.args.get("tables") or []) == 1:
+            target = s.args["tables"][0]
+        qualified = f"{target.db}.{target.name}".lower() if isinstance(target, exp.Table) and target.db else \
+            (target.name.lower() if isinstance(target, exp.Table) else "")
+        if isinstance(s, exp.Create) and qualified == table.lower() and s.expression is not None:
+            steps.append(Step("model", table, s.expression))
+        elif isinstance(s, exp.Create) and s.args.get("properties") is not None and s.expression is not None and \
+                any(isinstance(p, exp.TemporaryProperty) for p in s.args["properties"].expressions) and not target.db:
+            steps.append(Step("temp", target.name, s.expression))
+        elif isinstance(s, exp.Drop) and isinstance(target, exp.Table) and not target.db and \
+                target.name in {t.name for t in steps if t.kind == "temp"}:
+            steps.append(Step("drop", target.name))
+        else:
+            raise NotImplementedError(f"{table}: statement {s.sql(dialect='duckdb')[:80]!r} does not run on Spark "
+                                      "(a model file holds temp tables, its own CREATE ... AS, and DROPs of its temps)")
+    models = [s for s in steps if s.kind == "model"]
+    if len(models) != 1:
+        raise NotImplementedError(f"{table}: {len(models)} CREATE statements of the model itself; Spark needs one")
+    params = tuple(sorted({p.name for s in steps if s.query is not None
+                           for p in s.query.find_all(exp.Placeholder, exp.Parameter)}))
+    return Model(table, models[0].query, params, tuple(steps))
 
 
 def transpile_model(model: Model, columns_of: ColumnsOf | None = None) -> str:
-    """The Spark SQL of a model: macros inlined, rewrites applied, stars expanded (when
-    `columns_of` can resolve them; without it the text is for inspection only)."""
-    tree = expand_macros(model.query.copy(), load_macros())
+    """The Spark SQL of a model's own query (see `transpile_query`)."""
+    return transpile_query(model.query, columns_of)
+
+
+def transpile_query(query: exp.Expression, columns_of: ColumnsOf | None = None) -> str:
+    """The Spark SQL of one query of a model: macros inlined, rewrites applied, stars expanded
+    (when `columns_of` can resolve them; without it the text is for inspection only). A temp step
+    must already be a Spark temp view when a later step's stars are resolved."""
+    tree = expand_macros(query.copy(), load_macros())
     tree = rewrite(tree)
     if columns_of is not None:
         tree = expand_stars(tree, columns_of)
