@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -42,6 +41,7 @@ def build_both(engine, folder: Path, rows: int) -> dict:
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.engines.spark import run_models
     from pipelines.ingest import ingest_landing
+    from pipelines.lake.layout import copy_warehouse
     from pipelines.warehouse import connect
     from tests.bench_cur import write_scaled
 
@@ -57,7 +57,7 @@ def build_both(engine, folder: Path, rows: int) -> dict:
     ingest_s = time.perf_counter() - started
     settings = _settings(landing)
 
-    shutil.copyfile(loaded, folder / "duckdb.duckdb")
+    copy_warehouse(loaded, folder / "duckdb.duckdb")
     conn = connect(folder / "duckdb.duckdb")
     prepare(conn)
     duck = SqlEngineResource()
@@ -70,7 +70,7 @@ def build_both(engine, folder: Path, rows: int) -> dict:
     lines = conn.execute("SELECT count(*) FROM core.cost_lines").fetchall()[0][0]
     conn.close()
 
-    shutil.copyfile(loaded, folder / "spark.duckdb")
+    copy_warehouse(loaded, folder / "spark.duckdb")
     conn = connect(folder / "spark.duckdb")
     started = time.perf_counter()
     stats = run_models(conn, engine, settings)

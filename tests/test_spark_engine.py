@@ -5,7 +5,6 @@ Skipped, with the reason, where the Spark extra or a Java runtime is missing; `.
 Java so CI always runs them. One Spark session (local[2]) serves the whole module.
 """
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -62,9 +61,10 @@ def engine(tmp_path_factory):
 def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Path:
     """A copy of a DuckDB-built warehouse with every SQL model rebuilt on Spark."""
     from pipelines.engines.spark import run_models
+    from pipelines.lake.layout import copy_warehouse
     from pipelines.warehouse import connect
 
-    shutil.copyfile(duckdb_warehouse, target)
+    copy_warehouse(duckdb_warehouse, target)  # with its lake: the raw views read the lake's Parquet
     conn = connect(target)
     try:
         run_models(conn, engine, settings)
