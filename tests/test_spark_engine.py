@@ -5,6 +5,7 @@ Skipped, with the reason, where the Spark extra or a Java runtime is missing; `.
 Java so CI always runs them. One Spark session (local[2]) serves the whole module.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,13 @@ def test_exact_division_of_money_units(engine):
     # Past its range it fails (ANSI), never a wrong amount.
     with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE|cannot be represented"):
         divide(10**30 + 7, 3)
+
+
+@pytest.mark.skipif(os.environ.get("FINOPS_SPARK_BIG") != "1",
+                    reason="1M-row CUR on both engines: set FINOPS_SPARK_BIG=1 (several minutes on 2 cores; tests/bench_spark.py times it)")
+def test_million_row_cur_totals_identical(engine, tmp_path):
+    """The 1M-row CUR of `make bench` gives the same totals on both engines."""
+    from tests.bench_spark import build_both
+
+    result = build_both(engine, tmp_path, rows=1_000_000)
+    assert result["identical_totals"], result
