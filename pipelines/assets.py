@@ -2,6 +2,7 @@
 `pipelines.ingest` (Python) and in `sql/` (one file per table)."""
 
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines import tco
 from pipelines.daily_assets import DAILY_ASSETS
+from pipelines.engines.resource import SqlEngineResource
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
 from pipelines.ingest import ingest_landing
@@ -21,7 +23,7 @@ from pipelines.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.summary import for_terminal
 from pipelines.table_docs import apply_docs
-from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value, run_sql_file
+from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
@@ -87,23 +89,47 @@ def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResour
         yield MaterializeResult(asset_key=key_of(table), metadata={"table": table, "rows": counts[table], **extra})
 
 
+@dataclass(frozen=True)
+class SqlModel:
+    deps: tuple[str, ...]
+    inputs: object  # (settings) -> {name: Arrow table}, or None
+
+
+# Every SQL asset's table, what it reads and its inputs: what another engine needs to build the
+# same models in the same order (pipelines/engines/spark.py).
+SQL_MODELS: dict[str, SqlModel] = {}
+
+
+def sql_model_order() -> list[str]:
+    """The SQL models in dependency order (each after the models it reads), stable by definition order."""
+    done: list[str] = []
+
+    def visit(table: str) -> None:
+        if table in done or table not in SQL_MODELS:
+            return
+        for dep in SQL_MODELS[table].deps:
+            visit(dep)
+        done.append(table)
+
+    for table in SQL_MODELS:
+        visit(table)
+    return done
+
+
 def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=None):
     """An asset that (re)builds `table` by running `sql/<schema>/<table>.sql`.
 
     `inputs(settings)` may return Arrow tables the SQL reads by name (reference data, rules).
     """
+    SQL_MODELS[table] = SqlModel(tuple(deps), inputs)
 
     @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
-    def _build(warehouse: DuckDBResource, settings: FinopsSettings) -> MaterializeResult:
+    def _build(warehouse: DuckDBResource, settings: FinopsSettings, sql_engine: SqlEngineResource) -> MaterializeResult:
         registered = inputs(settings) if inputs else {}
         with warehouse.get_connection() as conn:
             prepare(conn)
-            for name, arrow_table in registered.items():
-                conn.register(name, arrow_table)
-            run_sql_file(conn, table, settings.sql_params())
-            apply_docs(conn, table)  # after the build: CREATE OR REPLACE drops comments (tables and views alike)
-            for name in registered:
-                conn.unregister(name)
+            sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
+            apply_docs(conn, table)  # after the build, either engine: CREATE OR REPLACE drops comments (tables and views alike)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
         schema, name = table.split(".")
         return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql"})

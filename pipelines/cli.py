@@ -82,6 +82,13 @@ def check_finding_kind(value: str) -> str:
     return value.strip().lower()
 
 
+def check_engine(value: str) -> str:
+    if value.strip().lower() not in ("duckdb", "spark"):
+        raise ValueError(f"{value!r} is not an engine; one of: duckdb, spark")
+    return value.strip().lower()
+
+
+sql_engine_name = _refusing(check_engine)
 iso_date = _refusing(parse_iso_date)
 time_zone = _refusing(check_timezone)
 currency = _refusing(check_currency)
@@ -120,13 +127,13 @@ def _hold_warehouse(warehouse: Path, wait: bool):
 
 
 def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of=None,
-         wait: bool = True, start_empty: bool = False) -> int:
+         wait: bool = True, start_empty: bool = False, sql_engine=None) -> int:
     with _hold_warehouse(warehouse, wait):
-        return _run_holding_lock(landing, warehouse, reports, settings, as_of, start_empty)
+        return _run_holding_lock(landing, warehouse, reports, settings, as_of, start_empty, sql_engine)
 
 
 def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of,
-                      start_empty: bool) -> int:
+                      start_empty: bool, sql_engine=None) -> int:
     from pipelines.runner import run_graph
     from pipelines.summary import print_problems, print_summary, run_problems, summary_dict
 
@@ -154,11 +161,11 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
 
             progress.set_reporter(show)
             try:
-                outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty)
+                outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine)
             finally:
                 progress.set_reporter(None)
     else:
-        outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty)
+        outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine)
     elapsed = time.perf_counter() - started
     if outcome.success and outcome.published:
         run_state.record(warehouse, fingerprint)
@@ -243,6 +250,11 @@ def run(
                                                     help="Slack-compatible webhook for the report's headline.")] = None,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="If another run is writing the warehouse, exit 75 at once "
                                                             "instead of waiting for it.")] = False,
+    engine: Annotated[str, typer.Option(help="Engine of the SQL models: duckdb (one machine) or spark (needs the spark "
+                                             "extra and Java).", parser=sql_engine_name, envvar="FINOPS_ENGINE")] = "duckdb",
+    spark_master: Annotated[str, typer.Option(help="Spark master with --engine spark: local[N], spark://HOST:7077, yarn, "
+                                                   "k8s://URL, sc://HOST:15002 (Spark Connect).",
+                                              envvar="FINOPS_SPARK_MASTER")] = "local[2]",
 ) -> None:
     """Run the whole graph over any folder of exports and telemetry, and write the day's report.
 
@@ -264,7 +276,17 @@ def run(
                               price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
                               tco_params_file=str(tco_params.resolve()) if tco_params else None,
                               reports_dir=str(reports), webhook_url=webhook_url)
-    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of, wait=not no_wait))
+    sql_engine = None
+    if engine == "spark":
+        from pipelines.engines.resource import SqlEngineResource
+        from pipelines.engines.spark import spark_available
+
+        ready, why = spark_available()
+        if not ready:
+            typer.echo(f"finops run: --engine spark: {why}", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        sql_engine = SqlEngineResource(engine="spark", spark_master=spark_master)
+    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of, wait=not no_wait, sql_engine=sql_engine))
 
 
 @app.command()

@@ -15,6 +15,7 @@ from pipelines.assets import ALL_ASSETS
 from pipelines.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
 from pipelines.checks import ALL_CHECKS
 from pipelines.daily_assets import WEBHOOK_OP
+from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of
 from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
 from pipelines.warehouse_publish import StagedWrite
@@ -103,6 +104,14 @@ def warehouse_resource(path: str, start_empty: bool = False) -> WarehouseResourc
                              connection_config={"memory_limit": os.environ.get("FINOPS_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT})
 
 
+def sql_engine_from_env() -> SqlEngineResource:
+    """The SQL models' engine: FINOPS_ENGINE (duckdb | spark), FINOPS_SPARK_MASTER, FINOPS_SPARK_LAKE.
+    A run launched from the UI may also set it in its run config (resources: sql_engine: config: ...)."""
+    return SqlEngineResource(engine=os.environ.get("FINOPS_ENGINE", "duckdb").strip().lower() or "duckdb",
+                             spark_master=os.environ.get("FINOPS_SPARK_MASTER") or "local[2]",
+                             spark_lake=os.environ.get("FINOPS_SPARK_LAKE") or None)
+
+
 def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definitions:
     # Over the demo nothing starts on its own: a 06:00 run dated the real today would rescore the
     # scenario's dated state. Turn the schedule on in the UI (Automation) if you want it.
@@ -114,7 +123,7 @@ def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definiti
         jobs=[finops_job],
         schedules=[schedule],
         sensors=[landing_sensor],  # STOPPED by default everywhere
-        resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings},
+        resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings, "sql_engine": sql_engine_from_env()},
         # One process writes the DuckDB file: DuckDB allows a single writer process per file.
         executor=in_process_executor,
     )

@@ -12,6 +12,7 @@ from pipelines.assets import ALL_ASSETS
 from pipelines.checks import ALL_CHECKS
 from pipelines.automation import daily_run_config
 from pipelines.definitions import warehouse_resource
+from pipelines.engines.resource import SqlEngineResource
 from pipelines.settings import REPO_ROOT, FinopsSettings
 from pipelines.warehouse_publish import forget_outcome, last_published
 
@@ -43,12 +44,14 @@ def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
 
 
 def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,
-              log_level: str = "WARNING", as_of: date | None = None, start_empty: bool = False) -> GraphRun:
+              log_level: str = "WARNING", as_of: date | None = None, start_empty: bool = False,
+              sql_engine: SqlEngineResource | None = None) -> GraphRun:
     """Materialize every asset and run every check; the warehouse file is created if missing.
     `as_of` is the run's date (default: the settings' default run date): the report and anomaly
     scoring follow it. The run builds a staging copy of the warehouse and publishes it at its end
     (`published`), or leaves the warehouse as it was when a step failed; `start_empty` builds from
-    an empty warehouse instead of a copy (the demo's fresh start)."""
+    an empty warehouse instead of a copy (the demo's fresh start); `sql_engine` builds the SQL
+    models (default: DuckDB)."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     if instance is None:
         ensure_dagster_home()
@@ -56,7 +59,8 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
     forget_outcome(warehouse)  # a run that never opens the warehouse publishes nothing
     result = materialize(
         [*ALL_ASSETS, *ALL_CHECKS],
-        resources={"warehouse": warehouse_resource(str(warehouse), start_empty), "settings": settings},
+        resources={"warehouse": warehouse_resource(str(warehouse), start_empty), "settings": settings,
+                   "sql_engine": sql_engine or SqlEngineResource()},
         instance=instance,
         raise_on_error=False,
         run_config=run_config(as_of, log_level),

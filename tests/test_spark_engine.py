@@ -1,0 +1,174 @@
+"""The SQL models on Apache Spark (pipelines/engines): every model translates, runs, and gives the
+same money as DuckDB, to the cent (in fact to the last of its 10 decimals).
+
+Skipped, with the reason, where the Spark extra or a Java runtime is missing; `.ci/run` installs
+Java so CI always runs them. One Spark session (local[2]) serves the whole module.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.engines.spark import spark_available
+
+READY, WHY = spark_available()
+pytestmark = pytest.mark.skipif(not READY, reason=f"Spark tests skipped: {WHY}")
+
+# The totals the issue names, compared exactly; ORDER BY makes the row lists comparable.
+TOTALS = {
+    "core.cost_lines per currency": """
+        SELECT BillingCurrency, sum(EffectiveCost), sum(BilledCost), sum(ListCost), sum(x_EffectiveCostReporting), count(*)
+        FROM core.cost_lines GROUP BY 1 ORDER BY 1""",
+    "marts.spend_by_phase": """
+        SELECT period, phase, cost_reporting, cost_by_billing_currency, share_pct, gpu_hours_paid, gpu_hours_busy,
+               utilization_pct, cost_per_busy_gpu_hour
+        FROM marts.spend_by_phase ORDER BY period, phase""",
+    "findings.hidden_costs": """
+        SELECT kind, subkind, count(*), sum(wasted_cost), sum(avoidable_cost), sum(wasted_cost_reporting),
+               sum(avoidable_cost_reporting), list(finding_id ORDER BY finding_id)
+        FROM findings.hidden_costs GROUP BY ALL ORDER BY kind, subkind""",
+    "marts.cost_attribution": """
+        SELECT phase, method, sum(amount_billing), sum(amount_reporting), count(*)
+        FROM marts.cost_attribution GROUP BY ALL ORDER BY phase, method""",
+}
+
+
+def totals(path: Path) -> dict:
+    from pipelines.warehouse import connect
+
+    conn = connect(path, read_only=True)
+    try:
+        return {name: conn.execute(sql).fetchall() for name, sql in TOTALS.items()}
+    finally:
+        conn.close()
+
+
+def cents(rows: list[tuple]) -> list[tuple]:
+    from decimal import Decimal
+
+    return [tuple(round(v, 2) if isinstance(v, Decimal) else v for v in row) for row in rows]
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from pipelines.engines.spark import SparkEngine
+
+    engine = SparkEngine(lake_dir=str(tmp_path_factory.mktemp("spark-lake")))
+    engine.session()  # the one start-up of the module
+    return engine
+
+
+def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Path:
+    """A copy of a DuckDB-built warehouse with every SQL model rebuilt on Spark."""
+    from pipelines.engines.spark import run_models
+    from pipelines.lake.layout import copy_warehouse
+    from pipelines.warehouse import connect
+
+    copy_warehouse(duckdb_warehouse, target)  # with its lake: the raw views read the lake's Parquet
+    conn = connect(target)
+    try:
+        run_models(conn, engine, settings)
+    finally:
+        conn.close()
+    return target
+
+
+def demo_settings(demo_run):
+    from pipelines.demo_scenario import TELEMETRY_TZ
+    from pipelines.settings import FinopsSettings
+
+    return FinopsSettings(landing_dir=str(demo_run.out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")
+
+
+@pytest.fixture(scope="module")
+def spark_demo(engine, demo_run, tmp_path_factory) -> Path:
+    assert demo_run.returncode == 0, demo_run.output
+    return build_on_spark(engine, demo_run.out / "warehouse.duckdb", tmp_path_factory.mktemp("spark") / "warehouse.duckdb",
+                          demo_settings(demo_run))
+
+
+def test_every_model_translates():
+    """Every SQL model of the graph parses with SQLGlot (DuckDB) and gives Spark SQL that parses,
+    each statement of a multi-statement model (core.cost_lines: a temp table, then the model)."""
+    import sqlglot
+
+    from pipelines.assets import sql_model_order
+    from pipelines.engines.spark_sql import Spark4, parse_model, transpile_query
+
+    models = sql_model_order()
+    assert len(models) >= 20
+    failures = {}
+    for table in models:
+        try:
+            for query in parse_model(table).queries:
+                assert sqlglot.parse_one(transpile_query(query), read=Spark4) is not None, table
+        except Exception as exc:  # every model's failure at once, not the first
+            failures[table] = f"{type(exc).__name__}: {exc}"
+    assert not failures, failures
+    assert [s.kind for s in parse_model("core.cost_lines").steps] == ["temp", "model", "drop"]
+
+
+def test_demo_totals_identical_on_both_engines(demo_run, spark_demo):
+    duck, spark = totals(demo_run.out / "warehouse.duckdb"), totals(spark_demo)
+    for name in TOTALS:
+        assert cents(spark[name]) == cents(duck[name]), f"{name} differs to the cent"
+        assert spark[name] == duck[name], f"{name} differs beyond the cent"
+    assert duck["core.cost_lines per currency"] and duck["findings.hidden_costs"]
+
+
+def test_every_model_runs_on_both_engines_with_the_same_columns(demo_run, spark_demo):
+    """Each model built on Spark has DuckDB's column names, order and types, and its row count."""
+    from pipelines.assets import sql_model_order
+    from pipelines.warehouse import connect
+
+    duck, spark = connect(demo_run.out / "warehouse.duckdb", read_only=True), connect(spark_demo, read_only=True)
+    try:
+        for table in sql_model_order():
+            assert spark.execute(f"DESCRIBE {table}").fetchall() == duck.execute(f"DESCRIBE {table}").fetchall(), table
+            assert spark.execute(f"SELECT count(*) FROM {table}").fetchall() == \
+                duck.execute(f"SELECT count(*) FROM {table}").fetchall(), table
+    finally:
+        duck.close()
+        spark.close()
+
+
+def test_scaled_cur_totals_identical(engine, tmp_path):
+    """A CUR of repeated sample lines (bench_spark's file, small here) gives the same totals."""
+    from tests.bench_spark import build_both
+
+    result = build_both(engine, tmp_path, rows=5_000)
+    assert result["identical_totals"], result
+
+
+def test_exact_division_of_money_units(engine):
+    """DuckDB's HUGEINT `//` (truncating) at money-unit sizes Spark's `div` would wrap or round."""
+    import sqlglot
+
+    from pipelines.engines.spark_sql import Spark4, fin_idiv
+
+    # Quotients up to 10^29 (10^19 in money), divisors up to 10^19; the fraction near 1 is the
+    # case DECIMAL(38, 9) rounding alone would get wrong.
+    cases = [(10**28 + 7, 3), (-(10**28 + 7), 3), (10**22, 86_400 * 8), (-7, 2), (7, -2), (10**28 - 1, 10**18 + 3),
+             (123456789012345678901234567, 999999999999999989), (10**18 - 1, 10**18), (-(10**18 - 1), 10**18)]
+    spark = engine.session()
+
+    def divide(a: int, b: int) -> int:
+        expr = fin_idiv(sqlglot.parse_one(f"CAST({a} AS DECIMAL(38, 0))"), sqlglot.parse_one(f"{b}"))
+        return int(spark.sql(f"SELECT {expr.sql(dialect=Spark4)}").collect()[0][0])
+
+    for a, b in cases:
+        assert divide(a, b) == abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1), (a, b)
+    # Past its range it fails (ANSI), never a wrong amount.
+    with pytest.raises(Exception, match="NUMERIC_VALUE_OUT_OF_RANGE|cannot be represented"):
+        divide(10**30 + 7, 3)
+
+
+@pytest.mark.skipif(os.environ.get("FINOPS_SPARK_BIG") != "1",
+                    reason="1M-row CUR on both engines: set FINOPS_SPARK_BIG=1 (several minutes on 2 cores; tests/bench_spark.py times it)")
+def test_million_row_cur_totals_identical(engine, tmp_path):
+    """The 1M-row CUR of `make bench` gives the same totals on both engines."""
+    from tests.bench_spark import build_both
+
+    result = build_both(engine, tmp_path, rows=1_000_000)
+    assert result["identical_totals"], result
