@@ -11,7 +11,8 @@
 # (CostAndUsage-D-*) fails on any warehouse, 1 otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${FOCUS_VALIDATOR_VENV:-.focus-validator-venv}
+# Absolute: the validator runs from inside its own site-packages (cd "$SITE" below).
+VENV=$(realpath -m "${FOCUS_VALIDATOR_VENV:-.focus-validator-venv}")
 VPY=${FOCUS_VALIDATOR_PYTHON:-python3.12}
 PY=${PYTHON:-.venv/bin/python}
 OUT=${FOCUS_VALIDATE_OUT:-.finops/focus-validate}
