@@ -57,7 +57,7 @@ def record(warehouse: Path, fingerprint_: str) -> None:
     path = _state_path(warehouse)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps({"fingerprint": fingerprint_, "warehouse": _identity(warehouse),
+    tmp.write_text(json.dumps({"fingerprint": fingerprint_, "warehouse": _identity(warehouse), "path": str(warehouse.resolve()),
                                "recorded_at": datetime.now(UTC).isoformat(timespec="seconds")}))
     os.replace(tmp, path)
 
@@ -70,7 +70,9 @@ def nothing_new(landing: Path, files: list[Path], warehouse: Path, fingerprint_:
     """Why a run over `files` (the landing scan) would change nothing, or None when it might."""
     try:
         state = json.loads(_state_path(warehouse).read_text())
-        if state["fingerprint"] != fingerprint_ or state["warehouse"] != _identity(warehouse):
+        # A warehouse moved with its lake keeps its inode and times: its views must still be pointed at the new place.
+        if (state["fingerprint"] != fingerprint_ or state["warehouse"] != _identity(warehouse)
+                or state.get("path") != str(warehouse.resolve())):
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -83,13 +83,27 @@ def test_a_run_with_nothing_new_stops_before_the_graph(tmp_path):
     target = landing / "billing" / "focus.csv"
     shutil.copy(sample(FOCUS), target)
     warehouse = tmp_path / "wh.duckdb"
-    args = ["run", "--landing", str(landing), "--warehouse", str(warehouse), "--as-of", "2026-10-02"]
+    args = ["run", "--landing", str(landing), "--warehouse", str(warehouse), "--reports", str(tmp_path / "reports"),
+            "--as-of", "2026-10-02"]
     first = CliRunner().invoke(app, args, terminal_width=200)
     assert first.exit_code == 0, first.output
     published = warehouse.stat().st_mtime_ns
     second = CliRunner().invoke(app, args, terminal_width=200)
     assert second.exit_code == 0 and "nothing new since the last run: all 1 files already read" in second.output
     assert warehouse.stat().st_mtime_ns == published  # not even republished
+    # Moved with its lake to another folder: the graph runs, so the raw views read the lake's new place.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    warehouse.rename(moved / "wh.duckdb")
+    lake_of(warehouse).rename(lake_of(moved / "wh.duckdb"))
+    relocated = CliRunner().invoke(app, [*args[:3], "--warehouse", str(moved / "wh.duckdb"), *args[5:]], terminal_width=200)
+    # (the same settings, reports folder included: only the warehouse's place changed)
+    assert relocated.exit_code == 0 and "nothing new" not in relocated.output, relocated.output
+    with duckdb.connect(str(moved / "wh.duckdb"), read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM raw.cost_lines").fetchone()[0] == 1000
+    (moved / "wh.duckdb").rename(warehouse)
+    lake_of(moved / "wh.duckdb").rename(lake_of(warehouse))
+    published = warehouse.stat().st_mtime_ns
     # Another date is another report: the graph runs.
     other_day = CliRunner().invoke(app, [*args[:-1], "2026-10-03"], terminal_width=200)
     assert other_day.exit_code == 0 and "nothing new" not in other_day.output
