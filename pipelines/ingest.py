@@ -33,7 +33,7 @@ from connectors.registry import all_connectors, detect
 from pipelines import progress
 from pipelines.ledger import rules
 from pipelines.lake.layout import lake_of_connection
-from pipelines.lake.writer import check_complete, sweep_orphans, write_version
+from pipelines.lake.writer import sweep_and_check, write_version
 from pipelines.ledger.deliveries import content_sha256, file_mtime, layout_of, read_manifest
 from pipelines.warehouse import ensure_warehouse, fetch_all, record_file_slices
 
@@ -164,8 +164,7 @@ def ingest_landing(
 ) -> IngestSummary:
     ensure_warehouse(conn)
     lake = lake_of_connection(conn)
-    sweep_orphans(conn, lake)  # what a killed run left in the lake (this run holds the writer lock)
-    check_complete(conn, lake)
+    sweep_and_check(conn, lake)  # what a killed run left in the lake, and rows a copied warehouse lacks
     connectors = connectors if connectors is not None else all_connectors()
     summary = IngestSummary()
     # One time for the whole run (lineage). Which delivery counts never depends on it, except as

@@ -112,16 +112,20 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def schema_file(lake: Path, kind: str) -> Path:
+    parts = PARTITIONING[kind]
+    return table_root(lake, kind).joinpath(*(f"{n}=_" for n, _ in parts.sql()), f"file={SCHEMA_FOLDER}", "data_0.parquet")
+
+
 def write_schema_file(lake: Path, kind: str) -> None:
     """The table's zero-row file, in a partition folder of its own (`file=schema`), so the view has
     its columns with no data yet and Hive readers see one consistent layout. Rewritten each time:
     a column the canonical schema gained reaches the view at once."""
-    parts = PARTITIONING[kind]
-    folder = table_root(lake, kind).joinpath(*(f"{n}=_" for n, _ in parts.sql()), f"file={SCHEMA_FOLDER}")
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".data_0.parquet.tmp-{id(folder)}"
+    target = schema_file(lake, kind)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".data_0.parquet.tmp-{id(target)}")
     pq.write_table(pa.Table.from_batches([], schema=SCHEMAS[kind]), tmp)
-    tmp.replace(folder / "data_0.parquet")
+    tmp.replace(target)
 
 
 def view_sql(lake: Path, kind: str) -> str:
@@ -148,7 +152,7 @@ def create_views(conn: duckdb.DuckDBPyConnection, lake: Path) -> None:
                                               "AND table_name = ? AND database_name = current_database() ORDER BY column_index",
                                               [schema, name]).fetchall()]
         current = (found and str(table_root(lake, kind)) in found[0][0] and columns == [f.name for f in SCHEMAS[kind]]
-                   and any(table_root(lake, kind).rglob(f"file={SCHEMA_FOLDER}")))
+                   and schema_file(lake, kind).exists())  # every asset step passes here: a stat, not a scan of the lake
         if not current:
             write_schema_file(lake, kind)
             conn.execute(view_sql(lake, kind))

@@ -5,7 +5,7 @@ them partitioned (Hive folders) into a staging folder of their own, so memory st
 batches whatever the file's size and no Python loop touches a row. Only when the connector has
 read the whole file are the partition folders moved into the table (`os.replace` of each
 `file=<sha256>` folder); the caller then registers the version in raw.files. A crash before that
-leaves folders no registry names: invisible to every view, and removed by `sweep_orphans`.
+leaves folders no registry names: invisible to every view, and removed by `sweep_and_check`.
 """
 
 from __future__ import annotations
@@ -112,24 +112,13 @@ class LakeIncomplete(RuntimeError):
     """The registry names file versions whose rows are not in the lake."""
 
 
-def check_complete(conn: duckdb.DuckDBPyConnection, lake: Path) -> None:
-    """Every file version registered with rows has its folder in the lake; else refuse to go on:
-    building on a registry whose rows are gone would drop money silently (most often the warehouse
-    file was copied or moved without its `.lake` folder)."""
-    present = {folder.name.removeprefix("file=") for kind in PARTITIONING if (root := table_root(lake, kind)).exists()
-               for folder in root.rglob("file=*")}
-    missing = [row for row in conn.execute(
-        "SELECT path, sha256 FROM raw.files WHERE rows_loaded > 0 ORDER BY path").fetchall() if row[1] not in present]
-    if missing:
-        raise LakeIncomplete(
-            f"the lake {lake} lacks the rows of {len(missing)} file(s) the warehouse registers (first: {missing[0][0]}); "
-            f"copy or move a warehouse together with its {lake.name} folder")
-
-
-def sweep_orphans(conn: duckdb.DuckDBPyConnection, lake: Path) -> list[Path]:
-    """Remove staging folders and file-version folders that no registry row names: what a killed
-    run left behind. Call it holding the writer lock (no other run is writing), with `conn` on the
-    registry this run starts from: published snapshots name no more than it does."""
+def sweep_and_check(conn: duckdb.DuckDBPyConnection, lake: Path) -> list[Path]:
+    """At the start of an ingest, in one scan of the lake: remove staging folders and file-version
+    folders no registry row names (what a killed run left behind), then refuse to go on if a version
+    registered with rows has no folder — building on a registry whose rows are gone would drop money
+    silently (most often the warehouse was copied or moved without its `.lake` folder). Call it
+    holding the writer lock, with `conn` on the registry this run starts from: published snapshots
+    name no more than it does. Returns the folders removed."""
     removed: list[Path] = []
     staging = staging_root(lake)
     if staging.exists():
@@ -137,13 +126,24 @@ def sweep_orphans(conn: duckdb.DuckDBPyConnection, lake: Path) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     registered = {row[0] for row in conn.execute(REGISTERED_VERSIONS).fetchall()}
+    present: set[str] = set()
     for kind in PARTITIONING:
         root = table_root(lake, kind)
         if not root.exists():
             continue
         for folder in root.rglob("file=*"):
             version = folder.name.removeprefix("file=")
-            if folder.is_dir() and version not in registered and version not in (SCHEMA_FOLDER, MIGRATED):
+            if not folder.is_dir() or version in (SCHEMA_FOLDER, MIGRATED):
+                continue
+            if version in registered:
+                present.add(version)
+            else:
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
+    missing = [row for row in conn.execute(
+        "SELECT path, sha256 FROM raw.files WHERE rows_loaded > 0 ORDER BY path").fetchall() if row[1] not in present]
+    if missing:
+        raise LakeIncomplete(
+            f"the lake {lake} lacks the rows of {len(missing)} file(s) the warehouse registers (first: {missing[0][0]}); "
+            f"copy or move a warehouse together with its {lake.name} folder")
     return removed
