@@ -35,7 +35,7 @@ fuzz: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 
 # Dagster UI on 127.0.0.1:3000 over the demo warehouse (run `make demo` first for data).
 ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -m pipelines.definitions -h 127.0.0.1 -p 3000
+	$(BIN)/dagster dev -m pipelines.orchestration.definitions -h 127.0.0.1 -p 3000
 
 # Stage timings of the demo graph, then the GPU-minute rollup over 100 M samples (about 12 min on
 # 2 cores), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
@@ -62,7 +62,7 @@ bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 FOCUS_WAREHOUSES ?= .finops/demo/warehouse.duckdb
 FOCUS_VALIDATOR_PYTHON ?= python3.12
 focus-check: $(STAMP)
-	$(BIN)/python -m pipelines.focus_conformance $(FOCUS_WAREHOUSES)
+	$(BIN)/python -m pipelines.warehouse.focus_conformance $(FOCUS_WAREHOUSES)
 
 focus-validate: $(STAMP)
 	PYTHON=$(BIN)/python FOCUS_VALIDATOR_PYTHON=$(FOCUS_VALIDATOR_PYTHON) tools/focus_validate.sh $(FOCUS_WAREHOUSES)

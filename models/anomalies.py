@@ -15,7 +15,7 @@ money are exact and nothing here rounds an amount.
   spent before, now above the floor).
 - Planned runs (a calendar of spans) make their spend expected, and its going away after the end.
 
-Pure functions over polars frames; `pipelines/anomalies.py` reads and writes the warehouse.
+Pure functions over polars frames; `pipelines/analysis/anomalies.py` reads and writes the warehouse.
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ FROM twins
 WHERE NOT (x_AzureDataset = 'actual' AND __has_amortized AND __amortized_rows > 0);
 
 -- FOCUS 1.2 conformance (core.cost_lines' `conformed` step; models/focus.py holds the same rules
--- for the own check, pipelines/focus_conformance.py).
+-- for the own check, pipelines/warehouse/focus_conformance.py).
 -- A ServiceSubcategory's one parent ServiceCategory, as FOCUS 1.2 enumerates them; NULL for a
 -- value FOCUS does not allow.
 CREATE OR REPLACE MACRO focus_subcategory_parent(sub) AS CASE

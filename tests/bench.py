@@ -13,11 +13,11 @@ from pathlib import Path
 
 from dagster import DagsterInstance
 
-from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
-from pipelines.ingest import ingest_landing
-from pipelines.runner import run_graph
+from pipelines.demo.scenario import TELEMETRY_TZ, write_scenario
+from pipelines.ingest.landing import ingest_landing
+from pipelines.orchestration.runner import run_graph
 from pipelines.settings import FinopsSettings
-from pipelines.warehouse import connect, fetch_all
+from pipelines.warehouse.connection import connect, fetch_all
 
 
 def peak_rss_mib() -> float:

@@ -28,7 +28,7 @@ from pathlib import Path
 from tests.bench_cur import write_scaled
 
 REPO = Path(__file__).resolve().parent.parent
-FINOPS = [sys.executable, "-m", "pipelines.cli"]
+FINOPS = [sys.executable, "-m", "pipelines.cli.main"]
 
 
 def timed(command: list[str], **kwargs) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from models.schemas import GPU_SAMPLE, duckdb_type
 from models.telemetry import UTIL_KINDS
-from pipelines.warehouse import SQL_DIR, connect, ensure_warehouse, fetch_all, run_sql_file
+from pipelines.warehouse.connection import SQL_DIR, connect, ensure_warehouse, fetch_all, run_sql_file
 
 GENERATED = {
     "ts": "TIMESTAMPTZ '2026-09-01 00:00:00+00' + to_seconds(t * 10)",

@@ -37,12 +37,12 @@ def _totals(conn) -> dict:
 def build_both(engine, folder: Path, rows: int) -> dict:
     """Load a `rows`-line CUR, build every SQL model with DuckDB and with Spark (`engine`), and
     return the times and whether the totals are identical."""
-    from pipelines.assets import SQL_MODELS, prepare, sql_model_order
+    from pipelines.orchestration.assets import SQL_MODELS, prepare, sql_model_order
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.engines.spark import run_models
-    from pipelines.ingest import ingest_landing
+    from pipelines.ingest.landing import ingest_landing
     from pipelines.lake.layout import copy_warehouse
-    from pipelines.warehouse import connect
+    from pipelines.warehouse.connection import connect
     from tests.bench_cur import write_scaled
 
     landing = folder / "landing"

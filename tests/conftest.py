@@ -10,9 +10,9 @@ import pytest
 from dagster import DagsterInstance
 
 from connectors.base import ReadContext
-from pipelines.runner import run_graph
+from pipelines.orchestration.runner import run_graph
 from pipelines.settings import FinopsSettings
-from pipelines.warehouse import connect
+from pipelines.warehouse.connection import connect
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 
 from connectors.azure_cost import dataset_of
-from pipelines.warehouse import connect, fetch_all
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import run_pipeline, sample
 
 ACTUAL = "billing/azure_ea_actual_cost_finopstoolkit.csv"

@@ -4,8 +4,8 @@ import shutil
 
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.warehouse import connect, fetch_all
+from pipelines.cli.main import app
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import sample
 
 

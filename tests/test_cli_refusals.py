@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import EXIT_NO_INPUT, app
+from pipelines.cli.main import EXIT_NO_INPUT, app
 from pipelines.settings import finding_kinds
-from pipelines.summary import for_terminal
-from pipelines.warehouse import connect, fetch_all
+from pipelines.text import for_terminal
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import REPO, sample
 
 FOCUS = "billing/focus10_sample_multicloud_1000.csv"
@@ -41,7 +41,7 @@ def finops(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """The installed entry point as a shell runs it: real exit code, real stdout and stderr."""
     full_env = {k: v for k, v in os.environ.items() if k not in FINOPS_VARS}
     full_env.update({"PYTHONPATH": str(REPO), "COLUMNS": "200", **(env or {})})
-    return subprocess.run([sys.executable, "-c", "from pipelines.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from pipelines.cli.main import main; main()", *args],
                           capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600)
 
 
@@ -138,7 +138,7 @@ def test_a_bad_value_in_the_environment_is_refused_too(tmp_path):
 
 
 def test_good_arguments_are_accepted_and_normalised():
-    from pipelines.cli import check_finding_kind
+    from pipelines.cli.main import check_finding_kind
     from pipelines.settings import check_currency, check_timezone, parse_iso_date
 
     assert parse_iso_date("2026-10-12") == date(2026, 10, 12)

@@ -93,8 +93,8 @@ def test_gpu_instances_and_line_types(tmp_path):
 def test_the_final_month_restates_the_open_one_even_when_both_arrive_together(tmp_path):
     import shutil
 
-    from pipelines.ingest import ingest_landing
-    from pipelines.warehouse import connect, fetch_all
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.warehouse.connection import connect, fetch_all
 
     landing = tmp_path / "landing"
     landing.mkdir()

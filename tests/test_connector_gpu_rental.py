@@ -87,9 +87,9 @@ from typer.testing import CliRunner  # noqa: E402
 from connectors import registry  # noqa: E402
 from connectors.gpu_rental import InvalidMapping, mapping_connectors  # noqa: E402
 from connectors.mapping_schema import MappingError, load_mapping  # noqa: E402
-from pipelines.cli import app  # noqa: E402
-from pipelines.ingest import ingest_landing  # noqa: E402
-from pipelines.warehouse import connect, fetch_all  # noqa: E402
+from pipelines.cli.main import app  # noqa: E402
+from pipelines.ingest.landing import ingest_landing  # noqa: E402
+from pipelines.warehouse.connection import connect, fetch_all  # noqa: E402
 from tests.conftest import FIXTURES  # noqa: E402
 
 CNY_INVOICE = FIXTURES / "gpu_rental_cny_daily.csv"

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from connectors import kit
-from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ReadContext
 from connectors.kit_contract import ContractFailure, check_connector
 from connectors.registry import all_connectors
 from tests.fuzz.seeds import all_seeds

@@ -14,8 +14,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.connector_template import FIXTURE_ROWS, FIXTURE_TOTAL
+from pipelines.cli.main import app
+from pipelines.cli.connector_template import FIXTURE_ROWS, FIXTURE_TOTAL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,7 +59,7 @@ def test_new_connector_refuses_in_one_line(tmp_path):
     (tmp_path / "x" / "f").write_text("")
     for args in (["new-connector", "Bad-Name"], ["new-connector", "ok_name", "--kind", "telemetry"],
                  ["new-connector", "focus"], ["new-connector", "ok_name", "--out", str(tmp_path / "x")]):
-        result = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
+        result = subprocess.run([sys.executable, "-m", "pipelines.cli.main", *args], capture_output=True, text=True,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
 
@@ -77,7 +77,7 @@ def test_installed_package_registers_passes_its_tests_and_loads_its_fixture(inst
     assert "11 passed" in tests.stdout, tests.stdout[-500:]
 
     warehouse = tmp_path / "wh.duckdb"
-    run = subprocess.run([sys.executable, "-m", "pipelines.cli", "run", "--landing", str(package / "fixtures"),
+    run = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "run", "--landing", str(package / "fixtures"),
                           "--warehouse", str(warehouse)], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     conn = duckdb.connect(str(warehouse), read_only=True)

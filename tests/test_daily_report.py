@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline
 
 FOCUS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,BillingPeriodStart,"
@@ -89,7 +89,7 @@ def test_the_report_renders_its_charts_in_a_browser(demo_run, tmp_path):
 def test_rebuilding_a_past_days_report_from_the_cli(demo_run, tmp_path):
     from typer.testing import CliRunner
 
-    from pipelines.cli import app
+    from pipelines.cli.main import app
 
     result = CliRunner().invoke(app, ["report", "--date", "2026-09-28", "--warehouse", str(demo_run.out / "warehouse.duckdb"),
                                       "--out", str(tmp_path)], terminal_width=200)
@@ -216,7 +216,7 @@ def test_the_run_posts_the_headline_and_a_failing_endpoint_fails_only_delivery(t
 def test_the_schedule_runs_the_whole_graph_at_six_utc_for_its_day():
     from dagster import build_schedule_context
 
-    from pipelines.automation import daily_report_schedule
+    from pipelines.orchestration.automation import daily_report_schedule
 
     assert daily_report_schedule.cron_schedule == "0 6 * * *" and daily_report_schedule.execution_timezone == "UTC"
     context = build_schedule_context(scheduled_execution_time=datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
@@ -230,7 +230,7 @@ def test_the_schedule_runs_the_whole_graph_at_six_utc_for_its_day():
 def test_the_sensor_starts_a_run_when_files_land_and_not_otherwise(tmp_path):
     from dagster import build_sensor_context
 
-    from pipelines.automation import landing_sensor
+    from pipelines.orchestration.automation import landing_sensor
     from pipelines.settings import FinopsSettings
 
     landing = tmp_path / "landing"
@@ -277,8 +277,8 @@ def test_an_earlier_run_date_leaves_the_anomalies_as_they_are(tmp_path):
 
 
 def test_text_from_data_stays_text_in_markdown_and_charts():
-    from pipelines.charts import anomaly_charts, hidden_costs_chart
-    from pipelines.report import _md_escape
+    from pipelines.report.charts import anomaly_charts, hidden_costs_chart
+    from pipelines.report.daily import _md_escape
 
     assert _md_escape("[click](http://x) *bold* `code` a|b") == "\\[click\\](http://x) \\*bold\\* \\`code\\` a\\|b"
     # A `$` in a resource name is text, not mathtext (which would fail to parse and stop the report).

@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 
-from pipelines.demo_scenario import TELEMETRY_TZ
+from pipelines.demo.scenario import TELEMETRY_TZ
 from pipelines.lake.layout import copy_warehouse
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline, unbalanced_days
 
 CONTRACT_TABLES = {
@@ -181,7 +181,7 @@ def test_every_injected_leak_is_found_within_one_percent_of_the_truth(demo_run, 
 def test_findings_command_prints_the_ranked_list(demo_run):
     from typer.testing import CliRunner
 
-    from pipelines.cli import app
+    from pipelines.cli.main import app
 
     result = CliRunner().invoke(app, ["findings", "--warehouse", str(demo_run.out / "warehouse.duckdb"), "--limit", "3"],
                                 terminal_width=250)

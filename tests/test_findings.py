@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipelines.warehouse import connect, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_dicts
 from tests.conftest import run_pipeline
 
 HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
@@ -195,7 +195,7 @@ def test_findings_are_ranked_have_stable_ids_and_reporting_amounts(findings):
 
 
 def test_the_control_scenario_has_no_hidden_costs(tmp_path):
-    from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
+    from pipelines.demo.scenario import TELEMETRY_TZ, write_scenario
 
     truths = write_scenario(tmp_path, leaks=False)
     assert truths["leaks"]["unused_gpu"]["idle_gpu_hours"] == 0 and truths["leaks"]["egress"]["wasted_usd"] == 0

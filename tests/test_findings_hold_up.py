@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline, sample
 
 DAY = "2026-09-01"

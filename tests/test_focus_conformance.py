@@ -1,13 +1,13 @@
 """FOCUS 1.2 conformance of core.cost_lines: the project's own check of focus-validator 2.2.1's
-root-column and dataset rules (pipelines/focus_conformance.py) passes on the demo and on a
+root-column and dataset rules (pipelines/warehouse/focus_conformance.py) passes on the demo and on a
 warehouse of every shared billing sample. `make focus-validate` runs the validator itself."""
 
 import duckdb
 import pytest
 
 from models.focus import FOCUS_12_MANDATORY_COLUMNS, SERVICE_SUBCATEGORIES, UNIT_FORMAT_REGEX
-from pipelines.focus_conformance import check, rules
-from pipelines.warehouse import SQL_DIR
+from pipelines.warehouse.focus_conformance import check, rules
+from pipelines.warehouse.connection import SQL_DIR
 from tests.conftest import run_pipeline, sample
 
 

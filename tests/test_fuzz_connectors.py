@@ -27,7 +27,6 @@ import tempfile
 import time
 import zlib
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 
 import polars as pl

@@ -17,13 +17,13 @@ from connectors.mapping_schema import Defaults
 from connectors.oci_cost import OciCostConnector
 from models.currencies import is_iso4217
 from models.schemas import COST_LINE
-from pipelines.assets import fx_rates_input, prepare
-from pipelines.fx_reference import ecb_last_date, ecb_rates, ecb_source
+from pipelines.orchestration.assets import fx_rates_input, prepare
+from pipelines.ingest.fx_reference import ecb_last_date, ecb_rates, ecb_source
 from pipelines.settings import FinopsSettings, check_currency
-from pipelines.warehouse import run_sql_file
+from pipelines.warehouse.connection import run_sql_file
 from tests.conftest import read_context
 
-DEMO_LAST_DAY = date(2026, 10, 10)  # pipelines/demo_scenario.py: 40 days from 1 September 2026
+DEMO_LAST_DAY = date(2026, 10, 10)  # pipelines/demo/scenario.py: 40 days from 1 September 2026
 
 
 def ecb_day(day: date) -> dict[str, str]:

@@ -4,7 +4,7 @@
 import csv
 from decimal import Decimal
 
-from pipelines.warehouse import connect, fetch_all
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import run_pipeline
 
 HEADER = ["billing_account_id", "service.id", "service.description", "sku.id", "sku.description", "usage_start_time",

@@ -10,8 +10,8 @@ import pyarrow as pa
 from rich.console import Console
 
 from connectors.focus import FocusConnector
-from pipelines.summary import print_summary, summary_dict, unidentified_gpu_line
-from pipelines.warehouse import connect, fetch_all
+from pipelines.cli.summary import print_summary, summary_dict, unidentified_gpu_line
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import read_context, run_pipeline, sample
 
 HOUR = {"ChargePeriodStart": "2026-09-01T00:00:00Z", "ChargePeriodEnd": "2026-09-01T01:00:00Z"}

@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from models.gpus import MODELS_TABLE, canonical_gpu_model, gpu_model_expr, is_known_gpu_model, known_models, sql_macros
-from pipelines.warehouse import SQL_DIR
+from pipelines.warehouse.connection import SQL_DIR
 
 # Names as each source spells them: nvidia-smi `name` / DCGM `modelName` (tests/fixtures/samples and
 # the demo), invoices' x_GpuModel and the price catalog.

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from pipelines.ingest import ingest_landing
-from pipelines.warehouse import connect, fetch_all
+from pipelines.ingest.landing import ingest_landing
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import REPO, sample
 
 FOCUS_SAMPLE = "billing/focus10_sample_multicloud_1000.csv"
@@ -96,8 +96,8 @@ KILLER = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {repo!r})
     from connectors.focus import FocusConnector
-    from pipelines.ingest import ingest_landing
-    from pipelines.warehouse import connect
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.warehouse.connection import connect
 
     class DiesMidFile(FocusConnector):
         def read(self, path, ctx):
@@ -129,7 +129,7 @@ def test_a_run_killed_mid_file_leaves_the_warehouse_as_before(tmp_path, landing)
 
 
 def test_a_warehouse_from_an_older_version_is_brought_up_to_the_current_schemas(tmp_path):
-    from pipelines.warehouse import WarehouseSchemaError, ensure_warehouse
+    from pipelines.warehouse.connection import WarehouseSchemaError, ensure_warehouse
 
     conn = connect(tmp_path / "old.duckdb")
     conn.execute("CREATE SCHEMA raw")
@@ -158,7 +158,7 @@ def focus_month(amounts, month="2026-09", account="acct-1"):
 
 def current_total(warehouse):
     """Build core.cost_lines with its own SQL file and total it."""
-    from pipelines.warehouse import run_sql_file
+    from pipelines.warehouse.connection import run_sql_file
 
     conn = connect(warehouse)
     conn.execute((REPO / "sql" / "macros.sql").read_text())
@@ -252,7 +252,7 @@ def test_compressed_truncated_encoded_and_odd_files_get_clear_outcomes(tmp_path)
 
 
 def test_each_loaded_file_is_reported_for_progress(tmp_path, landing):
-    from pipelines import progress
+    from pipelines.ingest import progress
 
     seen = []
     progress.set_reporter(lambda done, total, path, rows, rate: seen.append((done, total, path, rows, rate > 0)))

@@ -3,17 +3,16 @@ raw.* views that name only registered file versions; runs with nothing new stop 
 
 import os
 import shutil
-from pathlib import Path
 
 import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.ingest import ingest_landing
+from pipelines.cli.main import app
+from pipelines.ingest.landing import ingest_landing
 from pipelines.lake.layout import lake_of
 from pipelines.lake.writer import LakeIncomplete
-from pipelines.warehouse import connect, fetch_all
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import sample
 
 CUR = "billing/aws_cur_legacy_csv_focusconverters_fixture.csv"

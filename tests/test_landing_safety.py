@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.ingest as ingest
-from pipelines.ingest import ingest_landing, landing_files
-from pipelines.warehouse import connect, fetch_all
-from pipelines.webhook import DeliveryError, deliver, redact_url
+import pipelines.ingest.landing as ingest
+from pipelines.ingest.landing import ingest_landing, landing_files
+from pipelines.warehouse.connection import connect, fetch_all
+from pipelines.report.webhook import DeliveryError, deliver, redact_url
 from tests.conftest import sample
 
 FOCUS_SAMPLE = "billing/focus10_sample_multicloud_1000.csv"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.ledger.deliveries import content_sha256, layout_of, read_manifest
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline, sample
 
 CUR = "billing/aws_cur_legacy_csv_focusconverters_fixture.csv"
@@ -345,7 +345,7 @@ def test_manifests_of_aws_data_exports_and_azure_are_read(tmp_path):
 def test_a_warehouse_from_before_the_ledger_keeps_its_restated_files_out(tmp_path):
     from datetime import UTC, datetime
 
-    from pipelines.warehouse import ensure_warehouse
+    from pipelines.warehouse.connection import ensure_warehouse
 
     conn = connect(tmp_path / "old.duckdb")
     ensure_warehouse(conn)

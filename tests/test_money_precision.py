@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from models.schemas import COST_LINE, RAW_TABLES, SCHEMAS, duckdb_columns
-from pipelines.warehouse import WarehouseSchemaError, connect, ensure_warehouse, is_widening, sql_text, widen_column
+from pipelines.warehouse.connection import WarehouseSchemaError, connect, ensure_warehouse, is_widening, sql_text, widen_column
 from tests.conftest import run_pipeline, sample
 
 HEADER = ("BilledCost", "EffectiveCost", "BillingCurrency", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd",
@@ -124,7 +124,7 @@ def test_cur_fixture_total_equals_the_files_own_sum_exactly(tmp_path):
 def test_fx_conversion_never_overflows_and_rounds_once_to_10_decimals():
     """DECIMAL(38,10) × DECIMAL(38,12) is DECIMAL(38,22): 10^12 × a rate of 10^5 overflows it.
     convert_money multiplies the whole part and the fraction apart."""
-    from pipelines.warehouse import SQL_DIR
+    from pipelines.warehouse.connection import SQL_DIR
 
     conn = duckdb.connect()
     conn.execute((SQL_DIR / "macros.sql").read_text())
@@ -145,7 +145,7 @@ def old_warehouse(path: Path) -> None:
     conn = duckdb.connect(str(path))
     for schema in ("raw", "core", "marts", "findings"):
         conn.execute(f"CREATE SCHEMA {schema}")
-    from pipelines.warehouse import RAW_REGISTRY_DDL
+    from pipelines.warehouse.connection import RAW_REGISTRY_DDL
 
     conn.execute(RAW_REGISTRY_DDL.replace("DECIMAL(38, 10)", "DECIMAL(38, 6)"))
     for kind, table in RAW_TABLES.items():

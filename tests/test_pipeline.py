@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.definitions import defs
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.orchestration.definitions import defs
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline, unbalanced_days
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.txt"

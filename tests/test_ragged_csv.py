@@ -18,9 +18,9 @@ import connectors._tabular as tabular
 from connectors.aws_cur import AwsCurConnector
 from connectors.base import ConnectorError
 from models.schemas import COST_LINE
-from pipelines.cli import app
-from pipelines.ingest import ingest_landing
-from pipelines.warehouse import connect, fetch_all
+from pipelines.cli.main import app
+from pipelines.ingest.landing import ingest_landing
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import read_context, sample
 
 KOKU = "billing/aws_cur_legacy_csv_usage_koku.csv"

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 
 import connectors.registry as registry
 from connectors.base import Connector, ReadContext
-from pipelines.cli import app
+from pipelines.cli.main import app
 
 
 class RentalInvoiceConnector(Connector):

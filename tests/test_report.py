@@ -4,7 +4,7 @@ shown as a reader expects them."""
 from datetime import date
 from decimal import Decimal
 
-from pipelines.report import kpi_cards, money, render
+from pipelines.report.daily import kpi_cards, money, render
 
 EVIL = "<script>alert(1)</script>|x"
 

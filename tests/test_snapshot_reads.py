@@ -1,4 +1,4 @@
-"""Readers during a run, one writer at a time, crashes, and the demo's safety (pipelines/warehouse_publish.py)."""
+"""Readers during a run, one writer at a time, crashes, and the demo's safety (pipelines/warehouse/publish.py)."""
 
 import hashlib
 import json
@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from pipelines.lake.layout import copy_warehouse
-from pipelines.warehouse_publish import EX_TEMPFAIL, holder_path
+from pipelines.warehouse.publish import EX_TEMPFAIL, holder_path
 from tests.conftest import REPO, SAMPLES, run_pipeline
 from tests.test_daily_report import focus_rows
 
@@ -124,7 +124,7 @@ def test_a_second_run_waits_for_the_holder_then_succeeds(tmp_path, base, env):
     holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
-from pipelines.warehouse_publish import writer_lock
+from pipelines.warehouse.publish import writer_lock
 with writer_lock(Path({str(warehouse)!r})):
     print("held", flush=True)
     deadline = time.monotonic() + 240
@@ -201,7 +201,7 @@ def test_a_run_with_a_failed_step_publishes_nothing_but_a_failed_delivery_does_n
 def test_the_demo_deployment_starts_its_schedule_stopped(tmp_path):
     from dagster import DefaultScheduleStatus, DefaultSensorStatus
 
-    from pipelines.definitions import build_definitions
+    from pipelines.orchestration.definitions import build_definitions
     from pipelines.settings import DEMO_DIR, FinopsSettings
 
     demo = build_definitions(FinopsSettings(landing_dir=str(DEMO_DIR / "landing")), str(DEMO_DIR / "warehouse.duckdb"))
@@ -212,7 +212,7 @@ def test_the_demo_deployment_starts_its_schedule_stopped(tmp_path):
 
 
 def test_a_run_without_a_date_keeps_the_demos_dated_anomaly_state(tmp_path, monkeypatch):
-    from pipelines import definitions
+    from pipelines.orchestration import definitions
 
     out = tmp_path / "demo"
     landing = out / "landing"

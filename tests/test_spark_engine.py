@@ -35,7 +35,7 @@ TOTALS = {
 
 
 def totals(path: Path) -> dict:
-    from pipelines.warehouse import connect
+    from pipelines.warehouse.connection import connect
 
     conn = connect(path, read_only=True)
     try:
@@ -63,7 +63,7 @@ def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Pa
     """A copy of a DuckDB-built warehouse with every SQL model rebuilt on Spark."""
     from pipelines.engines.spark import run_models
     from pipelines.lake.layout import copy_warehouse
-    from pipelines.warehouse import connect
+    from pipelines.warehouse.connection import connect
 
     copy_warehouse(duckdb_warehouse, target)  # with its lake: the raw views read the lake's Parquet
     conn = connect(target)
@@ -75,7 +75,7 @@ def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Pa
 
 
 def demo_settings(demo_run):
-    from pipelines.demo_scenario import TELEMETRY_TZ
+    from pipelines.demo.scenario import TELEMETRY_TZ
     from pipelines.settings import FinopsSettings
 
     return FinopsSettings(landing_dir=str(demo_run.out / "landing"), timezone=TELEMETRY_TZ, reporting_currency="USD")
@@ -93,7 +93,7 @@ def test_every_model_translates():
     each statement of a multi-statement model (core.cost_lines: a temp table, then the model)."""
     import sqlglot
 
-    from pipelines.assets import sql_model_order
+    from pipelines.orchestration.assets import sql_model_order
     from pipelines.engines.spark_sql import Spark4, parse_model, transpile_query
 
     models = sql_model_order()
@@ -119,8 +119,8 @@ def test_demo_totals_identical_on_both_engines(demo_run, spark_demo):
 
 def test_every_model_runs_on_both_engines_with_the_same_columns(demo_run, spark_demo):
     """Each model built on Spark has DuckDB's column names, order and types, and its row count."""
-    from pipelines.assets import sql_model_order
-    from pipelines.warehouse import connect
+    from pipelines.orchestration.assets import sql_model_order
+    from pipelines.warehouse.connection import connect
 
     duck, spark = connect(demo_run.out / "warehouse.duckdb", read_only=True), connect(spark_demo, read_only=True)
     try:

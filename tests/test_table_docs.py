@@ -12,8 +12,8 @@ import duckdb
 import pytest
 
 from models.focus import FOCUS_COLUMN_NAMES
-from pipelines.hints import describe_table_command, finops_command, open_warehouse_command
-from pipelines.table_docs import (DOCUMENTED_SCHEMAS, README_BEGIN, README_END, TableDoc, apply_docs, docs, load_docs,
+from pipelines.cli.hints import describe_table_command, finops_command, open_warehouse_command
+from pipelines.warehouse.table_docs import (DOCUMENTED_SCHEMAS, README_BEGIN, README_END, TableDoc, apply_docs, docs, load_docs,
                                   quote_identifier, quote_literal, render_readme)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,7 +62,7 @@ def test_quoting_survives_quotes_in_descriptions_and_names():
     doc = TableDoc("core.t", "one test row", "The analyst's table; '; DROP TABLE core.t; -- stays text.",
                    {"plain": "It's a count, in GPU-hours.", 'odd "name': "A name with a \"quote\" and a backslash \\n."},
                    own=("plain", 'odd "name'))
-    from pipelines import table_docs
+    from pipelines.warehouse import table_docs
 
     statements = table_docs.comment_statements(conn, "core.t", doc)
     for statement in statements:
@@ -110,7 +110,7 @@ def test_docs_file_describes_in_words():
 
 def test_readme_table_section_is_generated_from_the_docs_file():
     text = README.read_text(encoding="utf-8")
-    assert render_readme(text) == text, "run: .venv/bin/python -m pipelines.table_docs --readme README.md"
+    assert render_readme(text) == text, "run: .venv/bin/python -m pipelines.warehouse.table_docs --readme README.md"
 
 
 # ----------------------------------------------------------------------------- the demo warehouse

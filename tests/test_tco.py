@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profile_from_rows, profiles_by_model,
                         scenario_rows, scenarios)
 from models.tco_claims import check_claims
-from pipelines.cli import app
+from pipelines.cli.main import app
 
 
 def flat_day() -> list[dict]:

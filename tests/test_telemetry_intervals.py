@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 
-from pipelines.warehouse import connect, fetch_all, fetch_dicts
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)

@@ -2,7 +2,6 @@
 complete row; the broken tail is quarantined with a reason naming its line."""
 
 import gzip
-import shutil
 import zlib
 
 import pyarrow as pa
@@ -13,8 +12,8 @@ from connectors.dcgm import DcgmScrapeConnector
 from connectors.nvidia_smi import NvidiaSmiConnector
 from connectors.nvidia_smi_dmon import NvidiaSmiDmonConnector
 from models.schemas import GPU_SAMPLE
-from pipelines.ingest import ingest_landing
-from pipelines.warehouse import connect, fetch_all
+from pipelines.ingest.landing import ingest_landing
+from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import read_context, sample
 
 HEADER = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"

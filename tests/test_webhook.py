@@ -1,4 +1,4 @@
-"""pipelines.webhook against a real HTTP server on 127.0.0.1 (no network, no mocks of requests)."""
+"""pipelines.report.webhook against a real HTTP server on 127.0.0.1 (no network, no mocks of requests)."""
 
 import json
 import logging
@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pipelines.webhook import SECTION_LIMIT, Delivery, DeliveryError, build_payload, deliver, slack_escape
+from pipelines.report.webhook import SECTION_LIMIT, Delivery, DeliveryError, build_payload, deliver, slack_escape
 
 SECRET_PATH = "/services/T000/SECRET123"
 PAYLOAD = build_payload("Daily GPU spend", ["total: 1,234 USD", "idle: 12%"], report_link="https://example.test/r")

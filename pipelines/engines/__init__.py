@@ -1,2 +1,2 @@
-"""Engines that build the SQL models of `sql/`: DuckDB (the default, in pipelines/assets.py) and
+"""Engines that build the SQL models of `sql/`: DuckDB (the default, in pipelines/orchestration/assets.py) and
 Apache Spark (pipelines/engines/spark.py, with the DuckDB → Spark translation in spark_sql.py)."""

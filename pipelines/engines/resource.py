@@ -41,7 +41,7 @@ class SqlEngineResource(ConfigurableResource):
         if self.engine == "spark":
             self.spark().build(conn, table, params, inputs)
             return
-        from pipelines.warehouse import run_sql_file
+        from pipelines.warehouse.connection import run_sql_file
 
         for name, arrow_table in inputs.items():
             conn.register(name, arrow_table)

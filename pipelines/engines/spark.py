@@ -310,9 +310,9 @@ class SparkEngine:
 
 
 def run_models(conn, engine: SparkEngine, settings, tables: list[str] | None = None) -> list[BuildStats]:
-    """Build the SQL models (all of pipelines.assets' SQL assets, in their dependency order) on
+    """Build the SQL models (all of pipelines.orchestration.assets' SQL assets, in their dependency order) on
     Spark into the warehouse on `conn`, as the Dagster graph does with --engine spark."""
-    from pipelines.assets import SQL_MODELS, prepare, sql_model_order
+    from pipelines.orchestration.assets import SQL_MODELS, prepare, sql_model_order
 
     prepare(conn)
     engine.begin_run()

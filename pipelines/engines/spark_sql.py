@@ -873,7 +873,7 @@ class Model:
 def parse_model(table: str, text: str | None = None) -> Model:
     """A model file, DuckDB dialect: `CREATE OR REPLACE TABLE|VIEW <table> AS <query>`, optionally
     after `CREATE TEMP TABLE <name> AS <query>` statements it reads and before their DROPs
-    (run one by one, as pipelines/warehouse.py run_sql_file does)."""
+    (run one by one, as pipelines/warehouse/connection.py run_sql_file does)."""
     schema, name = table.split(".")
     text = text if text is not None else (SQL_DIR / schema / f"{name}.sql").read_text()
     statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]

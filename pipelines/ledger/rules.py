@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.warehouse import fetch_dicts
+from pipelines.warehouse.connection import fetch_dicts
 
 RULES_SQL = Path(__file__).with_name("deliveries.sql")
 

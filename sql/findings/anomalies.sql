@@ -1,6 +1,6 @@
 -- findings.anomalies: one row per anomaly episode, kept across runs (never rebuilt, never
 -- deleted). Each run re-scores the last 30 days and merges (anomaly_updates, from
--- pipelines/anomalies.py): an episode that continues keeps its anomaly_id; one that vanished
+-- pipelines/analysis/anomalies.py): an episode that continues keeps its anomaly_id; one that vanished
 -- because its bill was restated becomes status 'resolved' with resolution 'restated'.
 --   status: open (still anomalous on the last scored day) | resolved
 --   resolution: back_to_normal (resolved_on: the first normal day) | restated | no_data (the

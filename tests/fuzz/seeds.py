@@ -3,7 +3,7 @@
 Connectors with a vendored public sample (tests/fixtures/samples, see SOURCES.md there) start from
 its first rows, cut at a line boundary, so every mutation stays cheap to read. Connectors without
 one (GPU-rental mappings, workloads, storage, Prometheus exports) get a small file written here in
-the shape pipelines/demo_scenario.py writes. A seed names the format it is in, so the mutators know
+the shape pipelines/demo/scenario.py writes. A seed names the format it is in, so the mutators know
 how to rewrite one cell of it.
 """
 

@@ -19,10 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipelines import progress
+from pipelines.ingest import progress
 from pipelines.settings import DEMO_DIR, FinopsSettings, check_currency, check_timezone, finding_kinds, parse_iso_date
-from pipelines.summary import for_terminal
-from pipelines.hints import finops_command, python_command, ui_command
+from pipelines.text import for_terminal
+from pipelines.cli.hints import finops_command, python_command, ui_command
 
 # Exit codes (README, "Exit codes"): 0 done; 1 the run or command failed, or a file did not load;
 # 2 a bad argument, refused before any work; 66 the landing folder holds no files (sysexits EX_NOINPUT);
@@ -97,7 +97,7 @@ finding_kind = _refusing(check_finding_kind)
 
 def _open_warehouse(warehouse: Path):
     """A read-only connection to an existing warehouse, or a clear exit when there is none."""
-    from pipelines.warehouse import connect
+    from pipelines.warehouse.connection import connect
 
     if not warehouse.exists():
         console.print(Text.assemble(("no warehouse at ", "red"), for_terminal(warehouse),
@@ -110,7 +110,7 @@ def _open_warehouse(warehouse: Path):
 def _hold_warehouse(warehouse: Path, wait: bool):
     """The warehouse's writer lock for a whole command: the run and the reads of what it published.
     Busy: wait (saying once for whom), or with --no-wait exit 75 with one line, touching nothing."""
-    from pipelines.warehouse_publish import EX_TEMPFAIL, WarehouseBusy, writer_lock
+    from pipelines.warehouse.publish import EX_TEMPFAIL, WarehouseBusy, writer_lock
 
     def waiting(holder) -> None:
         console.print(Text(f"waiting for {warehouse}: another run is writing it ({holder.describe()})", style="yellow"),
@@ -134,11 +134,11 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
 
 def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of,
                       start_empty: bool, sql_engine=None) -> int:
-    from pipelines.runner import run_graph
-    from pipelines.summary import print_problems, print_summary, run_problems, summary_dict
+    from pipelines.orchestration.runner import run_graph
+    from pipelines.cli.summary import print_problems, print_summary, run_problems, summary_dict
 
-    from pipelines import run_state
-    from pipelines.ingest import landing_files
+    from pipelines.warehouse import run_state
+    from pipelines.ingest.landing import landing_files
 
     as_of = as_of or settings.default_run_date()
     run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
@@ -203,8 +203,8 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
 
 
 def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> bool:
-    from pipelines import tco
-    from pipelines.warehouse import connect
+    from pipelines.analysis import tco
+    from pipelines.warehouse.connection import connect
 
     # The published file, read under this command's writer lock: no run writes it in place, so this
     # read never meets a lock, and it sees what this run published.
@@ -260,7 +260,7 @@ def run(
 
     Exit 0: done; 1: a file failed or had every row quarantined, or the run failed; 2: a bad argument
     (nothing is run); 66: the landing folder holds no files (nothing is run)."""
-    from pipelines.ingest import landing_files
+    from pipelines.ingest.landing import landing_files
 
     landing, warehouse = landing.resolve(), warehouse.resolve()
     if not landing_files(landing):
@@ -300,7 +300,7 @@ def demo(
     """Write the bundled scenario and run the whole graph on it."""
     from datetime import date as Date
 
-    from pipelines.demo_scenario import TELEMETRY_TZ, write_scenario
+    from pipelines.demo.scenario import TELEMETRY_TZ, write_scenario
 
     out = out.resolve()
     warehouse = out / "warehouse.duckdb"
@@ -335,9 +335,9 @@ def report(
     """(Re)build any day's report from the warehouse (anomalies as last scored)."""
     from datetime import timedelta
 
-    from pipelines.report import AnomalyOptions, write_report
+    from pipelines.report.daily import AnomalyOptions, write_report
     from pipelines.settings import settings_from_env
-    from pipelines.warehouse import fetch_all
+    from pipelines.warehouse.connection import fetch_all
 
     settings = settings_from_env()[0]
     # A report goes beside the warehouse it was built from, as the run's own reports do.
@@ -370,8 +370,8 @@ def findings(
                                              metavar="KIND")] = None,
 ) -> None:
     """The leaks found, one per thing to act on and month, ranked by the money that could have been saved."""
-    from pipelines.report import largest_leak, money
-    from pipelines.warehouse import fetch_dicts
+    from pipelines.report.daily import largest_leak, money
+    from pipelines.warehouse.connection import fetch_dicts
 
     conn = _open_warehouse(warehouse)
     try:
@@ -422,7 +422,7 @@ def tco_command(
         _print_claims(claims)
         if not warehouse.exists():
             return  # the claims need no warehouse
-    from pipelines import tco
+    from pipelines.analysis import tco
 
     conn = _open_warehouse(warehouse)
     try:
@@ -492,7 +492,7 @@ def connectors() -> None:
 
 def _template_check(name: str):
     def check(value: str) -> str:
-        from pipelines import connector_template
+        from pipelines.cli import connector_template
 
         return getattr(connector_template, name)(value)
     check.__name__ = name
@@ -513,7 +513,7 @@ def new_connector(
 ) -> None:
     """Write a connector package that works as written: pyproject with the entry point, a connector
     built on connectors.kit, a fixture and a test running the connector contract (README, "Adding a source")."""
-    from pipelines.connector_template import write_package
+    from pipelines.cli.connector_template import write_package
 
     out = out or Path(f"finops-connector-{name.replace('_', '-')}")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

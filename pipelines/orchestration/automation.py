@@ -11,8 +11,8 @@ from pathlib import Path
 from dagster import (DefaultScheduleStatus, DefaultSensorStatus, RunRequest, ScheduleEvaluationContext, SensorEvaluationContext,
                      SkipReason, define_asset_job, schedule, sensor)
 
-from pipelines.daily_assets import ANOMALY_OP, REPORT_OP, WEBHOOK_OP
-from pipelines.ingest import landing_files
+from pipelines.orchestration.daily_assets import ANOMALY_OP, REPORT_OP, WEBHOOK_OP
+from pipelines.ingest.landing import landing_files
 from pipelines.settings import FinopsSettings
 
 # The whole graph, ingest to report, as one job.
@@ -25,7 +25,7 @@ def daily_run_config(as_of: str | None) -> dict:
 
 
 def build_daily_schedule(default_status: DefaultScheduleStatus = DefaultScheduleStatus.RUNNING):
-    """The 06:00 schedule; the demo's code location gets it STOPPED (see pipelines/definitions.py)."""
+    """The 06:00 schedule; the demo's code location gets it STOPPED (see pipelines/orchestration/definitions.py)."""
 
     @schedule(job=finops_job, cron_schedule="0 6 * * *", execution_timezone="UTC", default_status=default_status,
               name="daily_report_schedule",

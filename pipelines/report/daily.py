@@ -19,9 +19,9 @@ from pathlib import Path
 import polars as pl
 
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
-from pipelines import tco
-from pipelines.anomalies import Window, load_series, window_for
-from pipelines.warehouse import SQL_DIR, fetch_dicts, table_exists
+from pipelines.analysis import tco
+from pipelines.analysis.anomalies import Window, load_series, window_for
+from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
@@ -426,7 +426,7 @@ NARROW = 4.8  # inches: drawn at a phone's width, its 11-point text stays 11 poi
 
 def render(data: dict) -> tuple[str, str, str]:
     """(HTML, Markdown, JSON) for the gathered data."""
-    from pipelines.charts import anomaly_charts, daily_cost_chart, hidden_costs_chart, utilization_chart
+    from pipelines.report.charts import anomaly_charts, daily_cost_chart, hidden_costs_chart, utilization_chart
 
     day = data["scored_day"]
     kpis = data.get("kpis") or {}

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profiles_by_model, scenario_rows,
                         scenarios)
-from pipelines.warehouse import fetch_dicts, table_exists
+from pipelines.warehouse.connection import fetch_dicts, table_exists
 
 TCO_SCENARIOS = pa.schema([
     ("scenario", pa.string()), ("description", pa.string()), ("gpu_model", pa.string()), ("cards", pa.int32()),
@@ -43,7 +43,7 @@ class TcoResult:
         return list(dict.fromkeys(r["gpu_model"] for r in self.scenarios if r["gpu_model"] != FLEET))
 
     def chart_svg(self) -> str:
-        from pipelines.charts import tco_chart
+        from pipelines.report.charts import tco_chart
 
         fleet = [r for r in self.model_rows(FLEET) if r["tco"] is not None]
         return tco_chart(fleet or [r for r in self.model_rows(self.main_model) if r["tco"] is not None], self.lines,

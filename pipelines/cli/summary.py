@@ -1,6 +1,5 @@
 """The terminal summary of a run, read back from the warehouse."""
 
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -8,26 +7,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.hints import describe_table_command, open_warehouse_command
-from pipelines.warehouse import connect, fetch_all, fetch_dicts, table_exists
+from pipelines.text import for_terminal
+from pipelines.cli.hints import describe_table_command, open_warehouse_command
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
-# C0 and C1 control characters (ESC sequences among them), DEL, and the bidirectional overrides that
-# reorder what a terminal shows: none may reach a terminal from data or file names.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_LINE_BREAKS = re.compile("[\t\n]")
-
-
-def for_terminal(value: object, multiline: bool = False) -> str:
-    """`value` as text safe to echo to a terminal: control characters dropped (stored text is escaped
-    instead, by `connectors.base.printable`, so it stays visible in the warehouse); tabs and newlines kept only
-    when `multiline` (a recommendation), else made spaces so one item stays on one line (a path, a reason)."""
-    text = "" if value is None else str(value)
-    if not multiline:
-        text = _LINE_BREAKS.sub(" ", text)
-    return _CONTROL.sub("", text)
-
-
 TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", "core.gpu_minutes",
           "core.workloads", "core.fx_rates", "marts.cost_attribution", "marts.daily_cost", "marts.spend_by_phase")
 

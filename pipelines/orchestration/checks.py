@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from models.focus import CHARGE_CATEGORIES, CHARGE_FREQUENCIES, PRICING_CATEGORIES, REQUIRED_COLUMNS, SERVICE_CATEGORIES
 from models.gpus import known_models
-from pipelines.assets import (
+from pipelines.orchestration.assets import (
     core_cost_lines,
     core_gpu_minutes,
     core_gpu_samples,
@@ -15,8 +15,8 @@ from pipelines.assets import (
     marts_cost_attribution,
     marts_spend_by_phase,
 )
-from pipelines.expectations import validate
-from pipelines.warehouse import fetch_all, fetch_dicts
+from pipelines.orchestration.expectations import validate
+from pipelines.warehouse.connection import fetch_all, fetch_dicts
 
 REQUIRED_EXPECTATIONS = [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in REQUIRED_COLUMNS]
 ALLOWED_VALUE_EXPECTATIONS = [
@@ -56,9 +56,9 @@ def focus_allowed_values(warehouse: DuckDBResource) -> AssetCheckResult:
 
 
 @asset_check(asset=core_cost_lines, description="FOCUS 1.2 conformance: every mandatory column present and filled, "
-             "the root-column and dataset rules of focus-validator 2.2.1 (pipelines/focus_conformance.py)")
+             "the root-column and dataset rules of focus-validator 2.2.1 (pipelines/warehouse/focus_conformance.py)")
 def focus_12_conformance(warehouse: DuckDBResource) -> AssetCheckResult:
-    from pipelines.focus_conformance import check, rules
+    from pipelines.warehouse.focus_conformance import check, rules
 
     with warehouse.get_connection() as conn:
         failures = check(conn)

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def python_executable() -> str:
@@ -25,7 +25,7 @@ def finops_command() -> str:
     script = Path(python_executable()).parent / "finops"
     if script.is_file():
         return shlex.quote(str(script))
-    return f"{python_command()} -m pipelines.cli"
+    return f"{python_command()} -m pipelines.cli.main"
 
 
 def ui_command() -> str:
@@ -33,7 +33,7 @@ def ui_command() -> str:
     if (REPO / "Makefile").is_file():
         return f"make -C {shlex.quote(str(REPO))} ui"
     dagster = Path(python_executable()).parent / "dagster"
-    return f"{shlex.quote(str(dagster))} dev -m pipelines.definitions -h 127.0.0.1 -p 3000"
+    return f"{shlex.quote(str(dagster))} dev -m pipelines.orchestration.definitions -h 127.0.0.1 -p 3000"
 
 
 def _shell_double_quoted(text: str) -> str:

@@ -15,7 +15,7 @@ import duckdb
 from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns, duckdb_type
 from pipelines.lake.layout import adopt_table, create_views, is_table, lake_of_connection
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 SCHEMAS_IN_WAREHOUSE = ("raw", "core", "marts", "findings")
 
 Params = Mapping[str, object] | Sequence[object] | None
@@ -285,7 +285,7 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     return conn
 
 
-FILE_SLICES_SQL = Path(__file__).resolve().parent / "lake" / "facts.sql"
+FILE_SLICES_SQL = Path(__file__).resolve().parents[1] / "lake" / "facts.sql"
 
 
 def record_file_slices(conn: duckdb.DuckDBPyConnection, path: str, sha256: str, parquet_glob: str) -> None:

@@ -30,12 +30,12 @@ import duckdb
 
 from connectors.base import Connector, ConnectorError, ReadContext, printable
 from connectors.registry import all_connectors, detect
-from pipelines import progress
+from pipelines.ingest import progress
 from pipelines.ledger import rules
 from pipelines.lake.layout import lake_of_connection
 from pipelines.lake.writer import sweep_and_check, write_version
 from pipelines.ledger.deliveries import content_sha256, file_mtime, layout_of, read_manifest
-from pipelines.warehouse import ensure_warehouse, fetch_all, record_file_slices
+from pipelines.warehouse.connection import ensure_warehouse, fetch_all, record_file_slices
 
 log = logging.getLogger(__name__)
 HASH_CHUNK = 1 << 20

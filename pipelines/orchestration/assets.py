@@ -1,5 +1,5 @@
 """The asset graph: landing → raw.* → core.* → marts.*. Assets are thin: the work is in
-`pipelines.ingest` (Python) and in `sql/` (one file per table)."""
+`pipelines.ingest.landing` (Python) and in `sql/` (one file per table)."""
 
 
 from dataclasses import dataclass
@@ -13,17 +13,17 @@ from dagster_duckdb import DuckDBResource
 
 from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
-from pipelines import tco
-from pipelines.daily_assets import DAILY_ASSETS
+from pipelines.analysis import tco
+from pipelines.orchestration.daily_assets import DAILY_ASSETS
 from pipelines.engines.resource import SqlEngineResource
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
-from pipelines.ingest import ingest_landing
-from pipelines.fx_reference import FX_INPUT_SCHEMA, ecb_rates
+from pipelines.ingest.landing import ingest_landing
+from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
-from pipelines.summary import for_terminal
-from pipelines.table_docs import apply_docs
-from pipelines.warehouse import SQL_DIR, ensure_warehouse, fetch_value
+from pipelines.text import for_terminal
+from pipelines.warehouse.table_docs import apply_docs
+from pipelines.warehouse.connection import SQL_DIR, ensure_warehouse, fetch_value
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
@@ -138,7 +138,7 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
 
 
 def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
-    """The ECB's daily reference rates (pipelines/fx_reference.py, priority 1) and the user's own
+    """The ECB's daily reference rates (pipelines/ingest/fx_reference.py, priority 1) and the user's own
     table (priority 0: it wins for the pairs it covers)."""
     tables = [ecb_rates()]
     if settings.fx_rates_file:

@@ -1,4 +1,4 @@
-"""The Dagster code location: `dagster dev -m pipelines.definitions` (or `make ui`)."""
+"""The Dagster code location: `dagster dev -m pipelines.orchestration.definitions` (or `make ui`)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from dagster import DagsterEventType, DefaultScheduleStatus, Definitions, InitRe
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
-from pipelines.assets import ALL_ASSETS
-from pipelines.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
-from pipelines.checks import ALL_CHECKS
-from pipelines.daily_assets import WEBHOOK_OP
+from pipelines.orchestration.assets import ALL_ASSETS
+from pipelines.orchestration.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
+from pipelines.orchestration.checks import ALL_CHECKS
+from pipelines.orchestration.daily_assets import WEBHOOK_OP
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of
 from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
-from pipelines.warehouse_publish import StagedWrite
+from pipelines.warehouse.publish import StagedWrite
 
 
 class WarehouseResource(DuckDBResource):
     """The warehouse as a run writes it: into a staging copy that is published whole when the run
-    ends (pipelines/warehouse_publish.py), under the warehouse's writer lock.
+    ends (pipelines/warehouse/publish.py), under the warehouse's writer lock.
 
     Dagster sets a resource up once per run and tears it down once at its end; the code location
     runs every step in one process (in_process_executor), so one staging file serves the whole run.

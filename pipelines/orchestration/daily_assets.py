@@ -13,10 +13,10 @@ from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
 from models.anomalies import load_planned_runs
-from pipelines import anomalies
+from pipelines.analysis import anomalies
 from pipelines.settings import FinopsSettings
-from pipelines.table_docs import apply_docs
-from pipelines.warehouse import fetch_value
+from pipelines.warehouse.table_docs import apply_docs
+from pipelines.warehouse.connection import fetch_value
 
 POOL = "duckdb_warehouse"
 ANOMALY_OP = "anomalies"
@@ -34,7 +34,7 @@ class RunDate(Config):
 
 
 def _prepare(conn) -> None:
-    from pipelines.assets import prepare  # the one place sessions are set up
+    from pipelines.orchestration.assets import prepare  # the one place sessions are set up
 
     prepare(conn)
 
@@ -81,7 +81,7 @@ def anomalies_asset(context: AssetExecutionContext, config: RunDate, warehouse: 
        description="reports/<date>/report.html, report.md, report.json: anomalies, hidden costs, phases, purchasing")
 def daily_report_asset(context: AssetExecutionContext, config: RunDate, warehouse: DuckDBResource,
                        settings: FinopsSettings) -> MaterializeResult:
-    from pipelines.report import AnomalyOptions, headline, write_report
+    from pipelines.report.daily import AnomalyOptions, headline, write_report
 
     options = AnomalyOptions.from_settings(settings)
     folder = reports_dir(settings, warehouse) / config.day(settings).isoformat()
@@ -120,7 +120,7 @@ def report_webhook_asset(context: AssetExecutionContext, config: RunDate, wareho
                          settings: FinopsSettings) -> MaterializeResult:
     """Deliver the day's headline once per day; a failed delivery fails this step only, the
     report files stay. Later runs the same day (the landing sensor's) do not post again."""
-    from pipelines.webhook import build_payload, deliver
+    from pipelines.report.webhook import build_payload, deliver
 
     if not settings.webhook_url:
         return MaterializeResult(metadata={"delivered": False, "reason": "no webhook_url configured"})

@@ -2,7 +2,7 @@
 written as COMMENT ON after each table (or view) is built, and the README's table section
 generated from the same file.
 
-`python -m pipelines.table_docs --readme README.md` rewrites the README's section between the
+`python -m pipelines.warehouse.table_docs --readme README.md` rewrites the README's section between the
 markers; `--check` only says whether it is up to date (the tests run that check).
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import duckdb
 import yaml
 
-DOCS_FILE = Path(__file__).resolve().parent.parent / "models" / "data" / "table_docs.yaml"
-README_BEGIN = "<!-- table-docs:begin (generated from models/data/table_docs.yaml by python -m pipelines.table_docs --readme README.md) -->"
+DOCS_FILE = Path(__file__).resolve().parents[2] / "models" / "data" / "table_docs.yaml"
+README_BEGIN = "<!-- table-docs:begin (generated from models/data/table_docs.yaml by python -m pipelines.warehouse.table_docs --readme README.md) -->"
 README_END = "<!-- table-docs:end -->"
 DOCUMENTED_SCHEMAS = ("raw", "core", "marts", "findings")
 
@@ -170,7 +170,7 @@ def render_readme(text: str, d: Docs | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.table_docs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipelines.warehouse.table_docs", description=__doc__.splitlines()[0])
     parser.add_argument("--readme", type=Path, required=True, help="README to rewrite (between its table-docs markers)")
     parser.add_argument("--check", action="store_true", help="Only check that the section is up to date (exit 1 if not)")
     args = parser.parse_args(argv)
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     rendered = render_readme(text)
     if args.check:
         if rendered != text:
-            print(f"{args.readme}: the table section is out of date; run python -m pipelines.table_docs --readme {args.readme}",
+            print(f"{args.readme}: the table section is out of date; run python -m pipelines.warehouse.table_docs --readme {args.readme}",
                   file=sys.stderr)
             return 1
         return 0

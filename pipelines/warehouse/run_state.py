@@ -76,8 +76,8 @@ def nothing_new(landing: Path, files: list[Path], warehouse: Path, fingerprint_:
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    from pipelines.ingest import DONE_STATUSES, landing_path
-    from pipelines.warehouse import connect
+    from pipelines.ingest.landing import DONE_STATUSES, landing_path
+    from pipelines.warehouse.connection import connect
 
     conn = connect(warehouse, read_only=True)
     try:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from dagster import DagsterInstance, materialize
 
-from pipelines.assets import ALL_ASSETS
-from pipelines.checks import ALL_CHECKS
-from pipelines.automation import daily_run_config
-from pipelines.definitions import warehouse_resource
+from pipelines.orchestration.assets import ALL_ASSETS
+from pipelines.orchestration.checks import ALL_CHECKS
+from pipelines.orchestration.automation import daily_run_config
+from pipelines.orchestration.definitions import warehouse_resource
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.settings import REPO_ROOT, FinopsSettings
-from pipelines.warehouse_publish import forget_outcome, last_published
+from pipelines.warehouse.publish import forget_outcome, last_published
 
 DAGSTER_HOME = REPO_ROOT / ".dagster_home"
 

@@ -150,7 +150,7 @@ def check(conn, table: str = TABLE) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipelines.focus_conformance WAREHOUSE.duckdb [...]`: the own check, as make focus-check runs it."""
+    """`python -m pipelines.warehouse.focus_conformance WAREHOUSE.duckdb [...]`: the own check, as make focus-check runs it."""
     import sys
 
     paths = sys.argv[1:] if argv is None else argv

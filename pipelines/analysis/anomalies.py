@@ -14,7 +14,7 @@ import polars as pl
 import pyarrow as pa
 
 from models.anomalies import KEY, MICROS, AnomalyRules, PlannedRun, episodes, reconcile, score
-from pipelines.warehouse import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text, widen_column
+from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text, widen_column
 
 USAGE_UNITS = {"gpu_hours": "GPU-hours", "egress_gb": "GB"}
 STILL = 0.05  # a usage or unit-price change under 5 % counts as unchanged when naming the driver

@@ -1,0 +1,1 @@
+"""The `finops` command line and what it prints."""

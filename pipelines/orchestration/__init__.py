@@ -1,0 +1,1 @@
+"""The Dagster code location: assets, checks, schedules and sensors, and the in-process runner."""

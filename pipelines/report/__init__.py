@@ -1,0 +1,1 @@
+"""The daily report: HTML/Markdown/JSON, its charts, and delivery to chat."""
