@@ -123,6 +123,9 @@ class FinopsSettings(ConfigurableResource):
     def sql_params(self) -> dict[str, object]:
         return {
             "reporting_currency": self.reporting_currency.upper(),
+            # The periods a partitioned model builds (pipelines/warehouse/periods.py); None: all of them.
+            "billing_months": None,
+            "sample_days": None,
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),

@@ -9,6 +9,7 @@ from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from dagster import DagsterInstance
 
 from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline
@@ -221,10 +222,60 @@ def test_the_schedule_runs_the_whole_graph_at_six_utc_for_its_day():
     assert daily_report_schedule.cron_schedule == "0 6 * * *" and daily_report_schedule.execution_timezone == "UTC"
     context = build_schedule_context(scheduled_execution_time=datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
     request = daily_report_schedule.evaluate_tick(context).run_requests[0]
-    assert request.run_key == "daily-2026-11-30"
-    assert request.run_config["ops"]["anomalies"]["config"]["as_of"] == "2026-11-30"
-    assert request.run_config["ops"]["reports__daily"]["config"]["as_of"] == "2026-11-30"
-    assert daily_report_schedule.job_name == "finops_all"
+    assert request.run_key == "daily-2026-11-30" and request.tags["finops/as_of"] == "2026-11-30"
+    assert daily_report_schedule.job_name == "finops_ingest"
+
+
+def run_ingest_only(landing, warehouse, instance) -> None:
+    """The ingest job's assets, as the schedule runs them (the warehouse resource publishing its own copy)."""
+    from dagster import materialize
+
+    from pipelines.engines.resource import SqlEngineResource
+    from pipelines.orchestration.assets import ALL_ASSETS
+    from pipelines.orchestration.automation import INGEST
+    from pipelines.orchestration.checks import ALL_CHECKS
+    from pipelines.orchestration.definitions import warehouse_resource
+    from pipelines.settings import FinopsSettings
+
+    result = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=INGEST, instance=instance,
+                         resources={"warehouse": warehouse_resource(str(warehouse)), "settings": FinopsSettings(landing_dir=str(landing)),
+                                    "sql_engine": SqlEngineResource()})
+    assert result.success
+
+
+def test_after_an_ingest_the_models_run_over_the_days_it_changed(tmp_path):
+    """The 06:00 ingest's success starts the models' run for its day, over the changed days only."""
+    from dagster import DagsterEventType, build_run_status_sensor_context
+    from dagster_duckdb import DuckDBResource
+
+    from pipelines.orchestration.automation import build_models_sensor, ingest_job
+    from pipelines.orchestration.definitions import defs
+    from pipelines.settings import FinopsSettings
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "focus-2026-08.csv").write_text(focus_rows(date(2026, 8, 1), [f"{100 + (i % 7):.2f}" for i in range(31)], "2026-08"))
+    warehouse = tmp_path / "wh.duckdb"
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2)).success
+    (landing / "focus-2026-09.csv").write_text(focus_rows(date(2026, 9, 1), [f"{100 + (i % 7):.2f}" for i in range(30)], "2026-09"))
+    settings = FinopsSettings(landing_dir=str(landing))
+    with DagsterInstance.ephemeral() as instance:
+        # The ingest alone, as the schedule's job runs it, then the sensor's request for the models.
+        run_ingest_only(landing, warehouse, instance)
+        ingest_run = instance.get_runs(limit=1)[0]
+        ingest_run = ingest_run.with_tags({**ingest_run.tags, "finops/as_of": "2026-10-02"})
+        sensor = build_models_sensor()
+        success = instance.all_logs(ingest_run.run_id, of_type=DagsterEventType.RUN_SUCCESS)[0].dagster_event
+        context = build_run_status_sensor_context(sensor_name=sensor.name, dagster_instance=instance, dagster_run=ingest_run,
+                                                  dagster_event=success, resources={"settings": settings,
+                                                                                 "warehouse": DuckDBResource(database=str(warehouse))},
+                                                  repository_def=defs.get_repository_def())
+        request = sensor(context)
+    assert ingest_job.name == "finops_ingest"
+    assert request.tags["dagster/asset_partition_range_start"] == "2026-09-01"
+    assert request.tags["dagster/asset_partition_range_end"] == "2026-09-01"
+    assert request.run_config["ops"]["reports__daily"]["config"]["as_of"] == "2026-10-02"
+    assert request.asset_selection is None  # the whole models job over those days
 
 
 def test_the_sensor_starts_a_run_when_files_land_and_not_otherwise(tmp_path):

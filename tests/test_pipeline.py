@@ -189,8 +189,10 @@ def asset_graph_lines() -> list[str]:
     graph = defs.resolve_asset_graph()
     lines = []
     for key in sorted(graph.get_all_asset_keys(), key=lambda k: k.to_user_string()):
-        deps = sorted(p.to_user_string() for p in graph.get(key).parent_keys)
-        lines.append(f"{key.to_user_string()} <- {', '.join(deps) or '(no upstream asset)'}")
+        node = graph.get(key)
+        deps = sorted(p.to_user_string() for p in node.parent_keys)
+        partitions = " [partitioned: months, one run per range]" if node.partitions_def is not None else ""
+        lines.append(f"{key.to_user_string()}{partitions} <- {', '.join(deps) or '(no upstream asset)'}")
     for check in sorted(c.to_user_string() for c in graph.asset_check_keys):
         lines.append(f"check {check}")
     return lines

@@ -230,14 +230,15 @@ def test_a_run_without_a_date_keeps_the_demos_dated_anomaly_state(tmp_path, monk
     conn.close()
     assert [row[1] for row in before] == ["open"]
 
-    # The resource is set up once and torn down once per run: one staging file for the whole run.
+    # The resource is set up once and torn down once per Dagster run (the ingest's, then the models'),
+    # both on the one staging file `run_graph` began.
     calls = []
     setup, teardown = definitions.WarehouseResource.setup_for_execution, definitions.WarehouseResource.teardown_after_execution
     monkeypatch.setattr(definitions.WarehouseResource, "setup_for_execution", lambda self, c: (calls.append("setup"), setup(self, c))[1])
     monkeypatch.setattr(definitions.WarehouseResource, "teardown_after_execution",
                         lambda self, c: (calls.append("teardown"), teardown(self, c))[1])
     assert run_pipeline(landing, warehouse).success  # no date: the demo's own, not today's
-    assert calls == ["setup", "teardown"]
+    assert calls == ["setup", "teardown", "setup", "teardown"]
     conn = duckdb.connect(str(warehouse), read_only=True)
     assert conn.execute(read).fetchall() == before
     conn.close()

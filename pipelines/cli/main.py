@@ -127,13 +127,13 @@ def _hold_warehouse(warehouse: Path, wait: bool):
 
 
 def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of=None,
-         wait: bool = True, start_empty: bool = False, sql_engine=None) -> int:
+         wait: bool = True, start_empty: bool = False, sql_engine=None, days=None) -> int:
     with _hold_warehouse(warehouse, wait):
-        return _run_holding_lock(landing, warehouse, reports, settings, as_of, start_empty, sql_engine)
+        return _run_holding_lock(landing, warehouse, reports, settings, as_of, start_empty, sql_engine, days)
 
 
 def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of,
-                      start_empty: bool, sql_engine=None) -> int:
+                      start_empty: bool, sql_engine=None, days=None) -> int:
     from pipelines.orchestration.runner import run_graph
     from pipelines.cli.summary import print_problems, print_summary, run_problems, summary_dict
 
@@ -144,7 +144,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
     started = time.perf_counter()
     fingerprint = run_state.fingerprint(settings, as_of)
-    if not start_empty and (why := run_state.nothing_new(landing, landing_files(landing), warehouse, fingerprint)):
+    if not start_empty and days is None and (why := run_state.nothing_new(landing, landing_files(landing), warehouse, fingerprint)):
         # The graph would rebuild the same tables and reports: a scheduled run with nothing new costs a stat per file.
         console.print(Text(f"{why}: {for_terminal(warehouse)} and its reports are as they were"), soft_wrap=True)
         return 0
@@ -161,11 +161,11 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
 
             progress.set_reporter(show)
             try:
-                outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine)
+                outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine, days=days)
             finally:
                 progress.set_reporter(None)
     else:
-        outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine)
+        outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine, days=days)
     elapsed = time.perf_counter() - started
     if outcome.success and outcome.published:
         run_state.record(warehouse, fingerprint)
@@ -255,8 +255,16 @@ def run(
     spark_master: Annotated[str, typer.Option(help="Spark master with --engine spark: local[N], spark://HOST:7077, yarn, "
                                                    "k8s://URL, sc://HOST:15002 (Spark Connect).",
                                               envvar="FINOPS_SPARK_MASTER")] = "local[2]",
+    since: Annotated[date | None, typer.Option(help="Backfill from this UTC day (YYYY-MM-DD): rebuild the billing months and "
+                                                    "telemetry days from it to --until, changed or not.", parser=iso_date,
+                                               metavar="YYYY-MM-DD")] = None,
+    until: Annotated[date | None, typer.Option(help="Last UTC day of the backfill (default: the run's date).",
+                                               parser=iso_date, metavar="YYYY-MM-DD")] = None,
 ) -> None:
     """Run the whole graph over any folder of exports and telemetry, and write the day's report.
+
+    A run reads new files, then rebuilds only the billing months and telemetry days they changed;
+    --since/--until rebuild a range of days whatever changed (a backfill).
 
     Exit 0: done; 1: a file failed or had every row quarantined, or the run failed; 2: a bad argument
     (nothing is run); 66: the landing folder holds no files (nothing is run)."""
@@ -286,7 +294,14 @@ def run(
             typer.echo(f"finops run: --engine spark: {why}", err=True)
             raise typer.Exit(EXIT_USAGE)
         sql_engine = SqlEngineResource(engine="spark", spark_master=spark_master)
-    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of, wait=not no_wait, sql_engine=sql_engine))
+    days = None
+    if since or until:
+        first, last = since or until, until or as_of or settings.default_run_date()
+        if last < first:
+            typer.echo(f"finops run: --until {last} is before --since {first}", err=True)
+            raise typer.Exit(EXIT_USAGE)
+        days = (first, last)
+    raise typer.Exit(_run(landing, warehouse, reports, settings, as_of, wait=not no_wait, sql_engine=sql_engine, days=days))
 
 
 @app.command()

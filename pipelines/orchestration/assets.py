@@ -2,19 +2,21 @@
 `pipelines.ingest.landing` (Python) and in `sql/` (one file per table)."""
 
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from dagster import AssetExecutionContext, AssetKey, AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
+from dagster import AssetExecutionContext, AssetKey, AssetSpec, BetaWarning, MaterializeResult, MetadataValue, asset, multi_asset
 from dagster_duckdb import DuckDBResource
 
 from models.phase_rules import load_charge_rules, load_rules
 from models.schemas import RAW_TABLES
 from pipelines.analysis import tco
 from pipelines.orchestration.daily_assets import DAILY_ASSETS
+from pipelines.orchestration.partitions import MONTHS, ONE_RUN, day_range, only_changed
 from pipelines.engines.resource import SqlEngineResource
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors
@@ -23,7 +25,10 @@ from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.text import for_terminal
 from pipelines.warehouse.table_docs import apply_docs
+from pipelines.warehouse import periods
 from pipelines.warehouse.connection import SQL_DIR, ensure_warehouse, fetch_value
+from pipelines.warehouse.periods import PERIOD_MODELS
+from pipelines.warehouse.run_state import model_salt
 
 # Every asset writes the one DuckDB file: a single pool keeps one writer at a time.
 POOL = "duckdb_warehouse"
@@ -122,19 +127,51 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
     `inputs(settings)` may return Arrow tables the SQL reads by name (reference data, rules).
     """
     SQL_MODELS[table] = SqlModel(tuple(deps), inputs)
+    partitioned = table in PERIOD_MODELS
 
-    @asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL)
-    def _build(warehouse: DuckDBResource, settings: FinopsSettings, sql_engine: SqlEngineResource) -> MaterializeResult:
+    with warnings.catch_warnings():  # backfill_policy is marked beta; one run per backfill is what we want
+        warnings.simplefilter("ignore", BetaWarning)
+        decorate = asset(key=key_of(table), deps=[key_of(d) for d in deps], group_name=group, description=description, pool=POOL,
+                         partitions_def=MONTHS if partitioned else None, backfill_policy=ONE_RUN if partitioned else None)
+
+    @decorate
+    def _build(context: AssetExecutionContext, warehouse: DuckDBResource, settings: FinopsSettings,
+               sql_engine: SqlEngineResource) -> MaterializeResult:
         registered = inputs(settings) if inputs else {}
+        built = {}
         with warehouse.get_connection() as conn:
             prepare(conn)
-            sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
+            if partitioned:
+                built = build_partitioned(context, conn, table, settings, sql_engine)
+                apply_docs(conn, "core.period_builds")
+            else:
+                sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
             apply_docs(conn, table)  # after the build, either engine: CREATE OR REPLACE drops comments (tables and views alike)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
         schema, name = table.split(".")
-        return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql"})
+        return MaterializeResult(metadata={"table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql", **built})
 
     return _build
+
+
+def build_partitioned(context: AssetExecutionContext, conn, table: str, settings: FinopsSettings,
+                      sql_engine: SqlEngineResource) -> dict:
+    """Build the periods of a history-sized table that the run's day range asks for (only the
+    changed ones in a plain `finops run`), in place; the whole table when it is new, its columns
+    changed, or the engine is Spark (which rebuilds whole)."""
+    salt, params = model_salt(settings), settings.sql_params()
+    if sql_engine.engine == "duckdb" and not periods.needs_full_build(conn, table):
+        plan = periods.plan(conn, table, salt, day_range(context), only_changed(context))
+        if not plan.periods:
+            return {"built": "nothing changed", "periods": MetadataValue.json([])}
+        if periods.build_periods(conn, table, params, plan.periods):
+            periods.record_built(conn, plan)
+            context.log.info(f"{table}: rebuilt {len(plan.periods)} period(s): {', '.join(plan.periods[:12])}")
+            return {"built": "periods", "periods": MetadataValue.json(plan.periods)}
+    sql_engine.build(conn, table, params, {})
+    whole = periods.everything_of(conn, table, salt)
+    periods.record_built(conn, whole, everything=True)
+    return {"built": "whole table", "periods": MetadataValue.json(whole.periods)}
 
 
 def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:

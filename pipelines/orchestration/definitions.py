@@ -7,12 +7,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
-from dagster import DagsterEventType, DefaultScheduleStatus, Definitions, InitResourceContext, in_process_executor
+from dagster import DagsterEventType, DefaultScheduleStatus, DefaultSensorStatus, Definitions, InitResourceContext, in_process_executor
 from dagster_duckdb import DuckDBResource
 from pydantic import Field, PrivateAttr
 
 from pipelines.orchestration.assets import ALL_ASSETS
-from pipelines.orchestration.automation import build_daily_schedule, daily_report_schedule, finops_job, landing_sensor
+from pipelines.orchestration.automation import (build_daily_schedule, build_models_sensor, daily_report_schedule, ingest_job,
+                                                 landing_sensor, models_job)
 from pipelines.orchestration.checks import ALL_CHECKS
 from pipelines.orchestration.daily_assets import WEBHOOK_OP
 from pipelines.engines.resource import SqlEngineResource
@@ -32,11 +33,14 @@ class WarehouseResource(DuckDBResource):
     """
 
     start_empty: bool = Field(default=False, description="Build from an empty warehouse instead of a copy of the published one.")
+    staging_file: str | None = Field(default=None, description="A staging copy begun by the caller, who publishes it: "
+                                                                "`finops run` spans two Dagster runs (ingest, then the "
+                                                                "models) with one published snapshot.")
     _context: InitResourceContext | None = PrivateAttr(default=None)
     _write: StagedWrite | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
-        self._context = context
+        self._context = None if self.staging_file else context
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         write, self._write, self._context = self._write, None, None
@@ -50,6 +54,8 @@ class WarehouseResource(DuckDBResource):
 
     def _staging(self) -> str:
         """The file this run writes: its staging copy inside a run, the warehouse itself outside one."""
+        if self.staging_file:
+            return self.staging_file
         if self._context is None:
             return self.database
         if self._write is None:
@@ -80,14 +86,18 @@ _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING = {WEBHOOK_OP}
 
 
 def _failed_steps(context: InitResourceContext) -> list[str]:
-    """Steps of this run that started and did not succeed, from its event log (all written by now:
-    one process). Started-minus-succeeded also catches a step cut short by a cancel, which may log
-    no failure; a blocking check that fails stops its step too, so bad money is never published."""
     if context.instance is None or context.run_id is None:
         return []
+    return failed_steps(context.instance, context.run_id)
+
+
+def failed_steps(instance, run_id: str) -> list[str]:
+    """Steps of a run that started and did not succeed, from its event log (all written by now:
+    one process). Started-minus-succeeded also catches a step cut short by a cancel, which may log
+    no failure; a blocking check that fails stops its step too, so bad money is never published."""
 
     def steps(kind: DagsterEventType) -> set[str]:
-        return {r.dagster_event.step_key for r in context.instance.all_logs(context.run_id, of_type=kind)
+        return {r.dagster_event.step_key for r in instance.all_logs(run_id, of_type=kind)
                 if r.dagster_event is not None and r.dagster_event.step_key}
 
     unfinished = steps(DagsterEventType.STEP_START) - steps(DagsterEventType.STEP_SUCCESS)
@@ -99,8 +109,8 @@ def _failed_steps(context: InitResourceContext) -> list[str]:
 DEFAULT_MEMORY_LIMIT = "1GB"
 
 
-def warehouse_resource(path: str, start_empty: bool = False) -> WarehouseResource:
-    return WarehouseResource(database=path, start_empty=start_empty,
+def warehouse_resource(path: str, start_empty: bool = False, staging_file: str | None = None) -> WarehouseResource:
+    return WarehouseResource(database=path, start_empty=start_empty, staging_file=staging_file,
                              connection_config={"memory_limit": os.environ.get("FINOPS_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT})
 
 
@@ -117,12 +127,13 @@ def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definiti
     # scenario's dated state. Turn the schedule on in the UI (Automation) if you want it.
     demo = is_demo_deployment(settings, warehouse_path)
     schedule = build_daily_schedule(DefaultScheduleStatus.STOPPED) if demo else daily_report_schedule
+    models_sensor = build_models_sensor(DefaultSensorStatus.STOPPED if demo else DefaultSensorStatus.RUNNING)
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[finops_job],
+        jobs=[ingest_job, models_job],
         schedules=[schedule],
-        sensors=[landing_sensor],  # STOPPED by default everywhere
+        sensors=[landing_sensor, models_sensor],  # landing_sensor: STOPPED by default everywhere
         resources={"warehouse": warehouse_resource(warehouse_path), "settings": settings, "sql_engine": sql_engine_from_env()},
         # One process writes the DuckDB file: DuckDB allows a single writer process per file.
         executor=in_process_executor,

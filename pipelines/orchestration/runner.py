@@ -6,15 +6,16 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from dagster import DagsterInstance, materialize
+from dagster import AssetSelection, DagsterInstance, materialize
 
 from pipelines.orchestration.assets import ALL_ASSETS
 from pipelines.orchestration.checks import ALL_CHECKS
-from pipelines.orchestration.automation import daily_run_config
-from pipelines.orchestration.definitions import warehouse_resource
+from pipelines.orchestration.automation import INGEST, daily_run_config, plan_models_run
+from pipelines.orchestration.definitions import failed_steps, warehouse_resource
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.settings import REPO_ROOT, FinopsSettings
-from pipelines.warehouse.publish import forget_outcome, last_published
+from pipelines.warehouse.connection import connect
+from pipelines.warehouse.publish import StagedWrite, forget_outcome, last_published
 
 DAGSTER_HOME = REPO_ROOT / ".dagster_home"
 
@@ -45,29 +46,53 @@ def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
 
 def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstance | None = None,
               log_level: str = "WARNING", as_of: date | None = None, start_empty: bool = False,
-              sql_engine: SqlEngineResource | None = None) -> GraphRun:
-    """Materialize every asset and run every check; the warehouse file is created if missing.
-    `as_of` is the run's date (default: the settings' default run date): the report and anomaly
-    scoring follow it. The run builds a staging copy of the warehouse and publishes it at its end
-    (`published`), or leaves the warehouse as it was when a step failed; `start_empty` builds from
-    an empty warehouse instead of a copy (the demo's fresh start); `sql_engine` builds the SQL
-    models (default: DuckDB)."""
+              sql_engine: SqlEngineResource | None = None, days: tuple[date, date] | None = None) -> GraphRun:
+    """Materialize the graph and run every check; the warehouse file is created if missing.
+
+    Two Dagster runs, one published snapshot: the ingest first, then the models. Only after the
+    ingest is it known which billing months and telemetry days changed, and a Dagster run has one
+    partition range, chosen when it starts; so the models' run covers the days whose inputs changed
+    and rebuilds only those periods (pipelines/warehouse/periods.py). `days` (first, last) is a
+    backfill instead: those days' periods are rebuilt whether they changed or not.
+
+    Both runs write one staging copy of the warehouse, published when both succeeded (`published`);
+    otherwise the warehouse stays as it was. `as_of` is the run's date (default: the settings'
+    default run date): the report and anomaly scoring follow it. `start_empty` builds from an empty
+    warehouse instead of a copy (the demo's fresh start); `sql_engine` builds the SQL models
+    (default: DuckDB)."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     if instance is None:
         ensure_dagster_home()
         instance = DagsterInstance.get()
-    forget_outcome(warehouse)  # a run that never opens the warehouse publishes nothing
-    result = materialize(
-        [*ALL_ASSETS, *ALL_CHECKS],
-        resources={"warehouse": warehouse_resource(str(warehouse), start_empty), "settings": settings,
-                   "sql_engine": sql_engine or SqlEngineResource()},
-        instance=instance,
-        raise_on_error=False,
-        run_config=run_config(as_of, log_level),
-    )
+    forget_outcome(warehouse)
+    engine = sql_engine or SqlEngineResource()
+    write = StagedWrite.begin(warehouse, fresh=start_empty)
+    results, published = [], False
+    try:
+        resources = {"warehouse": warehouse_resource(str(warehouse), staging_file=str(write.staging)), "settings": settings,
+                     "sql_engine": engine}
+
+        def launch(selection: AssetSelection, tags: dict[str, str] | None = None, daily: bool = True):
+            config = run_config(as_of, log_level) if daily else {"loggers": run_config(as_of, log_level)["loggers"]}
+            result = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=selection, resources=resources, instance=instance,
+                                 raise_on_error=False, run_config=config, tags=tags)
+            results.append(result)
+            return not failed_steps(instance, result.run_id)
+
+        if launch(INGEST, daily=False):
+            conn = connect(write.staging)
+            try:
+                models = plan_models_run(conn, settings, as_of or settings.default_run_date(), days)
+            finally:
+                conn.close()
+            published = launch(models.selection, models.tags)
+    finally:
+        write.finish(publish_it=published)
     failed, warned = [], []
-    for evaluation in result.get_asset_check_evaluations():
-        if not evaluation.passed:
-            name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
-            (warned if evaluation.severity.value == "WARN" else failed).append(name)
-    return GraphRun(result.success and not failed, failed, warned, bool(last_published(warehouse)))
+    for result in results:
+        for evaluation in result.get_asset_check_evaluations():
+            if not evaluation.passed:
+                name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
+                (warned if evaluation.severity.value == "WARN" else failed).append(name)
+    success = all(r.success for r in results) and not failed
+    return GraphRun(success, failed, warned, bool(last_published(warehouse)))

@@ -50,7 +50,10 @@ def sql_text(name: str) -> str:
 
 def run_sql_file(conn: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, object] | None = None) -> None:
     """Run the SQL file that builds `name`, binding only the named parameters it uses."""
-    text = sql_text(name)
+    run_sql_text(conn, sql_text(name), params)
+
+
+def run_sql_text(conn: duckdb.DuckDBPyConnection, text: str, params: Mapping[str, object] | None = None) -> None:
     if not any(f"${k}" in text for k in (params or {})):
         conn.execute(text)
         return

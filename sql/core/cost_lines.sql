@@ -6,13 +6,17 @@
 -- every root and dataset rule; README "FOCUS conformance"): it fills what the spec requires
 -- and a source left empty, after the ledger has chosen the lines, so it never changes which
 -- lines count nor any amount.
--- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing).
+-- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing), $billing_months.
 -- Built in two statements: the conformed lines into a temporary table first, whose rowid then
 -- numbers each source row's charges with a window over a few narrow columns (the same window over
 -- the 85 wide columns took 15 of 20 s on a 1M-row CUR), and the day's FX rate joined last.
 CREATE OR REPLACE TEMP TABLE cost_lines_conformed AS
 WITH current_lines AS (
+    -- $billing_months: the billing months to build (the lake's billing_period folders, YYYY-MM);
+    -- NULL builds every month. A run rebuilds only the months whose files changed.
     SELECT * FROM core.billing_lines
+    WHERE $billing_months IS NULL
+       OR list_contains($billing_months, coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown'))
 ),
 -- Azure actual + amortized exports of one scope: one row per charge (macro in sql/macros.sql).
 charges AS (FROM azure_actual_amortized(current_lines)),
