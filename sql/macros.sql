@@ -175,6 +175,12 @@ CREATE OR REPLACE MACRO transfer_path(provider, extra, sku, description, service
         WHEN regexp_matches(description, '(?i)intra[- ]?region') THEN 'intra_region'
         WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)transfer out|\begress\b|outbound (data|traffic|transfer)|data transfer|公网|出网|流出') THEN 'internet'
     END), 'none');
+-- The x_ExtraColumns fields transfer_path reads (keep the two in step): lines alike in these and in
+-- transfer_path's other arguments have the same path, however their other extra fields differ
+-- (OCI's per-line reference_no), so a model classifies each such kind of line once.
+CREATE OR REPLACE MACRO transfer_fields(extra) AS {
+    'usage_type': json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.usage_type'),
+    'meter_subcategory': json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.meter_subcategory')};
 -- Egress GB of a line: one that moves data out (any path but 'inbound') with a data size > 0,
 -- read from its consumed quantity, else from its pricing quantity (GCP prices in gibibytes).
 -- NULL for any other line.

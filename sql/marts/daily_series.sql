@@ -25,8 +25,10 @@ WITH line_kinds AS (
            transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
            data_unit_gb(ConsumedUnit) AS consumed_gb_per_unit,
            data_unit_gb(PricingUnit) AS pricing_gb_per_unit
-    FROM (SELECT DISTINCT ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName, ConsumedUnit, PricingUnit
-          FROM core.cost_lines WHERE ChargeCategory = 'Usage')
+    -- One line per kind speaks for it: its kind's lines share the extra fields transfer_path reads.
+    FROM (SELECT ProviderName, transfer_fields(x_ExtraColumns) AS fields, SkuId, ChargeDescription, ServiceName,
+                 ConsumedUnit, PricingUnit, any_value(x_ExtraColumns) AS x_ExtraColumns
+          FROM core.cost_lines WHERE ChargeCategory = 'Usage' GROUP BY ALL)
 ),
 usage_parts AS (
     SELECT
@@ -48,7 +50,7 @@ usage_parts AS (
     FROM marts.cost_attribution AS a
     JOIN core.cost_lines AS c USING (x_ChargeId)
     JOIN line_kinds AS k
-      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.x_ExtraColumns IS NOT DISTINCT FROM c.x_ExtraColumns
+      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
      AND k.SkuId IS NOT DISTINCT FROM c.SkuId AND k.ChargeDescription IS NOT DISTINCT FROM c.ChargeDescription
      AND k.ServiceName IS NOT DISTINCT FROM c.ServiceName AND k.ConsumedUnit IS NOT DISTINCT FROM c.ConsumedUnit
      AND k.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
