@@ -103,8 +103,11 @@ CREATE OR REPLACE MACRO data_unit_gb(unit) AS CAST(
     * coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1)
     AS DECIMAL(24, 9));
 -- A quantity in a data-size unit, in GB (DECIMAL, to the byte); NULL when the unit is no data size.
-CREATE OR REPLACE MACRO data_gb(quantity, unit) AS
-    CAST(CAST(quantity AS DECIMAL(38, 10)) * data_unit_gb(unit) AS DECIMAL(38, 10));
+-- gb_of takes the unit's factor (data_unit_gb) already looked up: a model reading a million lines
+-- looks it up once per distinct unit and joins it back (marts.daily_series, findings.egress).
+CREATE OR REPLACE MACRO gb_of(quantity, gb_per_unit) AS
+    CAST(CAST(quantity AS DECIMAL(38, 10)) * gb_per_unit AS DECIMAL(38, 10));
+CREATE OR REPLACE MACRO data_gb(quantity, unit) AS gb_of(quantity, data_unit_gb(unit));
 -- The AWS usage type of a line: the CUR's lineItem/UsageType (x_ExtraColumns), else a SkuId or a
 -- description that carries one ('USD 0.02 per GB for EUN1-AWS-Out-Bytes in EU (Stockholm)').
 CREATE OR REPLACE MACRO aws_usage_type(extra, sku, description) AS coalesce(
@@ -172,13 +175,22 @@ CREATE OR REPLACE MACRO transfer_path(provider, extra, sku, description, service
         WHEN regexp_matches(description, '(?i)intra[- ]?region') THEN 'intra_region'
         WHEN regexp_matches(concat_ws(' ', description, service_name), '(?i)transfer out|\begress\b|outbound (data|traffic|transfer)|data transfer|公网|出网|流出') THEN 'internet'
     END), 'none');
+-- The x_ExtraColumns fields transfer_path reads (keep the two in step): lines alike in these and in
+-- transfer_path's other arguments have the same path, however their other extra fields differ
+-- (OCI's per-line reference_no), so a model classifies each such kind of line once.
+CREATE OR REPLACE MACRO transfer_fields(extra) AS {
+    'usage_type': json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.usage_type'),
+    'meter_subcategory': json_extract_string(CASE WHEN json_valid(extra) THEN extra END, '$.meter_subcategory')};
 -- Egress GB of a line: one that moves data out (any path but 'inbound') with a data size > 0,
 -- read from its consumed quantity, else from its pricing quantity (GCP prices in gibibytes).
 -- NULL for any other line.
-CREATE OR REPLACE MACRO egress_gb(consumed_quantity, consumed_unit, pricing_quantity, pricing_unit, path) AS
+-- egress_gb_of takes the units' factors (data_unit_gb) already looked up, as gb_of does.
+CREATE OR REPLACE MACRO egress_gb_of(consumed_quantity, consumed_gb_per_unit, pricing_quantity, pricing_gb_per_unit, path) AS
     CASE WHEN path IS NOT NULL AND path <> 'inbound'
-              AND coalesce(data_gb(consumed_quantity, consumed_unit), data_gb(pricing_quantity, pricing_unit)) > 0
-         THEN coalesce(data_gb(consumed_quantity, consumed_unit), data_gb(pricing_quantity, pricing_unit)) END;
+              AND coalesce(gb_of(consumed_quantity, consumed_gb_per_unit), gb_of(pricing_quantity, pricing_gb_per_unit)) > 0
+         THEN coalesce(gb_of(consumed_quantity, consumed_gb_per_unit), gb_of(pricing_quantity, pricing_gb_per_unit)) END;
+CREATE OR REPLACE MACRO egress_gb(consumed_quantity, consumed_unit, pricing_quantity, pricing_unit, path) AS
+    egress_gb_of(consumed_quantity, data_unit_gb(consumed_unit), pricing_quantity, data_unit_gb(pricing_unit), path);
 -- The UTC days a charge period covers, each with its seconds in the period: what a multi-day
 -- charge is spread over (a monthly fee is a month of days, not a spike on the 1st). A period of
 -- zero length, or without an end, is its start day.

@@ -7,9 +7,12 @@
 -- and a source left empty, after the ledger has chosen the lines, so it never changes which
 -- lines count nor any amount.
 -- Parameters: $reporting_currency, $max_rate_age_days (an older rate counts as missing), $billing_months.
--- Built in two statements: the conformed lines into a temporary table first, whose rowid then
--- numbers each source row's charges with a window over a few narrow columns (the same window over
--- the 85 wide columns took 15 of 20 s on a 1M-row CUR), and the day's FX rate joined last.
+-- Built in two statements: the lines conformed line by line into a temporary table first, whose
+-- rowid then numbers each source row's charges with a window over a few narrow columns (the same
+-- window over the 85 wide columns took 15 of 20 s on a 1M-row CUR); the per-ServiceName
+-- conformance and the day's FX rate are joined in the second. The first statement is one straight
+-- pipeline on purpose: a CTE of the wide lines that two queries read is materialized, a copy of
+-- all 85 columns (the per-service counts read it twice: 2-4 s of 9 on a 1M-row CUR).
 CREATE OR REPLACE TEMP TABLE cost_lines_conformed AS
 WITH current_lines AS (
     -- $billing_months: the billing months to build (the lake's billing_period folders, YYYY-MM);
@@ -47,17 +50,13 @@ filled AS (
             WHEN ChargeCategory = 'Usage' THEN 'Usage-Based'
             ELSE 'One-Time'
         END AS ChargeFrequency,
-        focus_unit(PricingUnit) AS PricingUnit,
         -- An issuer that is the provider under its legal name is the provider (the legal name
         -- stays in x_InvoicingEntity): BilledCost-C-005 reads any other issuer as a third party.
         CASE WHEN InvoiceIssuerName IS NULL OR focus_issuer_is_provider(ProviderName, InvoiceIssuerName) THEN ProviderName
              ELSE InvoiceIssuerName END AS InvoiceIssuerName,
         -- A line that names no publisher is the provider's own service.
         coalesce(PublisherName, ProviderName) AS PublisherName,
-        coalesce(ServiceCategory, 'Other') AS ServiceCategory,
-        -- The canonical GPU model key, as telemetry and the price catalog use it (gpu_model_key);
-        -- a name the table does not know stays as its text.
-        gpu_model_key(x_GpuModel) AS x_GpuModel
+        coalesce(ServiceCategory, 'Other') AS ServiceCategory
     ),
     InvoiceIssuerName AS x_InvoicingEntity
     FROM charges
@@ -70,39 +69,27 @@ with_invoice AS (
     SELECT * REPLACE (coalesce(InvoiceId, 'provisional:' || ProviderName || ':' || coalesce(BillingAccountId, '-') || ':'
                                           || strftime(timezone('UTC', BillingPeriodStart), '%Y-%m')) AS InvoiceId)
     FROM filled
-),
+)
+SELECT * FROM with_invoice;
+
+CREATE OR REPLACE TABLE core.cost_lines AS
+WITH
 -- Then per ServiceName, across the dataset: FOCUS wants one ServiceCategory and one
 -- ServiceSubcategory for each ServiceName (ServiceName-C-005-C, -C-008-C). The category most of
 -- its lines carry wins (ties: alphabetical); the subcategory is the provider's where FOCUS allows
 -- it under that category (most lines first), else 'Other (<category>)'.
 service_category AS (
     SELECT ServiceName, ServiceCategory
-    FROM (SELECT ServiceName, ServiceCategory, count(*) AS n FROM with_invoice WHERE ServiceName IS NOT NULL GROUP BY ALL)
+    FROM (SELECT ServiceName, ServiceCategory, count(*) AS n FROM cost_lines_conformed WHERE ServiceName IS NOT NULL GROUP BY ALL)
     QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceCategory) = 1
 ),
 service_subcategory AS (
     SELECT ServiceName, ServiceSubcategory
     FROM (SELECT l.ServiceName, l.ServiceSubcategory, count(*) AS n
-          FROM with_invoice AS l JOIN service_category AS s USING (ServiceName)
+          FROM cost_lines_conformed AS l JOIN service_category AS s USING (ServiceName)
           WHERE focus_subcategory_parent(l.ServiceSubcategory) = s.ServiceCategory GROUP BY ALL)
     QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceSubcategory) = 1
 ),
-conformed AS (
-    SELECT l.* REPLACE (
-        coalesce(s.ServiceCategory, l.ServiceCategory) AS ServiceCategory,
-        CASE
-            WHEN l.ServiceName IS NOT NULL THEN coalesce(t.ServiceSubcategory, 'Other (' || s.ServiceCategory || ')')
-            WHEN focus_subcategory_parent(l.ServiceSubcategory) = l.ServiceCategory THEN l.ServiceSubcategory
-            ELSE 'Other (' || l.ServiceCategory || ')'
-        END AS ServiceSubcategory)
-    FROM with_invoice AS l
-    LEFT JOIN service_category AS s USING (ServiceName)
-    LEFT JOIN service_subcategory AS t USING (ServiceName)
-)
-SELECT * FROM conformed;
-
-CREATE OR REPLACE TABLE core.cost_lines AS
-WITH
 -- The day's rate, looked up once per currency and day (an ASOF join over the wide lines themselves
 -- took 14 of 23 s on a 1M-row CUR), then joined to the lines by that key.
 charge_days AS (SELECT DISTINCT BillingCurrency, utc_day(ChargePeriodStart) AS charge_day FROM cost_lines_conformed),
@@ -114,6 +101,12 @@ day_rates AS (
      AND fx.to_currency = $reporting_currency
      AND fx.rate_date <= d.charge_day
 ),
+-- PricingUnit in FOCUS's UnitFormat (focus_unit) and the canonical GPU model key, as telemetry and
+-- the price catalog use it (gpu_model_key; a name the table does not know stays as its text):
+-- once per distinct value, here and not in the first statement, where focus_unit's subquery
+-- had DuckDB copy all the wide lines to evaluate it.
+pricing_units AS (SELECT DISTINCT PricingUnit, focus_unit(PricingUnit) AS focus_unit FROM cost_lines_conformed),
+gpu_models AS (SELECT DISTINCT x_GpuModel, gpu_model_key(x_GpuModel) AS model_key FROM cost_lines_conformed),
 -- One source row can give several charges (a GCP line and its credits): number them, stably.
 ordinals AS (
     SELECT rowid AS line, row_number() OVER (
@@ -121,9 +114,22 @@ ordinals AS (
     FROM cost_lines_conformed
 ),
 rated AS (
-    SELECT c.*, o.ordinal, r.fx_rate, r.fx_rate_date, r.fx_source
+    SELECT c.* REPLACE (
+               coalesce(s.ServiceCategory, c.ServiceCategory) AS ServiceCategory,
+               CASE
+                   WHEN c.ServiceName IS NOT NULL THEN coalesce(t.ServiceSubcategory, 'Other (' || s.ServiceCategory || ')')
+                   WHEN focus_subcategory_parent(c.ServiceSubcategory) = c.ServiceCategory THEN c.ServiceSubcategory
+                   ELSE 'Other (' || c.ServiceCategory || ')'
+               END AS ServiceSubcategory,
+               u.focus_unit AS PricingUnit,
+               g.model_key AS x_GpuModel),
+           o.ordinal, r.fx_rate, r.fx_rate_date, r.fx_source
     FROM cost_lines_conformed AS c
     JOIN ordinals AS o ON o.line = c.rowid
+    JOIN pricing_units AS u ON u.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
+    JOIN gpu_models AS g ON g.x_GpuModel IS NOT DISTINCT FROM c.x_GpuModel
+    LEFT JOIN service_category AS s USING (ServiceName)
+    LEFT JOIN service_subcategory AS t USING (ServiceName)
     LEFT JOIN day_rates AS r
       ON r.BillingCurrency IS NOT DISTINCT FROM c.BillingCurrency
      AND r.charge_day IS NOT DISTINCT FROM utc_day(c.ChargePeriodStart)

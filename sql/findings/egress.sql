@@ -9,21 +9,36 @@
 -- Price per GB is the money of the egress lines over the GB of the lines that cost something:
 -- free-tier and $0 lines would dilute it.
 -- Requests from private addresses (10/8, 172.16/12, 192.168/16) are internal, not egress.
+-- The transfer macros are string matching: they run once per distinct kind of line (a few hundred
+-- on a 1M-row CUR), and only the lines of kinds that move data out are read further.
 CREATE OR REPLACE TABLE findings.egress AS
-WITH transfer_lines AS (
-    -- A line without a resource (account-level transfer) is named by its service, never dropped.
-    SELECT x_ChargeId, ProviderName AS provider, coalesce(ResourceName, ResourceId, ServiceName, '(no resource)') AS resource,
-           ResourceId AS resource_id,
-           utc_day(ChargePeriodStart) AS day, ChargePeriodStart, ChargePeriodEnd, EffectiveCost, BillingCurrency,
+WITH line_kinds AS (
+    SELECT *,
            transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
-           ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit
-    FROM core.cost_lines
+           data_unit_gb(ConsumedUnit) AS consumed_gb_per_unit,
+           data_unit_gb(PricingUnit) AS pricing_gb_per_unit
+    -- One line per kind speaks for it: its kind's lines share the extra fields transfer_path reads.
+    FROM (SELECT ProviderName, transfer_fields(x_ExtraColumns) AS fields, SkuId, ChargeDescription, ServiceName,
+                 ConsumedUnit, PricingUnit, any_value(x_ExtraColumns) AS x_ExtraColumns
+          FROM core.cost_lines GROUP BY ALL)
+),
+transfer_lines AS (
+    -- A line without a resource (account-level transfer) is named by its service, never dropped.
+    SELECT c.x_ChargeId, c.ProviderName AS provider, coalesce(c.ResourceName, c.ResourceId, c.ServiceName, '(no resource)') AS resource,
+           c.ResourceId AS resource_id,
+           utc_day(c.ChargePeriodStart) AS day, c.ChargePeriodStart, c.ChargePeriodEnd, c.EffectiveCost, c.BillingCurrency,
+           k.path,
+           egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path) AS gb
+    FROM core.cost_lines AS c
+    JOIN line_kinds AS k
+      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
+     AND k.SkuId IS NOT DISTINCT FROM c.SkuId AND k.ChargeDescription IS NOT DISTINCT FROM c.ChargeDescription
+     AND k.ServiceName IS NOT DISTINCT FROM c.ServiceName AND k.ConsumedUnit IS NOT DISTINCT FROM c.ConsumedUnit
+     AND k.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
+    WHERE k.path IS NOT NULL AND k.path <> 'inbound'  -- egress_gb is NULL for any other line
 ),
 egress_lines AS (
-    SELECT * EXCLUDE (ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit),
-           egress_gb(ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit, path) AS gb
-    FROM transfer_lines
-    WHERE egress_gb(ConsumedQuantity, ConsumedUnit, PricingQuantity, PricingUnit, path) IS NOT NULL
+    SELECT * FROM transfer_lines WHERE gb IS NOT NULL
 ),
 per_resource AS (
     -- The resource's own internet price: what a download from outside cost it.

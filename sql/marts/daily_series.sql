@@ -15,8 +15,22 @@
 -- own; a spread part past that day waits for it (the rest of a month whose days have not come).
 -- cost is NULL where a line of the day had no FX rate into the reporting currency (unknown, not
 -- low). gpu_hours is NULL for series without GPU charges, egress_gb for series without egress.
+-- Speed (a 1M-row CUR): the transfer macros are string matching, so they run once per distinct
+-- kind of line (`line_kinds`: a few hundred, not a million lines) and join back; and a charge
+-- within one UTC day (hourly usage: nearly all lines) is its day as it is, so only multi-day
+-- charges go through the spreading windows.
 CREATE OR REPLACE TABLE marts.daily_series AS
-WITH usage_parts AS (
+WITH line_kinds AS (
+    SELECT *,
+           transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
+           data_unit_gb(ConsumedUnit) AS consumed_gb_per_unit,
+           data_unit_gb(PricingUnit) AS pricing_gb_per_unit
+    -- One line per kind speaks for it: its kind's lines share the extra fields transfer_path reads.
+    FROM (SELECT ProviderName, transfer_fields(x_ExtraColumns) AS fields, SkuId, ChargeDescription, ServiceName,
+                 ConsumedUnit, PricingUnit, any_value(x_ExtraColumns) AS x_ExtraColumns
+          FROM core.cost_lines WHERE ChargeCategory = 'Usage' GROUP BY ALL)
+),
+usage_parts AS (
     SELECT
         c.ProviderName AS provider,
         coalesce(c.SubAccountId, '(none)') AS sub_account,
@@ -28,15 +42,22 @@ WITH usage_parts AS (
         c.ChargePeriodEnd,
         a.amount_reporting,
         a.gpu_seconds,
-        CAST(egress_gb(c.ConsumedQuantity, c.ConsumedUnit, c.PricingQuantity, c.PricingUnit,
-                       transfer_path(c.ProviderName, c.x_ExtraColumns, c.SkuId, c.ChargeDescription, c.ServiceName)) AS DOUBLE)
-            * a.weight / a.total_weight AS egress_gb
+        CAST(egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path) AS DOUBLE)
+            * a.weight / a.total_weight AS egress_gb,
+        -- Within one UTC day (charge_days gives it one day).
+        c.ChargePeriodEnd IS NULL OR c.ChargePeriodEnd <= c.ChargePeriodStart
+            OR utc_day(c.ChargePeriodStart) = utc_day(c.ChargePeriodEnd - INTERVAL 1 MICROSECOND) AS one_day
     FROM marts.cost_attribution AS a
     JOIN core.cost_lines AS c USING (x_ChargeId)
+    JOIN line_kinds AS k
+      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
+     AND k.SkuId IS NOT DISTINCT FROM c.SkuId AND k.ChargeDescription IS NOT DISTINCT FROM c.ChargeDescription
+     AND k.ServiceName IS NOT DISTINCT FROM c.ServiceName AND k.ConsumedUnit IS NOT DISTINCT FROM c.ConsumedUnit
+     AND k.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
     WHERE c.ChargeCategory = 'Usage'
 ),
 spread AS (
-    SELECT p.* EXCLUDE (ChargePeriodStart, ChargePeriodEnd),
+    SELECT p.* EXCLUDE (ChargePeriodStart, ChargePeriodEnd, one_day),
            d.cd.day AS day,
            d.cd.seconds AS seconds,
            sum(d.cd.seconds) OVER part AS period_seconds,
@@ -44,6 +65,7 @@ spread AS (
            to_units(p.amount_reporting) AS units,
            to_units(p.amount_reporting) * d.cd.seconds // sum(d.cd.seconds) OVER part AS day_units
     FROM usage_parts AS p, unnest(charge_days(p.ChargePeriodStart, p.ChargePeriodEnd)) AS d(cd)
+    WHERE NOT p.one_day
     WINDOW part AS (PARTITION BY p.x_ChargeId, p.phase)
 ),
 daily_parts AS (
@@ -53,6 +75,17 @@ daily_parts AS (
            gpu_seconds * seconds / period_seconds AS gpu_seconds,
            egress_gb * seconds / period_seconds AS egress_gb
     FROM spread
+    UNION ALL
+    -- A one-day charge: its own day and amount (already in 10^-10 units); usage × its seconds ÷
+    -- the same seconds, as a spread day computes it, so both give the same bits.
+    SELECT day, provider, sub_account, service, phase, reporting_currency, x_ChargeId,
+           amount_reporting,
+           gpu_seconds * seconds / seconds AS gpu_seconds,
+           egress_gb * seconds / seconds AS egress_gb
+    FROM (SELECT *, utc_day(ChargePeriodStart) AS day,
+                 CASE WHEN ChargePeriodEnd IS NULL OR ChargePeriodEnd <= ChargePeriodStart THEN CAST(1 AS BIGINT)
+                      ELSE datediff('second', ChargePeriodStart, ChargePeriodEnd) END AS seconds
+          FROM usage_parts WHERE one_day)
 ),
 observed AS (
     SELECT
