@@ -39,18 +39,20 @@ ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 
 # Stage timings of the demo graph, then the GPU-minute rollup over 100 M samples (about 12 min on
 # 2 cores), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
-# (tests/bench_lake.py: a 1M-row CUR against the one-query floor, reruns, telemetry), and the SQL
+# (tests/bench_lake.py: a 1M-row CUR against the one-query floor, reruns, a second delivery, telemetry, and a
+# 10M-row CUR: BENCH_LAKE="" skips it), and the SQL
 # models over a 1M-row CUR on DuckDB and on Spark local mode (skipped, saying why, without Java or
 # the spark extra). BENCH_ROLLUP="--gpus 100" runs the rollup at 10 M samples instead;
 # BENCH_SPARK="--rows 100000" a smaller CUR.
 BENCH_ROLLUP ?= --gpus 1000 --days 12 --memory-limit 4GB
 BENCH_SPARK ?= --rows 1000000
+BENCH_LAKE ?= --huge-rows 10000000
 bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m tests.bench
 	$(BIN)/python -m tests.bench_rollup $(BENCH_ROLLUP)
 	$(BIN)/python -m tests.bench_cur
 	$(BIN)/python -m tests.bench_anomalies --series 10000
-	$(BIN)/python -m tests.bench_lake
+	$(BIN)/python -m tests.bench_lake $(BENCH_LAKE)
 	$(BIN)/python -m tests.bench_spark $(BENCH_SPARK)
 
 # FOCUS 1.2 conformance of core.cost_lines. `focus-check` runs the project's own check of

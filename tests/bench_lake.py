@@ -5,11 +5,12 @@ Each measurement is a fresh `finops run` process (wall time and its own peak RSS
 - the one-query floor: DuckDB casting the same CUR CSV to Parquet;
 - `finops run` over a 200k-row and a 1M-row AWS CUR (the focus_converters fixture repeated);
 - the same warehouse run again with no new file, and a run over an empty landing folder;
-- a second month's delivery landed beside the first (a new CUR delivery costs its own size);
+- a second month's delivery (a fifth of the rows) landed after the 1M-row month: against the same
+  delivery run into an empty warehouse (a new CUR delivery costs its own size, not the history's);
 - telemetry: nvidia-smi files (hosts x 8 GPUs x samples at 10 s) against the floor of one DuckDB
   query parsing them and grouping to GPU-minutes, and a second day of samples landed after the first.
 
-    python -m tests.bench_lake [--rows 1000000] [--hosts 25 --samples 10000]
+    python -m tests.bench_lake [--rows 1000000] [--hosts 25 --samples 10000] [--huge-rows 10000000]
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=25)
     parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--huge-rows", type=int, default=0,
+                        help="Also time one run over a CUR this size (10000000: about 8 GB of CSV) and its peak RSS; 0 skips it.")
     args = parser.parse_args()
     out: dict = {"machine": f"{os.cpu_count()} cores", "rows": args.rows}
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,10 +113,10 @@ def main() -> None:
         empty = tmp / "empty"
         empty.mkdir()
         out["run_empty_landing"] = finops_run(empty, tmp / "empty" / "warehouse.duckdb")
-        # A second month's delivery after the first month is loaded: small on its own.
-        month = tmp / "cur-small" / "landing" / "2023-12" / "cur.csv"
-        write_cur_month(small / "cur.csv", month, "2023-12")
-        out["run_second_delivery"] = finops_run(small, tmp / "cur-small" / "warehouse.duckdb")
+        # A second month's delivery (rows/5 lines) after the 1M-row month is loaded: it should cost
+        # about what the same delivery costs into an empty warehouse, not what the history costs.
+        write_cur_month(small / "cur.csv", big / "2023-12" / "cur.csv", "2023-12")
+        out["run_second_delivery"] = finops_run(big, tmp / "cur-big" / "warehouse.duckdb")
         shutil.rmtree(tmp / "cur-big")
         # Telemetry.
         telemetry = tmp / "telemetry" / "landing"
@@ -123,12 +126,19 @@ def main() -> None:
         out["run_telemetry"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
         write_nvidia_smi(telemetry / "day2", args.hosts, args.samples // 10, start + timedelta(days=2))
         out["run_telemetry_next_day"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
+    if args.huge_rows:
+        with tempfile.TemporaryDirectory() as tmp:
+            huge = Path(tmp) / "landing"
+            huge.mkdir()
+            write_scaled(huge / "cur.csv", args.huge_rows)
+            out["run_cur_huge"] = {"rows": args.huge_rows, **finops_run(huge, Path(tmp) / "warehouse.duckdb")}
     floor, big_run = out["floor_cur"], out["run_cur_big"]
     out["ratios"] = {
         "cur_run_vs_floor": round(big_run["s"] / floor["s"], 2),
         "cur_rss_big_vs_small": round(big_run["rss_mib"] / out["run_cur_small"]["rss_mib"], 2),
         "no_new_file_vs_empty": round(out["rerun_no_new_file"]["s"] / out["run_empty_landing"]["s"], 2),
-        "second_delivery_vs_first": round(out["run_second_delivery"]["s"] / out["run_cur_small"]["s"], 2),
+        # A delivery of rows/5 lines into a warehouse holding rows lines, against the same size into an empty one.
+        "second_delivery_vs_same_size_first": round(out["run_second_delivery"]["s"] / out["run_cur_small"]["s"], 2),
         "telemetry_run_minus_empty_vs_floor": round((out["run_telemetry"]["s"] - out["run_empty_landing"]["s"])
                                                     / out["floor_telemetry"]["s"], 2),
         "telemetry_next_day_vs_first": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry"]["s"], 2),
