@@ -1,12 +1,14 @@
 """`make bench` part five: the SQL models on DuckDB and on Spark local mode over a 1M-row CUR.
 
 The CUR is bench_cur's file (the anonymised sample's rows repeated), loaded once through the
-connectors into a warehouse; then every SQL model is built on a copy with DuckDB and on another
-copy with Spark (local[2], 4 shuffle partitions), and the money totals of both are compared.
+connectors into a warehouse (its lake); then every SQL model (or, with `tables`, only those the
+named tables need) is built on a copy with DuckDB and on another copy with Spark (local[2], 4
+shuffle partitions; raw tables read from the copy's lake in place), and the money totals of both
+are compared.
 Spark's start-up is timed apart from its build. On one machine expect Spark to be slower: it pays
 for JVM start-up, Parquet hand-offs between models and shuffles that DuckDB does not need.
 
-    python -m tests.bench_spark [--rows 1000000]
+    python -m tests.bench_spark [--rows 1000000] [--compared-only]
 """
 
 from __future__ import annotations
@@ -27,16 +29,36 @@ TOTALS = {
 def _settings(landing: Path):
     from pipelines.settings import FinopsSettings
 
-    return FinopsSettings(landing_dir=str(landing))
+    # Every finding listed (min_finding_cost 0): at the default, the CUR's small egress lines would
+    # all fall under it and findings.hidden_costs would be empty on both engines, proving nothing.
+    return FinopsSettings(landing_dir=str(landing), min_finding_cost=0)
 
 
 def _totals(conn) -> dict:
     return {name: conn.execute(sql).fetchall() for name, sql in TOTALS.items()}
 
 
-def build_both(engine, folder: Path, rows: int) -> dict:
-    """Load a `rows`-line CUR, build every SQL model with DuckDB and with Spark (`engine`), and
-    return the times and whether the totals are identical."""
+# The tables the issue compares; `needed_models(COMPARED)` is what building them takes.
+COMPARED = ("core.cost_lines", "marts.spend_by_phase", "findings.hidden_costs")
+
+
+def needed_models(targets) -> list[str]:
+    """The SQL models `targets` read, directly or not, and `targets` themselves, in build order."""
+    from pipelines.orchestration.assets import SQL_MODELS, sql_model_order
+
+    wanted, todo = set(), list(targets)
+    while todo:
+        table = todo.pop()
+        if table in SQL_MODELS and table not in wanted:
+            wanted.add(table)
+            todo.extend(SQL_MODELS[table].deps)
+    return [t for t in sql_model_order() if t in wanted]
+
+
+def build_both(engine, folder: Path, rows: int, tables: list[str] | None = None) -> dict:
+    """Load a `rows`-line CUR, build the SQL models (all, or `tables` in their order) with DuckDB
+    and with Spark (`engine`), and return the times, whether the totals are identical, and the two
+    warehouses (`duckdb_warehouse`, `spark_warehouse`)."""
     from pipelines.orchestration.assets import SQL_MODELS, prepare, sql_model_order
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.engines.spark import run_models
@@ -62,7 +84,8 @@ def build_both(engine, folder: Path, rows: int) -> dict:
     prepare(conn)
     duck = SqlEngineResource()
     started = time.perf_counter()
-    for table in sql_model_order():
+    tables = tables or sql_model_order()
+    for table in tables:
         inputs = SQL_MODELS[table].inputs(settings) if SQL_MODELS[table].inputs else {}
         duck.build(conn, table, settings.sql_params(), inputs)
     duckdb_s = time.perf_counter() - started
@@ -73,14 +96,16 @@ def build_both(engine, folder: Path, rows: int) -> dict:
     copy_warehouse(loaded, folder / "spark.duckdb")
     conn = connect(folder / "spark.duckdb")
     started = time.perf_counter()
-    stats = run_models(conn, engine, settings)
+    stats = run_models(conn, engine, settings, tables)
     spark_s = time.perf_counter() - started
     spark_totals = _totals(conn)
     conn.close()
     slowest = sorted(stats, key=lambda s: -s.seconds)[:5]
-    return {"cur_rows": rows, "cost_lines": lines, "ingest_s": round(ingest_s, 1), "duckdb_models_s": round(duckdb_s, 1),
-            "spark_models_s": round(spark_s, 1), "spark_slowest_models": {s.table: round(s.seconds, 1) for s in slowest},
-            "identical_totals": duck_totals == spark_totals}
+    return {"cur_rows": rows, "cost_lines": lines, "models": len(tables), "ingest_s": round(ingest_s, 1),
+            "duckdb_models_s": round(duckdb_s, 1), "spark_models_s": round(spark_s, 1),
+            "spark_slowest_models": {s.table: round(s.seconds, 1) for s in slowest},
+            "identical_totals": duck_totals == spark_totals,
+            "duckdb_warehouse": str(folder / "duckdb.duckdb"), "spark_warehouse": str(folder / "spark.duckdb")}
 
 
 def main() -> None:
@@ -91,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--compared-only", action="store_true", help=f"build only what {', '.join(COMPARED)} need")
     args = parser.parse_args()
     ready, why = spark_available()
     if not ready:
@@ -101,7 +127,8 @@ def main() -> None:
         started = time.perf_counter()
         engine.session()
         startup = time.perf_counter() - started
-        result = build_both(engine, Path(tmp), args.rows)
+        result = build_both(engine, Path(tmp), args.rows, needed_models(COMPARED) if args.compared_only else None)
+        result = {k: v for k, v in result.items() if not k.endswith("_warehouse")}
     result = {"machine": f"{os.cpu_count()} cores", "spark_master": args.master, "spark_startup_s": round(startup, 1), **result}
     print(json.dumps(result, indent=2))
 

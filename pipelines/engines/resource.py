@@ -21,6 +21,9 @@ class SqlEngineResource(ConfigurableResource):
                                                                 "k8s://https://host:443, or sc://host:15002 (Spark Connect).")
     spark_lake: str | None = Field(default=None, description="Folder (or s3a://, abfss://, hdfs:// URL) Spark writes the "
                                                              "models' Parquet to; default: <warehouse>.spark-lake beside it.")
+    spark_read_lake: bool | None = Field(default=None, description="Spark reads the raw tables from the warehouse's lake in "
+                                                                   "place (default: in local mode only; a cluster whose "
+                                                                   "executors see that folder at the same path can set true).")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark settings (spark.executor.memory, ...).")
     _spark: object | None = PrivateAttr(default=None)
 
@@ -33,7 +36,8 @@ class SqlEngineResource(ConfigurableResource):
         if self._spark is None:
             from pipelines.engines.spark import SparkEngine
 
-            self._spark = SparkEngine(master=self.spark_master, lake_dir=self.spark_lake, conf=dict(self.spark_conf))
+            self._spark = SparkEngine(master=self.spark_master, lake_dir=self.spark_lake, conf=dict(self.spark_conf),
+                                      read_lake=self.spark_read_lake)
         return self._spark
 
     def build(self, conn, table: str, params: Mapping[str, object], inputs: Mapping[str, pa.Table]) -> None:

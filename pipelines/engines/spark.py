@@ -133,6 +133,10 @@ class SparkEngine:
     master: str = DEFAULT_MASTER
     lake_dir: str | None = None  # default: <warehouse>.spark-lake beside the warehouse file
     conf: dict[str, str] = field(default_factory=dict)
+    # Raw tables read from the warehouse's lake in place (None: in local mode, where the driver's
+    # folders are the executors' too); else exported into the engine's lake folder, as on a cluster
+    # that does not mount the warehouse's lake.
+    read_lake: bool | None = None
     # Tables Spark built in this run: their Parquet is read back instead of exporting them again.
     built: dict[str, str] = field(default_factory=dict)
     stats: list[BuildStats] = field(default_factory=list)
@@ -167,11 +171,47 @@ class SparkEngine:
             conn.execute(f"COPY (SELECT * FROM {table}) TO '{target}' (FORMAT parquet)").fetchall()  # a view has no rowid
         return str(target)
 
+    def reads_lake(self) -> bool:
+        """Whether raw tables are read from the warehouse's lake folder itself, rather than exported."""
+        return self.read_lake if self.read_lake is not None else self.master.startswith("local")
+
+    def _lake_frame(self, conn, table: str):
+        """A raw table as Spark reads it from the lake: the Parquet of the registered file versions
+        (and of a migrated pre-lake table), with the canonical columns — what the warehouse's raw
+        view reads (pipelines/lake/layout.py), read by Spark in place. None where `table` is not a
+        lake view (a warehouse table such as raw.files, or a raw table an older warehouse still holds)."""
+        from models.schemas import RAW_TABLES, SCHEMAS
+        from pipelines.lake.layout import MIGRATED, PARTITIONING, REGISTERED_VERSIONS, is_table, lake_of_connection, table_root
+
+        kind = {name: kind for kind, name in RAW_TABLES.items()}.get(table)
+        if kind is None or is_table(conn, table):
+            return None
+        from pyspark.sql.pandas.types import from_arrow_schema
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        spark = self.session()
+        root = table_root(lake_of_connection(conn), kind)
+        versions = {row[0] for row in conn.execute(REGISTERED_VERSIONS).fetchall()} | {MIGRATED}
+        # The version folders only, each named: a folder the registry does not name (an ingest
+        # running now, or one killed) is never listed, let alone read.
+        pattern = "/".join(["*"] * len(PARTITIONING[kind].columns) + ["file=*"])
+        folders = sorted(str(p) for p in root.glob(pattern) if p.is_dir() and p.name.removeprefix("file=") in versions)
+        columns = from_arrow_schema(SCHEMAS[kind])
+        if not folders:
+            return spark.createDataFrame([], columns)
+        # Explicit columns, as the view's union_by_name: a file written before a column existed
+        # reads it as NULL; the Hive partition columns stay strings (never inferred), then dropped.
+        partitions = [StructField(name, StringType()) for name in PARTITIONING[kind].names]
+        frame = spark.read.schema(StructType(list(columns.fields) + partitions)).option("basePath", str(root)).parquet(*folders)
+        return frame.select(*[f"`{f.name}`" for f in columns.fields])
+
     def _register(self, conn, tables: set[str], inputs: Mapping[str, pa.Table], folder: Path) -> None:
         spark = self.session()
         for table in sorted(tables):
-            path = self.built.get(table) or self._export_table(conn, table, folder)
-            spark.read.parquet(path).createOrReplaceTempView(view_name(table))
+            frame = self._lake_frame(conn, table) if table not in self.built and self.reads_lake() else None
+            if frame is None:
+                frame = spark.read.parquet(self.built.get(table) or self._export_table(conn, table, folder))
+            frame.createOrReplaceTempView(view_name(table))
         for name, arrow in inputs.items():
             target = folder / "inputs" / f"{name}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
