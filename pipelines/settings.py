@@ -24,6 +24,9 @@ BUNDLED_PRICE_CATALOG = REPO_ROOT / "models" / "data" / "price_catalog.csv"
 HIDDEN_COSTS_SQL = REPO_ROOT / "sql" / "findings" / "hidden_costs.sql"
 
 
+ALL_PERIODS = "*"  # a partitioned model's period list meaning every period
+
+
 @cache
 def finding_kinds() -> tuple[str, ...]:
     """The kinds findings.hidden_costs holds: the per-kind tables its SQL unions (each named after its kind),
@@ -123,9 +126,10 @@ class FinopsSettings(ConfigurableResource):
     def sql_params(self) -> dict[str, object]:
         return {
             "reporting_currency": self.reporting_currency.upper(),
-            # The periods a partitioned model builds (pipelines/warehouse/periods.py); None: all of them.
-            "billing_months": None,
-            "sample_days": None,
+            # The periods a partitioned model builds (pipelines/warehouse/periods.py); ['*']: all of them
+            # (a list either way: Spark cannot bind an untyped NULL list).
+            "billing_months": [ALL_PERIODS],
+            "sample_days": [ALL_PERIODS],
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),

@@ -158,13 +158,15 @@ def focus_month(amounts, month="2026-09", account="acct-1"):
 
 def current_total(warehouse):
     """Build core.cost_lines with its own SQL file and total it."""
+    from pipelines.settings import ALL_PERIODS
     from pipelines.warehouse.connection import run_sql_file
 
     conn = connect(warehouse)
     conn.execute((REPO / "sql" / "macros.sql").read_text())
     conn.execute("CREATE TABLE IF NOT EXISTS core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(24,10), source VARCHAR)")
     run_sql_file(conn, "core.billing_lines")
-    run_sql_file(conn, "core.cost_lines", {"reporting_currency": "USD", "max_rate_age_days": 45})
+    run_sql_file(conn, "core.cost_lines", {"reporting_currency": "USD", "max_rate_age_days": 45,
+                                           "billing_months": [ALL_PERIODS]})
     total = fetch_all(conn, "SELECT sum(EffectiveCost), count(*) FROM core.cost_lines")[0]
     conn.close()
     return total

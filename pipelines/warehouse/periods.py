@@ -37,7 +37,7 @@ class PeriodModel:
     # The period of a built row, in SQL: spelled as the lake's folder name, so the two always agree.
     # (A code constant, never data: it is written into the DELETE that clears a period.)
     row_period_sql: str
-    param: str  # the model's SQL parameter: the list of periods to build (NULL: all)
+    param: str  # the model's SQL parameter: the list of periods to build (['*']: all)
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""

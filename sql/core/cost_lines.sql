@@ -16,9 +16,9 @@
 CREATE OR REPLACE TEMP TABLE cost_lines_conformed AS
 WITH current_lines AS (
     -- $billing_months: the billing months to build (the lake's billing_period folders, YYYY-MM);
-    -- NULL builds every month. A run rebuilds only the months whose files changed.
+    -- ['*'] builds every month. A run rebuilds only the months whose files changed.
     SELECT * FROM core.billing_lines
-    WHERE $billing_months IS NULL
+    WHERE list_contains($billing_months, '*')
        OR list_contains($billing_months, coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown'))
 ),
 -- Azure actual + amortized exports of one scope: one row per charge (macro in sql/macros.sql).

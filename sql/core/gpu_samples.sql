@@ -12,8 +12,8 @@ WITH current AS (
     FROM raw.gpu_samples AS s
     JOIN raw.files AS f
       ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
-    -- $sample_days: the UTC days to build (the lake's day folders, YYYY-MM-DD); NULL builds every day.
-    WHERE $sample_days IS NULL OR list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown'))
+    -- $sample_days: the UTC days to build (the lake's day folders, YYYY-MM-DD); ['*'] builds every day.
+    WHERE list_contains($sample_days, '*') OR list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown'))
 )
 SELECT
     ts,
