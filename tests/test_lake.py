@@ -51,6 +51,38 @@ def test_rows_land_partitioned_by_provider_period_and_file_version(loaded):
     assert fetch_all(conn, "SELECT sum(lines) FROM raw.file_slices")[0][0] == inside[0]
 
 
+def test_partition_keys_from_arrow_batches_equal_their_sql_twins():
+    """The streaming writer computes each partition key from an Arrow batch, an older warehouse's
+    move into the lake in SQL: the same folder for the same row, at the edges of days, of the epoch
+    and of the calendar, a null time, and a batch of one day (written as one repeated value)."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+
+    from pipelines.lake.layout import PARTITIONING
+
+    times = [datetime(2026, 3, 31, 23, 59, 59, 999999, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC),
+             datetime(1969, 12, 31, 23, 0, tzinfo=UTC), datetime(1, 1, 1, tzinfo=UTC),
+             datetime(9999, 12, 31, 23, 59, tzinfo=UTC), None]
+    utc = pa.timestamp("us", tz="UTC")
+    batches = {
+        "mixed": pa.RecordBatch.from_pydict({"ts": pa.array(times, utc), "BillingPeriodStart": pa.array(times[::-1], utc),
+                                             "ChargePeriodStart": pa.array(times, utc),
+                                             "ProviderName": ["AWS", "Microsoft Azure", "", None, "a/b", "GCP"]}),
+        "one day": pa.RecordBatch.from_pydict({"ts": pa.array(times[:1] * 3, utc), "BillingPeriodStart": pa.array([None] * 3, utc),
+                                               "ChargePeriodStart": pa.array(times[:1] * 3, utc), "ProviderName": ["AWS"] * 3}),
+    }
+    conn = duckdb.connect()
+    conn.execute("SET TimeZone = 'UTC'")  # as every warehouse session speaks
+    for label, batch in batches.items():
+        conn.register("batch", pa.Table.from_batches([batch]))
+        for kind in ("billing", "telemetry"):
+            for name, sql, compute in PARTITIONING[kind].columns:
+                from_sql = [row[0] for row in conn.execute(f"SELECT {sql} FROM batch").fetchall()]
+                assert compute(batch).to_pylist() == from_sql, (label, name)
+        conn.unregister("batch")
+
+
 def test_folders_no_registry_names_are_invisible_and_swept(loaded):
     landing, warehouse, conn = loaded
     lake = lake_of(warehouse)
