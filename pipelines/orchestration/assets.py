@@ -26,7 +26,7 @@ from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.text import for_terminal
 from pipelines.warehouse.table_docs import apply_docs
 from pipelines.warehouse import periods
-from pipelines.warehouse.connection import SQL_DIR, ensure_warehouse, fetch_value
+from pipelines.warehouse.connection import fetch_value, is_set_up, set_up
 from pipelines.warehouse.periods import PERIOD_MODELS
 from pipelines.warehouse.run_state import model_salt
 
@@ -40,13 +40,14 @@ def key_of(table: str) -> AssetKey:
     return AssetKey(table.split("."))
 
 
-def prepare(conn) -> None:
+def prepare(conn, always_set_up: bool = False) -> None:
     # Sessions speak UTC so day and minute boundaries never depend on the machine's zone.
-    conn.execute("SET TimeZone = 'UTC'")
+    conn.execute("SET TimeZone = 'UTC'").fetchall()  # DuckDB 2: every result drained before the next statement
     # Large CREATE TABLE AS need not keep row order: DuckDB then streams and spills in bounded memory.
-    conn.execute("SET preserve_insertion_order = false")
-    ensure_warehouse(conn)
-    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute("SET preserve_insertion_order = false").fetchall()
+    # Schemas, raw views and macros, unless this code already set this warehouse up (the ingest always does).
+    if always_set_up or not is_set_up(conn):
+        set_up(conn)
 
 
 @multi_asset(
@@ -57,7 +58,7 @@ def prepare(conn) -> None:
 def ingest_landing_asset(context: AssetExecutionContext, warehouse: DuckDBResource, settings: FinopsSettings):
     """Load every new landing file through its connector; one transaction per file."""
     with warehouse.get_connection() as conn:
-        prepare(conn)
+        prepare(conn, always_set_up=True)
         summary = ingest_landing(conn, Path(settings.landing_dir), timezone=settings.timezone)
         apply_docs(conn, *RAW_ASSETS)  # models/data/table_docs.yaml: the warehouse explains itself
         counts = {t: fetch_value(conn, f"SELECT count(*) FROM {t}") for t in RAW_ASSETS}

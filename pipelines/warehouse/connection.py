@@ -190,6 +190,34 @@ class WarehouseSchemaError(RuntimeError):
     pass
 
 
+# The setup a warehouse last had (ensure_warehouse and the macros), by the code that did it and the
+# lake it points at: a step whose warehouse is already set up by this code skips the ~40 DDL
+# statements and 30 macros (0.1 s a step, 3-4 s a run of the whole graph).
+SETUP_TABLE = "main.finops_setup"
+
+
+def setup_digest(conn: duckdb.DuckDBPyConnection) -> str:
+    import hashlib
+
+    from pipelines.warehouse.run_state import code_digest
+
+    return hashlib.sha256(f"{code_digest()}\0{lake_of_connection(conn)}".encode()).hexdigest()
+
+
+def is_set_up(conn: duckdb.DuckDBPyConnection) -> bool:
+    try:
+        return fetch_value(conn, f"SELECT digest FROM {SETUP_TABLE}") == setup_digest(conn)
+    except duckdb.CatalogException:
+        return False
+
+
+def set_up(conn: duckdb.DuckDBPyConnection) -> None:
+    """Schemas, raw tables and views (ensure_warehouse) and the SQL macros, then the stamp."""
+    ensure_warehouse(conn)
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute(f"CREATE OR REPLACE TABLE {SETUP_TABLE} AS SELECT ?::VARCHAR AS digest", [setup_digest(conn)]).fetchall()
+
+
 def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the schemas and the raw tables (from the canonical Arrow schemas) if missing, and
     bring the raw tables of a warehouse made by an older version up to the current schemas."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from functools import cache
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -24,7 +25,9 @@ from pipelines.settings import REPO_ROOT, FinopsSettings
 CODE = ("sql", "models", "pipelines", "connectors")
 
 
-def _code_digest() -> str:
+@cache
+def code_digest() -> str:
+    """A digest of the code and bundled reference data (once per process: they do not change under it)."""
     digest = hashlib.sha256()
     for top in CODE:
         for path in sorted((REPO_ROOT / top).rglob("*")):
@@ -52,7 +55,7 @@ def _digest(values: dict, settings: FinopsSettings, extra: dict) -> str:
                  "tco_params_file"):  # a user's file edited in place counts as new settings
         if (file := getattr(settings, name, None)) and Path(file).exists():
             inputs[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
-    inputs["code"] = _code_digest()
+    inputs["code"] = code_digest()
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
