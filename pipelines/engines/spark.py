@@ -335,7 +335,7 @@ class SparkEngine:
         # warehouse to. CREATE OR REPLACE TABLE does not replace a view: drop it first.
         schema, name = table.split(".")
         if conn.execute("SELECT count(*) FROM duckdb_views() WHERE schema_name = ? AND view_name = ? AND NOT internal",
-                        [schema, name]).fetchone()[0]:
+                        [schema, name]).fetchall()[0][0]:
             conn.execute(f"DROP VIEW {table}").fetchall()
         conn.execute("SET preserve_insertion_order = true").fetchall()
         try:
@@ -346,7 +346,7 @@ class SparkEngine:
                 conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT {select} FROM (SELECT {nulls}) WHERE false").fetchall()
         finally:
             conn.execute("SET preserve_insertion_order = false").fetchall()
-        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
 
 
 def run_models(conn, engine: SparkEngine, settings, tables: list[str] | None = None) -> list[BuildStats]:

@@ -177,7 +177,7 @@ def adopt_table(conn: duckdb.DuckDBPyConnection, lake: Path, kind: str) -> int:
     the lake, each under its own file version (`migrated` where an old row has none), and drop the
     table: the view takes its name. Returns the rows moved."""
     table = RAW_TABLES[kind]
-    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     if rows:
         parts = PARTITIONING[kind]
         partition_columns = "".join(f", {expr} AS {name}" for name, expr in parts.sql())

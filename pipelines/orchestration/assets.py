@@ -138,14 +138,17 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
     @decorate
     def _build(context: AssetExecutionContext, warehouse: DuckDBResource, settings: FinopsSettings,
                sql_engine: SqlEngineResource) -> MaterializeResult:
-        registered = inputs(settings) if inputs else {}
         built = {}
         with warehouse.get_connection() as conn:
             prepare(conn)
             if partitioned:
                 built = build_partitioned(context, conn, table, settings, sql_engine)
                 apply_docs(conn, "core.period_builds")
+            elif not deps and sql_engine.engine == "duckdb":
+                built = build_reference(conn, table, settings, inputs, sql_engine)
+                apply_docs(conn, "core.period_builds")
             else:
+                registered = inputs(settings) if inputs else {}
                 sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
             apply_docs(conn, table)  # after the build, either engine: CREATE OR REPLACE drops comments (tables and views alike)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
@@ -173,6 +176,18 @@ def build_partitioned(context: AssetExecutionContext, conn, table: str, settings
     whole = periods.everything_of(conn, table, salt)
     periods.record_built(conn, whole, everything=True)
     return {"built": "whole table", "periods": MetadataValue.json(whole.periods)}
+
+
+def build_reference(conn, table: str, settings: FinopsSettings, inputs, sql_engine: SqlEngineResource) -> dict:
+    """A table of reference data alone (the FX rates, the price catalog): rebuilt only when what it
+    is made of changed (the bundled data and code, the user's files, the settings), since its rows
+    cannot have changed otherwise. The ECB history is 660k rates: 1.4 s a run saved."""
+    fingerprint = model_salt(settings)
+    if periods.built_from(conn, table, fingerprint):
+        return {"built": "unchanged: same reference data, settings and code"}
+    sql_engine.build(conn, table, settings.sql_params(), inputs(settings) if inputs else {})
+    periods.record_whole(conn, table, fingerprint)
+    return {"built": "whole table"}
 
 
 def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:

@@ -94,9 +94,9 @@ def comment_statements(conn, table: str, doc: TableDoc | None = None) -> list[st
         return []
     schema, name = table.split(".", 1)
     is_view = bool(conn.execute("SELECT count(*) FROM duckdb_views() WHERE schema_name = ? AND view_name = ?",
-                                [schema, name]).fetchone()[0])
+                                [schema, name]).fetchall()[0][0])
     exists = is_view or bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?",
-                                          [schema, name]).fetchone()[0])
+                                          [schema, name]).fetchall()[0][0])
     if not exists:
         return []
     columns = [r[0] for r in conn.execute(
