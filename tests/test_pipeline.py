@@ -204,3 +204,23 @@ def test_asset_graph_matches_snapshot():
     if os.environ.get("UPDATE_SNAPSHOTS"):
         SNAPSHOT.write_text("\n".join(lines) + "\n")
     assert SNAPSHOT.read_text().splitlines() == lines
+
+
+def test_each_sql_models_lineage_is_what_its_sql_reads():
+    """A model's declared deps are the tables its SQL file names, no more and no fewer: the graph's
+    lineage is true, and a run may leave a model alone when those inputs are unchanged
+    (pipelines/warehouse/builds.py), which is only right if nothing else is read."""
+    import re
+
+    from pipelines.orchestration.assets import SQL_MODELS
+    from pipelines.warehouse.connection import SQL_DIR, sql_text
+
+    macros = re.sub(r"--.*", "", (SQL_DIR / "macros.sql").read_text())
+    assert not re.findall(r"\b(?:raw|core|marts|findings)\.[a-z_]+\b", macros), "a macro reads a table: models using it must declare it"
+    wrong = {}
+    for table, model in SQL_MODELS.items():
+        text = re.sub(r"--.*", "", sql_text(table))
+        read = set(re.findall(r"\b(?:raw|core|marts|findings)\.[a-z_]+\b", text)) - {table}
+        if read != set(model.deps):
+            wrong[table] = {"read, not declared": sorted(read - set(model.deps)), "declared, not read": sorted(set(model.deps) - read)}
+    assert not wrong, wrong

@@ -25,7 +25,7 @@ from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
 from pipelines.text import for_terminal
 from pipelines.warehouse.table_docs import apply_docs
-from pipelines.warehouse import periods
+from pipelines.warehouse import builds, periods
 from pipelines.warehouse.connection import fetch_value, is_set_up, set_up
 from pipelines.warehouse.periods import PERIOD_MODELS
 from pipelines.warehouse.run_state import model_salt
@@ -144,12 +144,9 @@ def sql_asset(table: str, deps: list[str], description: str, group: str, inputs=
             if partitioned:
                 built = build_partitioned(context, conn, table, settings, sql_engine)
                 apply_docs(conn, "core.period_builds")
-            elif not deps and sql_engine.engine == "duckdb":
-                built = build_reference(conn, table, settings, inputs, sql_engine)
-                apply_docs(conn, "core.period_builds")
             else:
-                registered = inputs(settings) if inputs else {}
-                sql_engine.build(conn, table, settings.sql_params(), registered)  # DuckDB or Spark
+                built = build_unless_unchanged(conn, table, tuple(deps), settings, inputs, sql_engine)
+                apply_docs(conn, "core.period_builds")
             apply_docs(conn, table)  # after the build, either engine: CREATE OR REPLACE drops comments (tables and views alike)
             rows = fetch_value(conn, f"SELECT count(*) FROM {table}")
         schema, name = table.split(".")
@@ -178,15 +175,18 @@ def build_partitioned(context: AssetExecutionContext, conn, table: str, settings
     return {"built": "whole table", "periods": MetadataValue.json(whole.periods)}
 
 
-def build_reference(conn, table: str, settings: FinopsSettings, inputs, sql_engine: SqlEngineResource) -> dict:
-    """A table of reference data alone (the FX rates, the price catalog): rebuilt only when what it
-    is made of changed (the bundled data and code, the user's files, the settings), since its rows
-    cannot have changed otherwise. The ECB history is 660k rates: 1.4 s a run saved."""
-    fingerprint = model_salt(settings)
-    if periods.built_from(conn, table, fingerprint):
-        return {"built": "unchanged: same reference data, settings and code"}
-    sql_engine.build(conn, table, settings.sql_params(), inputs(settings) if inputs else {})
-    periods.record_whole(conn, table, fingerprint)
+def build_unless_unchanged(conn, table: str, deps: tuple[str, ...], settings: FinopsSettings, inputs,
+                           sql_engine: SqlEngineResource) -> dict:
+    """Build `table` unless its inputs are as they were when it was last built
+    (pipelines/warehouse/builds.py): a run after new telemetry leaves the billing marts alone, and
+    the FX rates (660k ECB rates) are rebuilt only with new reference data, settings or code. Spark
+    builds every model, and records nothing: what reads it is rebuilt on the next DuckDB run."""
+    on_duckdb = sql_engine.engine == "duckdb"
+    fingerprint = builds.inputs_fingerprint(conn, table, deps, model_salt(settings)) if on_duckdb else None
+    if builds.built_from(conn, table, fingerprint):
+        return {"built": "unchanged: its inputs are as they were"}
+    sql_engine.build(conn, table, settings.sql_params(), inputs(settings) if inputs else {})  # DuckDB or Spark
+    builds.record(conn, table, fingerprint)
     return {"built": "whole table"}
 
 
@@ -251,9 +251,10 @@ core_storage_events = sql_asset("core.storage_events", ["raw.storage_events", "r
 marts_cost_attribution = sql_asset("marts.cost_attribution", ["core.cost_lines", "core.workloads", "core.gpu_minutes"],
                                    "marts.cost_attribution: each charge split into phases, with method and evidence", "marts",
                                    inputs=charge_rules_input)
-marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution"],
+marts_daily_cost = sql_asset("marts.daily_cost", ["marts.cost_attribution", "core.cost_lines"],
                              "marts.daily_cost: day × provider × service × phase", "marts")
-marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.gpu_minutes", "core.workloads"],
+marts_spend_by_phase = sql_asset("marts.spend_by_phase", ["marts.cost_attribution", "core.cost_lines", "core.gpu_minutes",
+                                                          "core.workloads"],
                                  "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts")
 
 price_catalog_asset = sql_asset("core.price_catalog", [], "core.price_catalog: GPU and egress prices with provenance",

@@ -166,21 +166,6 @@ def record_built(conn: duckdb.DuckDBPyConnection, built: PeriodPlan, everything:
         conn.executemany("INSERT INTO core.period_builds VALUES (?, ?, ?, now())", rows)
 
 
-def built_from(conn: duckdb.DuckDBPyConnection, table: str, fingerprint: str) -> bool:
-    """Whether `table` exists and was last built whole from inputs with this fingerprint (a table of
-    reference data alone: its rows cannot have changed)."""
-    if not table_exists(conn, table) or not table_exists(conn, "core.period_builds"):
-        return False
-    return conn.execute("SELECT count(*) FROM core.period_builds WHERE model = ? AND period = ? AND fingerprint = ?",
-                        [table, WHOLE, fingerprint]).fetchall()[0][0] > 0
-
-
-def record_whole(conn: duckdb.DuckDBPyConnection, table: str, fingerprint: str) -> None:
-    conn.execute(BUILDS_DDL)
-    conn.execute("DELETE FROM core.period_builds WHERE model = ?", [table])
-    conn.execute("INSERT INTO core.period_builds VALUES (?, ?, ?, now())", [table, WHOLE, fingerprint])
-
-
 def dirty_day_range(conn: duckdb.DuckDBPyConnection, salt: str, today: date) -> tuple[date, date] | None:
     """The UTC days a run must cover to build every dirty period of every model (None: nothing
     dirty). Rows without a date add `today`, so the run has a range that includes them."""
