@@ -279,3 +279,26 @@ def test_billing_money_reconciles_per_file_including_quarantined_rows(tmp_path):
     assert fetch_all(conn, "SELECT rows_loaded, rows_quarantined, source_total, quarantined_total FROM raw.files") == [
         (2, 1, Decimal("35.250000"), Decimal("20.000000"))]
     assert fetch_all(conn, "SELECT sum(x_SourceCost) FROM raw.cost_lines") == [(Decimal("15.250000"),)]
+
+
+def test_one_read_gives_both_digests_and_the_content_digest_is_the_ledgers(tmp_path):
+    """digest_of hashes a file once; where the normalized content is the bytes themselves (no gzip,
+    no BOM, no CR) that hash is also its content digest, and otherwise the content digest is computed
+    as the ledger always did: every variant of one export keeps one content digest."""
+    import gzip
+
+    from pipelines.ingest.landing import digest_of
+    from pipelines.ledger.deliveries import content_sha256
+
+    text = "a,b\n1,2\n" * 50_000  # several read chunks
+    variants = {"plain.csv": text.encode(), "crlf.csv": text.replace("\n", "\r\n").encode(),
+                "bom.csv": b"\xef\xbb\xbf" + text.encode(), "gz.csv.gz": gzip.compress(text.encode()),
+                "late_cr.csv": text.encode() + b"\r\n", "bom_prefix_only.csv": b"\xef\xbb", "empty.csv": b""}
+    plain = {"plain.csv", "bom_prefix_only.csv", "empty.csv"}
+    for name, data in variants.items():
+        (tmp_path / name).write_bytes(data)
+        digest = digest_of(tmp_path / name)
+        assert digest.plain == (name in plain), name
+        assert digest.content_sha256(tmp_path / name) == content_sha256(tmp_path / name), name
+    same = {digest_of(tmp_path / n).content_sha256(tmp_path / n) for n in ("plain.csv", "crlf.csv", "bom.csv", "gz.csv.gz")}
+    assert len(same) == 1

@@ -26,7 +26,7 @@ MARKER = "ZZ_PLANTED_MARKER_91f3"
 def opened(monkeypatch):
     """Every path the ingest hashed or sniffed, resolved: a refused file must never be among them."""
     seen: list[str] = []
-    real_sha, real_detect = ingest.sha256_of, ingest.detect
+    real_sha, real_detect = ingest.digest_of, ingest.detect
 
     def sha(path):
         seen.append(os.path.realpath(path))
@@ -36,7 +36,7 @@ def opened(monkeypatch):
         seen.append(os.path.realpath(path))
         return real_detect(path, connectors)
 
-    monkeypatch.setattr(ingest, "sha256_of", sha)
+    monkeypatch.setattr(ingest, "digest_of", sha)
     monkeypatch.setattr(ingest, "detect", detect)
     return seen
 

@@ -34,7 +34,7 @@ from pipelines.ingest import progress
 from pipelines.ledger import rules
 from pipelines.lake.layout import lake_of_connection
 from pipelines.lake.writer import sweep_and_check, write_version
-from pipelines.ledger.deliveries import content_sha256, file_mtime, layout_of, read_manifest
+from pipelines.ledger.deliveries import BOM, content_sha256, file_mtime, layout_of, read_manifest
 from pipelines.warehouse.connection import ensure_warehouse, fetch_all, record_file_slices
 
 log = logging.getLogger(__name__)
@@ -76,12 +76,27 @@ class IngestSummary:
         return sum(o.rows_quarantined for o in self.outcomes)
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
+@dataclass(frozen=True)
+class FileDigest:
+    sha256: str
+    # Not gzip, no UTF-8 BOM and no CR anywhere: the normalized content (content_sha256) is the bytes
+    # themselves, so its digest is `sha256` and the file need not be read a second time.
+    plain: bool
+
+    def content_sha256(self, path: Path) -> str:
+        return self.sha256 if self.plain else content_sha256(path)
+
+
+def digest_of(path: Path) -> FileDigest:
+    """The file's SHA-256, and whether its normalized content is its bytes, in one read."""
+    digest, plain, first = hashlib.sha256(), True, True
     with open(path, "rb") as fh:
         while chunk := fh.read(HASH_CHUNK):
             digest.update(chunk)
-    return digest.hexdigest()
+            if first:
+                plain, first = not chunk.startswith((b"\x1f\x8b", BOM)), False
+            plain = plain and b"\r" not in chunk
+    return FileDigest(digest.hexdigest(), plain)
 
 
 OUTSIDE = "symlink to outside the landing folder"
@@ -192,7 +207,8 @@ def ingest_landing(
                      [rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC)]):
             summary.already_loaded += 1
             continue
-        sha = sha256_of(path)
+        digest = digest_of(path)
+        sha = digest.sha256
         done = fetch_all(
             conn,
             f"SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ({DONE_SQL})",
@@ -202,7 +218,7 @@ def ingest_landing(
             summary.already_loaded += 1
             continue
         started = time.perf_counter()
-        outcome = _ingest_file(conn, lake, path, rel, sha, timezone, connectors, batch_time)
+        outcome = _ingest_file(conn, lake, path, rel, digest, timezone, connectors, batch_time)
         seconds = max(time.perf_counter() - started, 1e-6)
         progress.report(position, len(files), rel, outcome.rows_loaded, path.stat().st_size / 2**20 / seconds)
         summary.outcomes.append(outcome)
@@ -215,7 +231,9 @@ def ingest_landing(
     return summary
 
 
-def _ingest_file(conn, lake: Path, path: Path, rel: str, sha: str, timezone: str, connectors, now: datetime) -> FileOutcome:
+def _ingest_file(conn, lake: Path, path: Path, rel: str, digest: FileDigest, timezone: str, connectors,
+                 now: datetime) -> FileOutcome:
+    sha = digest.sha256
     size = path.stat().st_size
     mtime = file_mtime(path)
     manifest = read_manifest(path, rel)
@@ -234,7 +252,7 @@ def _ingest_file(conn, lake: Path, path: Path, rel: str, sha: str, timezone: str
         _record(conn, rel, sha, size, None, None, "unrecognized", 0, 0, detection.reason, now)
         return FileOutcome(rel, "unrecognized", detail=detection.reason)
 
-    content = content_sha256(path)
+    content = digest.content_sha256(path)
     layout = layout_of(rel, connector.name)
     extra = dict(content_sha256=content, file_mtime=mtime, layout_delivery_id=layout.delivery_id,
                  layout_export=layout.export_name, layout_period=layout.billing_period, layout_seq=layout.seq)
