@@ -101,6 +101,9 @@ class NvidiaSmiConnector(Connector):
                     parsed[dst] = pl.col(src).cast(pl.Int32, strict=False)
                 elif dst != "ts":
                     parsed[dst] = pl.col(src)
+            # Parsed once into working columns: the checks and the output read them, not the parse again.
+            frame = frame.with_columns(expr.alias(f"__{name}") for name, expr in parsed.items())
+            parsed = {name: pl.col(f"__{name}") for name in parsed}
             util = parsed.get("util_pct", pl.lit(None, dtype=pl.Float64))
             reason = first_reason([
                 (pl.col("timestamp") == "timestamp", "repeated header line"),
