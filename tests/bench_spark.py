@@ -44,7 +44,7 @@ COMPARED = ("core.cost_lines", "marts.spend_by_phase", "findings.hidden_costs")
 
 def needed_models(targets) -> list[str]:
     """The SQL models `targets` read, directly or not, and `targets` themselves, in build order."""
-    from pipelines.orchestration.assets import SQL_MODELS, sql_model_order
+    from pipelines.warehouse.models import SQL_MODELS, sql_model_order
 
     wanted, todo = set(), list(targets)
     while todo:
@@ -59,7 +59,8 @@ def build_both(engine, folder: Path, rows: int, tables: list[str] | None = None)
     """Load a `rows`-line CUR, build the SQL models (all, or `tables` in their order) with DuckDB
     and with Spark (`engine`), and return the times, whether the totals are identical, and the two
     warehouses (`duckdb_warehouse`, `spark_warehouse`)."""
-    from pipelines.orchestration.assets import SQL_MODELS, prepare, sql_model_order
+    from pipelines.warehouse.connection import prepare
+    from pipelines.warehouse.models import SQL_MODELS, sql_model_order
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.engines.spark import run_models
     from pipelines.ingest.landing import ingest_landing

@@ -4,7 +4,6 @@ would, and say how many lines are wrong."""
 
 import duckdb
 import pytest
-from dagster_duckdb import DuckDBResource
 
 from models.focus import REQUIRED_COLUMNS
 from pipelines.orchestration.checks import focus_allowed_values, focus_required_not_null
@@ -27,7 +26,11 @@ def warehouse(tmp_path):
 
 
 def run(check, path):
-    return check(warehouse=DuckDBResource(database=str(path)))
+    conn = duckdb.connect(str(path), read_only=True)
+    try:
+        return check(conn)
+    finally:
+        conn.close()
 
 
 def test_clean_lines_pass_both_checks(warehouse):
@@ -56,3 +59,38 @@ def test_a_value_outside_focus_fails_with_its_line_count_and_sample(warehouse):
     assert not result.passed
     failures = result.metadata["failures"].value
     assert [(f["column"], f["unexpected_count"], f["sample"]) for f in failures] == [("ChargeCategory", 7, ["Refund"])]
+
+
+@pytest.mark.parametrize("table, name", [("marts.cost_attribution", "attribution_conserves_money"),
+                                         ("raw.files", "billing_money_reconciles")])
+def test_a_failing_blocking_check_stops_its_step_and_the_run_publishes_nothing(tmp_path, table, name):
+    """The checks run inside the steps that build their tables: a blocking one that fails is
+    recorded, stops the step there (nothing downstream is built) and the warehouse is not published;
+    a second run with the check passing publishes as usual."""
+    import shutil
+    from dataclasses import replace
+
+    from dagster import AssetCheckResult
+
+    from pipelines.orchestration import checks
+    from tests.conftest import run_pipeline, sample
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(sample("billing/focus10_sample_multicloud_1000.csv"), landing / "focus.csv")
+    warehouse = tmp_path / "wh.duckdb"
+    position = next(i for i, c in enumerate(checks.CHECKS) if (c.table, c.name) == (table, name))
+    failing = replace(checks.CHECKS[position], run=lambda conn: AssetCheckResult(passed=False, metadata={"planted": True}))
+    original, checks.CHECKS[position] = checks.CHECKS[position], failing
+    try:
+        outcome = run_pipeline(landing, warehouse)
+    finally:
+        checks.CHECKS[position] = original
+    assert not outcome.success and not outcome.published
+    assert f"{table.replace('.', '/')}:{name}" in outcome.failed_checks
+    assert not warehouse.exists()  # the first run's warehouse was never published
+    outcome = run_pipeline(landing, warehouse)
+    assert outcome.success and outcome.published
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    assert conn.execute("SELECT count(*) > 0 FROM marts.daily_cost").fetchall() == [(True,)]
+    conn.close()

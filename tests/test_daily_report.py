@@ -233,11 +233,10 @@ def run_ingest_only(landing, warehouse, instance) -> None:
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.orchestration.assets import ALL_ASSETS
     from pipelines.orchestration.automation import INGEST
-    from pipelines.orchestration.checks import ALL_CHECKS
     from pipelines.orchestration.definitions import warehouse_resource
     from pipelines.settings import FinopsSettings
 
-    result = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=INGEST, instance=instance,
+    result = materialize(ALL_ASSETS, selection=INGEST, instance=instance,
                          resources={"warehouse": warehouse_resource(str(warehouse)), "settings": FinopsSettings(landing_dir=str(landing)),
                                     "sql_engine": SqlEngineResource()})
     assert result.success

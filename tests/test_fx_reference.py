@@ -17,7 +17,8 @@ from connectors.mapping_schema import Defaults
 from connectors.oci_cost import OciCostConnector
 from models.currencies import is_iso4217
 from models.schemas import COST_LINE
-from pipelines.orchestration.assets import fx_rates_input, prepare
+from pipelines.warehouse.connection import prepare
+from pipelines.warehouse.models import fx_rates_input
 from pipelines.ingest.fx_reference import ecb_last_date, ecb_rates, ecb_source
 from pipelines.settings import FinopsSettings, check_currency
 from pipelines.warehouse.connection import run_sql_file

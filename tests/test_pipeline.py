@@ -212,7 +212,7 @@ def test_each_sql_models_lineage_is_what_its_sql_reads():
     (pipelines/warehouse/builds.py), which is only right if nothing else is read."""
     import re
 
-    from pipelines.orchestration.assets import SQL_MODELS
+    from pipelines.warehouse.models import SQL_MODELS
     from pipelines.warehouse.connection import SQL_DIR, sql_text
 
     macros = re.sub(r"--.*", "", (SQL_DIR / "macros.sql").read_text())

@@ -94,7 +94,7 @@ def test_every_model_translates():
     each statement of a multi-statement model (core.cost_lines: a temp table, then the model)."""
     import sqlglot
 
-    from pipelines.orchestration.assets import sql_model_order
+    from pipelines.warehouse.models import sql_model_order
     from pipelines.engines.spark_sql import Spark4, parse_model, transpile_query
 
     models = sql_model_order()
@@ -120,7 +120,7 @@ def test_demo_totals_identical_on_both_engines(demo_run, spark_demo):
 
 def test_every_model_runs_on_both_engines_with_the_same_columns(demo_run, spark_demo):
     """Each model built on Spark has DuckDB's column names, order and types, and its row count."""
-    from pipelines.orchestration.assets import sql_model_order
+    from pipelines.warehouse.models import sql_model_order
     from pipelines.warehouse.connection import connect
 
     duck, spark = connect(demo_run.out / "warehouse.duckdb", read_only=True), connect(spark_demo, read_only=True)

@@ -352,7 +352,8 @@ class SparkEngine:
 def run_models(conn, engine: SparkEngine, settings, tables: list[str] | None = None) -> list[BuildStats]:
     """Build the SQL models (all of pipelines.orchestration.assets' SQL assets, in their dependency order) on
     Spark into the warehouse on `conn`, as the Dagster graph does with --engine spark."""
-    from pipelines.orchestration.assets import SQL_MODELS, prepare, sql_model_order
+    from pipelines.warehouse.connection import prepare
+    from pipelines.warehouse.models import SQL_MODELS, sql_model_order
 
     prepare(conn)
     engine.begin_run()

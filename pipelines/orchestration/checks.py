@@ -1,22 +1,65 @@
 """Asset checks: data quality of the core tables (Great Expectations where its expectations fit,
-plain SQL elsewhere) and the money invariants of the marts."""
+plain SQL elsewhere) and the money invariants of the marts.
 
+Each check is a function of a warehouse connection, registered with the table it checks. The
+steps that build a table run its checks on the same connection right after it (the ingest step for
+raw.files, the SQL models' step for the rest: pipelines/orchestration/assets.py), so the checks
+cost their queries, not a Dagster step and a connection each. In Dagster they are the tables'
+asset checks as before; a blocking check that fails stops its step, so bad money is never published.
+"""
 
-from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
-from dagster_duckdb import DuckDBResource
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dagster import AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, MetadataValue
 
 from models.focus import CHARGE_CATEGORIES, CHARGE_FREQUENCIES, PRICING_CATEGORIES, REQUIRED_COLUMNS, SERVICE_CATEGORIES
 from models.gpus import known_models
-from pipelines.orchestration.assets import (
-    core_cost_lines,
-    core_gpu_minutes,
-    core_gpu_samples,
-    key_of,
-    marts_cost_attribution,
-    marts_spend_by_phase,
-)
 from pipelines.orchestration.expectations import validate
 from pipelines.warehouse.connection import fetch_all, fetch_dicts
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    table: str  # the asset it checks, schema.table
+    description: str
+    run: Callable  # (connection) -> AssetCheckResult
+    blocking: bool = False
+
+    @property
+    def asset_key(self) -> AssetKey:
+        return AssetKey(self.table.split("."))
+
+    @property
+    def key(self) -> AssetCheckKey:
+        return AssetCheckKey(self.asset_key, self.name)
+
+    def spec(self) -> AssetCheckSpec:
+        return AssetCheckSpec(self.name, asset=self.asset_key, description=self.description, blocking=self.blocking)
+
+    def evaluate(self, conn) -> AssetCheckResult:
+        result = self.run(conn)
+        return AssetCheckResult(asset_key=self.asset_key, check_name=self.name, passed=result.passed,
+                                severity=result.severity, metadata=result.metadata)
+
+
+CHECKS: list[Check] = []
+
+
+def check(table: str, description: str, blocking: bool = False):
+    """Register the decorated function of a connection as a check of `table`."""
+
+    def register(run: Callable) -> Callable:
+        CHECKS.append(Check(run.__name__, table, description, run, blocking))
+        return run
+
+    return register
+
+
+def checks_of(table: str) -> list[Check]:
+    return [c for c in CHECKS if c.table == table]
+
 
 REQUIRED_EXPECTATIONS = [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in REQUIRED_COLUMNS]
 ALLOWED_VALUE_EXPECTATIONS = [
@@ -41,15 +84,14 @@ def _ge_result(outcome, **metadata) -> AssetCheckResult:
 # core.cost_lines runs to tens of millions of lines: DuckDB reduces it first and the expectations
 # judge what it leaves, which fails exactly when the whole column would (as for utilization below).
 
-@asset_check(asset=core_cost_lines, description="FOCUS columns a charge cannot do without are never null")
-def focus_required_not_null(warehouse: DuckDBResource) -> AssetCheckResult:
+@check("core.cost_lines", "FOCUS columns a charge cannot do without are never null")
+def focus_required_not_null(conn) -> AssetCheckResult:
     # One row per distinct pattern of null and filled required columns (a handful): a column has a
     # null in it exactly when it has one here. The exact count of lines per column is DuckDB's.
     patterns = ", ".join(f'CASE WHEN "{c}" IS NOT NULL THEN 1 END AS "{c}"' for c in REQUIRED_COLUMNS)
     counts = ", ".join(f'count(*) - count("{c}") AS "{c}"' for c in REQUIRED_COLUMNS)
-    with warehouse.get_connection() as conn:
-        frame = _frame(conn, f"SELECT DISTINCT {patterns} FROM core.cost_lines")
-        null_lines = fetch_dicts(conn, f"SELECT count(*) AS lines, {counts} FROM core.cost_lines")[0]
+    frame = _frame(conn, f"SELECT DISTINCT {patterns} FROM core.cost_lines")
+    null_lines = fetch_dicts(conn, f"SELECT count(*) AS lines, {counts} FROM core.cost_lines")[0]
     lines = null_lines.pop("lines")
     outcome = validate(frame, REQUIRED_EXPECTATIONS, "cost_lines_required")
     for failure in outcome.failures:
@@ -57,13 +99,12 @@ def focus_required_not_null(warehouse: DuckDBResource) -> AssetCheckResult:
     return _ge_result(outcome, rows=lines)
 
 
-@asset_check(asset=core_cost_lines, description="categorical columns hold FOCUS's allowed values (providers do deviate: a warning)")
-def focus_allowed_values(warehouse: DuckDBResource) -> AssetCheckResult:
+@check("core.cost_lines", "categorical columns hold FOCUS's allowed values (providers do deviate: a warning)")
+def focus_allowed_values(conn) -> AssetCheckResult:
     # The distinct combinations with their line counts: every value is allowed exactly when every
     # distinct one is; a failure's count is of lines, from the combinations' counts.
     columns = [kwargs["column"] for _, kwargs in ALLOWED_VALUE_EXPECTATIONS]
-    with warehouse.get_connection() as conn:
-        frame = _frame(conn, f"SELECT {', '.join(columns)}, count(*) AS lines FROM core.cost_lines GROUP BY ALL")
+    frame = _frame(conn, f"SELECT {', '.join(columns)}, count(*) AS lines FROM core.cost_lines GROUP BY ALL")
     outcome = validate(frame, ALLOWED_VALUE_EXPECTATIONS, "cost_lines_allowed")
     allowed = {kwargs["column"]: set(kwargs["value_set"]) for _, kwargs in ALLOWED_VALUE_EXPECTATIONS}
     for failure in outcome.failures:
@@ -74,40 +115,37 @@ def focus_allowed_values(warehouse: DuckDBResource) -> AssetCheckResult:
     return AssetCheckResult(passed=result.passed, severity=AssetCheckSeverity.WARN, metadata=result.metadata)
 
 
-@asset_check(asset=core_cost_lines, description="FOCUS 1.2 conformance: every mandatory column present and filled, "
-             "the root-column and dataset rules of focus-validator 2.2.1 (pipelines/warehouse/focus_conformance.py)")
-def focus_12_conformance(warehouse: DuckDBResource) -> AssetCheckResult:
-    from pipelines.warehouse.focus_conformance import check, rules
+@check("core.cost_lines", "FOCUS 1.2 conformance: every mandatory column present and filled, "
+       "the root-column and dataset rules of focus-validator 2.2.1 (pipelines/warehouse/focus_conformance.py)")
+def focus_12_conformance(conn) -> AssetCheckResult:
+    from pipelines.warehouse.focus_conformance import check as failing_rules, rules
 
-    with warehouse.get_connection() as conn:
-        failures = check(conn)
+    failures = failing_rules(conn)
     # A warning, as for allowed values: a user's own FOCUS file may lack a mandatory value
     # (BillingAccountId, say), which the run should report, not fail on.
     return AssetCheckResult(passed=not failures, severity=AssetCheckSeverity.WARN, metadata={
         "rules": len(rules()), "failing": MetadataValue.json([{k: str(v) for k, v in f.items()} for f in failures])})
 
 
-@asset_check(asset=core_cost_lines, description="every line has a reporting-currency amount (an FX rate was found)")
-def fx_rates_found(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        missing = fetch_dicts(conn, """
-            SELECT BillingCurrency AS currency, x_ReportingCurrency AS reporting_currency,
-                   count(*) AS lines, min(utc_day(ChargePeriodStart)) AS first_day
-            FROM core.cost_lines WHERE x_FxStatus = 'missing_rate' GROUP BY ALL""")
+@check("core.cost_lines", "every line has a reporting-currency amount (an FX rate was found)")
+def fx_rates_found(conn) -> AssetCheckResult:
+    missing = fetch_dicts(conn, """
+        SELECT BillingCurrency AS currency, x_ReportingCurrency AS reporting_currency,
+               count(*) AS lines, min(utc_day(ChargePeriodStart)) AS first_day
+        FROM core.cost_lines WHERE x_FxStatus = 'missing_rate' GROUP BY ALL""")
     return AssetCheckResult(
         passed=not missing, severity=AssetCheckSeverity.WARN,
         metadata={"missing": MetadataValue.json([{k: str(v) for k, v in m.items()} for m in missing])},
     )
 
 
-@asset_check(asset=core_gpu_samples, description="utilization is within 0–100 % wherever it is known")
-def utilization_in_range(warehouse: DuckDBResource) -> AssetCheckResult:
+@check("core.gpu_samples", "utilization is within 0–100 % wherever it is known")
+def utilization_in_range(conn) -> AssetCheckResult:
     # Telemetry runs to hundreds of millions of rows: DuckDB reduces it to one row per host and
     # signal first, and the expectations judge those extremes (all values in range ⇔ extremes in range).
-    with warehouse.get_connection() as conn:
-        frame = _frame(conn, """
-            SELECT host, util_kind, min(util_pct) AS min_util_pct, max(util_pct) AS max_util_pct, count(util_pct) AS samples
-            FROM core.gpu_samples WHERE util_pct IS NOT NULL GROUP BY ALL""")
+    frame = _frame(conn, """
+        SELECT host, util_kind, min(util_pct) AS min_util_pct, max(util_pct) AS max_util_pct, count(util_pct) AS samples
+        FROM core.gpu_samples WHERE util_pct IS NOT NULL GROUP BY ALL""")
     outcome = validate(frame, [
         ("ExpectColumnValuesToBeBetween", {"column": "min_util_pct", "min_value": 0, "max_value": 100}),
         ("ExpectColumnValuesToBeBetween", {"column": "max_util_pct", "min_value": 0, "max_value": 100}),
@@ -115,105 +153,98 @@ def utilization_in_range(warehouse: DuckDBResource) -> AssetCheckResult:
     return _ge_result(outcome, hosts=len(frame), samples=int(frame["samples"].sum()) if len(frame) else 0)
 
 
-@asset_check(asset=core_gpu_minutes, description="busy fraction within 0–1 and sample counts consistent")
-def gpu_minutes_consistent(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        bad = fetch_all(conn, """
-            SELECT count(*) FROM core.gpu_minutes
-            WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1""")[0][0]
+@check("core.gpu_minutes", "busy fraction within 0–1 and sample counts consistent")
+def gpu_minutes_consistent(conn) -> AssetCheckResult:
+    bad = fetch_all(conn, """
+        SELECT count(*) FROM core.gpu_minutes
+        WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1""")[0][0]
     return AssetCheckResult(passed=bad == 0, metadata={"inconsistent_minutes": bad})
 
 
-@asset_check(asset=marts_cost_attribution, blocking=True,
-             description="money is conserved: each charge's phase parts add up to its EffectiveCost exactly")
-def attribution_conserves_money(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        broken = fetch_dicts(conn, """
-            SELECT c.x_ChargeId, c.EffectiveCost, sum(a.amount_billing) AS attributed,
-                   c.x_EffectiveCostReporting, sum(a.amount_reporting) AS attributed_reporting
-            FROM core.cost_lines AS c
-            LEFT JOIN marts.cost_attribution AS a USING (x_ChargeId)
-            GROUP BY ALL
-            HAVING attributed IS DISTINCT FROM c.EffectiveCost
-                OR attributed_reporting IS DISTINCT FROM c.x_EffectiveCostReporting
-            LIMIT 20""")
+@check("marts.cost_attribution", blocking=True,
+       description="money is conserved: each charge's phase parts add up to its EffectiveCost exactly")
+def attribution_conserves_money(conn) -> AssetCheckResult:
+    broken = fetch_dicts(conn, """
+        SELECT c.x_ChargeId, c.EffectiveCost, sum(a.amount_billing) AS attributed,
+               c.x_EffectiveCostReporting, sum(a.amount_reporting) AS attributed_reporting
+        FROM core.cost_lines AS c
+        LEFT JOIN marts.cost_attribution AS a USING (x_ChargeId)
+        GROUP BY ALL
+        HAVING attributed IS DISTINCT FROM c.EffectiveCost
+            OR attributed_reporting IS DISTINCT FROM c.x_EffectiveCostReporting
+        LIMIT 20""")
     return AssetCheckResult(passed=not broken, metadata={"unbalanced_charges": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
-@asset_check(asset=marts_spend_by_phase, description="in every period the phases add up to that period's cost lines (reporting currency)")
-def phases_add_up(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        phases, lines = fetch_all(conn, """
-            SELECT (SELECT sum(cost_reporting) FROM marts.spend_by_phase WHERE period = 'all'),
-                   (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines)""")[0]
-        months = fetch_all(conn, """
-            SELECT s.period, sum(s.cost_reporting) AS phases,
-                   (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines
-                    WHERE strftime(utc_day(ChargePeriodStart), '%Y-%m') = s.period) AS lines
-            FROM marts.spend_by_phase AS s WHERE s.period <> 'all' GROUP BY s.period HAVING phases <> lines""")
+@check("marts.spend_by_phase", "in every period the phases add up to that period's cost lines (reporting currency)")
+def phases_add_up(conn) -> AssetCheckResult:
+    phases, lines = fetch_all(conn, """
+        SELECT (SELECT sum(cost_reporting) FROM marts.spend_by_phase WHERE period = 'all'),
+               (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines)""")[0]
+    months = fetch_all(conn, """
+        SELECT s.period, sum(s.cost_reporting) AS phases,
+               (SELECT coalesce(sum(x_EffectiveCostReporting), 0) FROM core.cost_lines
+                WHERE strftime(utc_day(ChargePeriodStart), '%Y-%m') = s.period) AS lines
+        FROM marts.spend_by_phase AS s WHERE s.period <> 'all' GROUP BY s.period HAVING phases <> lines""")
     return AssetCheckResult(passed=phases == lines and not months,
                             metadata={"phases_total": str(phases), "cost_lines_total": str(lines),
                                       "unbalanced_months": MetadataValue.json([[str(v) for v in m] for m in months])})
 
 
-@asset_check(asset=key_of("raw.files"), description="per file, rows read = rows loaded + rows quarantined, and the raw tables hold exactly the loaded rows")
-def raw_rows_reconcile(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        broken = fetch_dicts(conn, """
-            WITH landed AS (
-                SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.cost_lines GROUP BY ALL
-                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.gpu_samples GROUP BY ALL
-                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.workloads GROUP BY ALL
-                UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.storage_events GROUP BY ALL
-            ),
-            held AS (SELECT x_SourceFile, x_SourceSha256, sum(n) AS n FROM landed GROUP BY ALL),
-            quarantined AS (SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.quarantine GROUP BY ALL)
-            SELECT f.path, f.rows_read, f.rows_loaded, f.rows_quarantined,
-                   coalesce(h.n, 0) AS rows_in_raw, coalesce(q.n, 0) AS rows_in_quarantine
-            FROM raw.files AS f
-            LEFT JOIN held AS h ON h.x_SourceFile = f.path AND h.x_SourceSha256 = f.sha256
-            LEFT JOIN quarantined AS q ON q.x_SourceFile = f.path AND q.x_SourceSha256 = f.sha256
-            WHERE f.rows_read <> f.rows_loaded + f.rows_quarantined
-               OR coalesce(h.n, 0) <> f.rows_loaded
-               OR coalesce(q.n, 0) <> f.rows_quarantined""")
+@check("raw.files", "per file, rows read = rows loaded + rows quarantined, and the raw tables hold exactly the loaded rows")
+def raw_rows_reconcile(conn) -> AssetCheckResult:
+    broken = fetch_dicts(conn, """
+        WITH landed AS (
+            SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.cost_lines GROUP BY ALL
+            UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.gpu_samples GROUP BY ALL
+            UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.workloads GROUP BY ALL
+            UNION ALL SELECT x_SourceFile, x_SourceSha256, count(*) FROM raw.storage_events GROUP BY ALL
+        ),
+        held AS (SELECT x_SourceFile, x_SourceSha256, sum(n) AS n FROM landed GROUP BY ALL),
+        quarantined AS (SELECT x_SourceFile, x_SourceSha256, count(*) AS n FROM raw.quarantine GROUP BY ALL)
+        SELECT f.path, f.rows_read, f.rows_loaded, f.rows_quarantined,
+               coalesce(h.n, 0) AS rows_in_raw, coalesce(q.n, 0) AS rows_in_quarantine
+        FROM raw.files AS f
+        LEFT JOIN held AS h ON h.x_SourceFile = f.path AND h.x_SourceSha256 = f.sha256
+        LEFT JOIN quarantined AS q ON q.x_SourceFile = f.path AND q.x_SourceSha256 = f.sha256
+        WHERE f.rows_read <> f.rows_loaded + f.rows_quarantined
+           OR coalesce(h.n, 0) <> f.rows_loaded
+           OR coalesce(q.n, 0) <> f.rows_quarantined""")
     return AssetCheckResult(passed=not broken, metadata={"unreconciled_files": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
-@asset_check(asset=key_of("raw.files"), blocking=True,
-             description="per billing file, the money it states = the money loaded + the money quarantined, exactly (to 10^-10)")
-def billing_money_reconciles(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        broken = fetch_dicts(conn, """
-            WITH loaded AS (
-                SELECT x_SourceFile, x_SourceSha256, sum(x_SourceCost) AS loaded_total
-                FROM raw.cost_lines GROUP BY ALL
-            )
-            SELECT f.path, f.source_total, coalesce(l.loaded_total, 0) AS loaded_total, f.quarantined_total
-            FROM raw.files AS f
-            LEFT JOIN loaded AS l ON l.x_SourceFile = f.path AND l.x_SourceSha256 = f.sha256
-            WHERE f.kind = 'billing' AND f.source_total IS NOT NULL
-              AND f.source_total <> coalesce(l.loaded_total, 0) + f.quarantined_total""")  # exact, at money's 10 decimals
-        files = fetch_all(conn, "SELECT count(*) FROM raw.files WHERE kind = 'billing' AND source_total IS NOT NULL")[0][0]
+@check("raw.files", blocking=True,
+       description="per billing file, the money it states = the money loaded + the money quarantined, exactly (to 10^-10)")
+def billing_money_reconciles(conn) -> AssetCheckResult:
+    broken = fetch_dicts(conn, """
+        WITH loaded AS (
+            SELECT x_SourceFile, x_SourceSha256, sum(x_SourceCost) AS loaded_total
+            FROM raw.cost_lines GROUP BY ALL
+        )
+        SELECT f.path, f.source_total, coalesce(l.loaded_total, 0) AS loaded_total, f.quarantined_total
+        FROM raw.files AS f
+        LEFT JOIN loaded AS l ON l.x_SourceFile = f.path AND l.x_SourceSha256 = f.sha256
+        WHERE f.kind = 'billing' AND f.source_total IS NOT NULL
+          AND f.source_total <> coalesce(l.loaded_total, 0) + f.quarantined_total""")  # exact, at money's 10 decimals
+    files = fetch_all(conn, "SELECT count(*) FROM raw.files WHERE kind = 'billing' AND source_total IS NOT NULL")[0][0]
     return AssetCheckResult(passed=not broken, metadata={
         "billing_files": files, "unreconciled": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
-@asset_check(asset=key_of("raw.files"), description="no landing file failed to load")
-def no_failed_files(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        failed = fetch_dicts(conn, "SELECT path, detail FROM raw.files WHERE status = 'failed' ORDER BY path")
+@check("raw.files", "no landing file failed to load")
+def no_failed_files(conn) -> AssetCheckResult:
+    failed = fetch_dicts(conn, "SELECT path, detail FROM raw.files WHERE status = 'failed' ORDER BY path")
     return AssetCheckResult(passed=not failed, severity=AssetCheckSeverity.WARN, metadata={"failed": MetadataValue.json(failed)})
 
 
-@asset_check(asset=key_of("raw.files"), description="no landing file had every row quarantined (a wrong or incomplete mapping, usually)")
-def no_fully_quarantined_files(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        files = fetch_dicts(conn, "SELECT path, connector, detail FROM raw.files WHERE status = 'quarantined' ORDER BY path")
+@check("raw.files", "no landing file had every row quarantined (a wrong or incomplete mapping, usually)")
+def no_fully_quarantined_files(conn) -> AssetCheckResult:
+    files = fetch_dicts(conn, "SELECT path, connector, detail FROM raw.files WHERE status = 'quarantined' ORDER BY path")
     return AssetCheckResult(passed=not files, severity=AssetCheckSeverity.WARN, metadata={"quarantined": MetadataValue.json(files)})
 
 
-@asset_check(asset=key_of("raw.files"), description="every GPU-rental mapping file passed its schema check")
-def mapping_files_valid() -> AssetCheckResult:
+@check("raw.files", "every GPU-rental mapping file passed its schema check")
+def mapping_files_valid(conn) -> AssetCheckResult:
     from connectors.gpu_rental import invalid_mappings
     from connectors.registry import all_connectors
 
@@ -221,31 +252,23 @@ def mapping_files_valid() -> AssetCheckResult:
     return AssetCheckResult(passed=not broken, severity=AssetCheckSeverity.WARN, metadata={"invalid_mappings": MetadataValue.json(broken)})
 
 
-@asset_check(asset=core_gpu_minutes, description="every GPU model telemetry names is one models/data/gpu_models.csv knows "
-             "(an unknown name stays in gpu_model as its own text: a warning)")
-def gpu_models_known_in_telemetry(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        unknown = fetch_dicts(conn, """
-            SELECT gpu_model_name AS name, count(DISTINCT gpu_key) AS gpus, count(*) AS minutes FROM core.gpu_minutes
-            WHERE NOT gpu_model_known GROUP BY ALL ORDER BY name""")
+@check("core.gpu_minutes", "every GPU model telemetry names is one models/data/gpu_models.csv knows "
+       "(an unknown name stays in gpu_model as its own text: a warning)")
+def gpu_models_known_in_telemetry(conn) -> AssetCheckResult:
+    unknown = fetch_dicts(conn, """
+        SELECT gpu_model_name AS name, count(DISTINCT gpu_key) AS gpus, count(*) AS minutes FROM core.gpu_minutes
+        WHERE NOT gpu_model_known GROUP BY ALL ORDER BY name""")
     return AssetCheckResult(passed=not unknown, severity=AssetCheckSeverity.WARN,
                             metadata={"unknown_gpu_models": MetadataValue.json(unknown)})
 
 
-@asset_check(asset=core_cost_lines, description="every GPU model a charge names is one models/data/gpu_models.csv knows "
-             "(an unknown name stays in x_GpuModel as its own text: a warning)")
-def gpu_models_known_in_billing(warehouse: DuckDBResource) -> AssetCheckResult:
-    with warehouse.get_connection() as conn:
-        unknown = fetch_dicts(conn, """
-            SELECT x_GpuModel AS name, count(*) AS lines FROM core.cost_lines
-            WHERE x_GpuModel IS NOT NULL AND x_GpuModel NOT IN (SELECT unnest($known)) GROUP BY ALL ORDER BY name""",
-                              {"known": list(known_models())})
+@check("core.cost_lines", "every GPU model a charge names is one models/data/gpu_models.csv knows "
+       "(an unknown name stays in x_GpuModel as its own text: a warning)")
+def gpu_models_known_in_billing(conn) -> AssetCheckResult:
+    unknown = fetch_dicts(conn, """
+        SELECT x_GpuModel AS name, count(*) AS lines FROM core.cost_lines
+        WHERE x_GpuModel IS NOT NULL AND x_GpuModel NOT IN (SELECT unnest($known)) GROUP BY ALL ORDER BY name""",
+                          {"known": list(known_models())})
     return AssetCheckResult(passed=not unknown, severity=AssetCheckSeverity.WARN,
                             metadata={"unknown_gpu_models": MetadataValue.json(unknown)})
 
-
-ALL_CHECKS = [
-    focus_required_not_null, focus_allowed_values, focus_12_conformance, fx_rates_found, utilization_in_range, gpu_minutes_consistent,
-    attribution_conserves_money, phases_add_up, raw_rows_reconcile, billing_money_reconciles, no_failed_files,
-    no_fully_quarantined_files, mapping_files_valid, gpu_models_known_in_telemetry, gpu_models_known_in_billing,
-]

@@ -34,7 +34,7 @@ class RunDate(Config):
 
 
 def _prepare(conn) -> None:
-    from pipelines.orchestration.assets import prepare  # the one place sessions are set up
+    from pipelines.warehouse.connection import prepare  # the one place sessions are set up
 
     prepare(conn)
 

@@ -14,7 +14,6 @@ from pydantic import Field, PrivateAttr
 from pipelines.orchestration.assets import ALL_ASSETS
 from pipelines.orchestration.automation import (build_daily_schedule, build_models_sensor, daily_report_schedule, ingest_job,
                                                  landing_sensor, models_job)
-from pipelines.orchestration.checks import ALL_CHECKS
 from pipelines.orchestration.daily_assets import WEBHOOK_OP
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of
@@ -130,7 +129,6 @@ def build_definitions(settings: FinopsSettings, warehouse_path: str) -> Definiti
     models_sensor = build_models_sensor(DefaultSensorStatus.STOPPED if demo else DefaultSensorStatus.RUNNING)
     return Definitions(
         assets=ALL_ASSETS,
-        asset_checks=ALL_CHECKS,
         jobs=[ingest_job, models_job],
         schedules=[schedule],
         sensors=[landing_sensor, models_sensor],  # landing_sensor: STOPPED by default everywhere

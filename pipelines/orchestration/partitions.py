@@ -40,15 +40,23 @@ def range_tags(first: date, last: date, only_changed: bool) -> dict[str, str]:
     return {**tags, ONLY_CHANGED_TAG: "true"} if only_changed else {**tags, DAYS_TAG: f"{first}..{last}"}
 
 
+PARTITION_TAG = "dagster/partition"
+
+
 def day_range(context: AssetExecutionContext) -> tuple[date, date]:
-    """The days a run covers: its months, or the exact days of a `finops run --since/--until`."""
-    if days := context.run.tags.get(DAYS_TAG):
+    """The days a run covers: its months (a range, or the one month of a run of one partition), or
+    the exact days of a `finops run --since/--until`. Read from the run's tags: the step that builds
+    the partitioned tables builds unpartitioned ones too, so it has no partition range of its own."""
+    tags = context.run.tags
+    if days := tags.get(DAYS_TAG):
         first, last = days.split("..")
         return date.fromisoformat(first), date.fromisoformat(last)
-    keys = context.partition_key_range
-    end = date.fromisoformat(keys.end)
-    next_month = (end.replace(day=28) + timedelta(days=4)).replace(day=1)
-    return date.fromisoformat(keys.start), next_month - timedelta(days=1)
+    start, end = tags.get(RANGE_START_TAG) or tags.get(PARTITION_TAG), tags.get(RANGE_END_TAG) or tags.get(PARTITION_TAG)
+    if not (start and end):
+        raise ValueError("a run of the partitioned tables names its months (a partition or a range of them)")
+    last_month = date.fromisoformat(end)
+    next_month = (last_month.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return date.fromisoformat(start), next_month - timedelta(days=1)
 
 
 def only_changed(context: AssetExecutionContext) -> bool:

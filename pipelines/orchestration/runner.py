@@ -9,7 +9,6 @@ from pathlib import Path
 from dagster import AssetSelection, DagsterInstance, materialize
 
 from pipelines.orchestration.assets import ALL_ASSETS
-from pipelines.orchestration.checks import ALL_CHECKS
 from pipelines.orchestration.automation import INGEST, daily_run_config, plan_models_run
 from pipelines.orchestration.definitions import failed_steps, warehouse_resource
 from pipelines.engines.resource import SqlEngineResource
@@ -74,7 +73,7 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
 
         def launch(selection: AssetSelection, tags: dict[str, str] | None = None, daily: bool = True):
             config = run_config(as_of, log_level) if daily else {"loggers": run_config(as_of, log_level)["loggers"]}
-            result = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=selection, resources=resources, instance=instance,
+            result = materialize(ALL_ASSETS, selection=selection, resources=resources, instance=instance,
                                  raise_on_error=False, run_config=config, tags=tags)
             results.append(result)
             return not failed_steps(instance, result.run_id)

@@ -339,3 +339,14 @@ def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+def prepare(conn: duckdb.DuckDBPyConnection, always_set_up: bool = False) -> None:
+    """A session as every step of a run wants it: UTC, streaming writes, the warehouse set up."""
+    # Sessions speak UTC so day and minute boundaries never depend on the machine's zone.
+    conn.execute("SET TimeZone = 'UTC'").fetchall()  # DuckDB 2: every result drained before the next statement
+    # Large CREATE TABLE AS need not keep row order: DuckDB then streams and spills in bounded memory.
+    conn.execute("SET preserve_insertion_order = false").fetchall()
+    # Schemas, raw views and macros, unless this code already set this warehouse up (the ingest always does).
+    if always_set_up or not is_set_up(conn):
+        set_up(conn)

@@ -1,0 +1,180 @@
+"""The SQL models: each table of core, marts and findings that a `sql/<schema>/<table>.sql` file
+builds, what it reads, the reference data it is given, and how a run builds it.
+
+This is the one list of them. The Dagster graph (pipelines/orchestration/assets.py) makes each an
+asset; the Spark engine (pipelines/engines/spark.py) builds the same models in the same order.
+Nothing here knows Dagster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from models.phase_rules import load_charge_rules, load_rules
+from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
+from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
+from pipelines.warehouse import builds, periods
+from pipelines.warehouse.periods import PERIOD_MODELS
+from pipelines.warehouse.run_state import model_salt
+
+
+@dataclass(frozen=True)
+class SqlModel:
+    table: str
+    deps: tuple[str, ...]  # the tables its SQL reads (a test holds them equal)
+    description: str
+    group: str
+    inputs: Callable[[FinopsSettings], dict[str, pa.Table]] | None = None  # Arrow tables the SQL reads by name
+
+    @property
+    def partitioned(self) -> bool:
+        return self.table in PERIOD_MODELS
+
+
+def fx_rates_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    """The ECB's daily reference rates (pipelines/ingest/fx_reference.py, priority 1) and the user's own
+    table (priority 0: it wins for the pairs it covers)."""
+    tables = [ecb_rates()]
+    if settings.fx_rates_file:
+        t = pacsv.read_csv(Path(settings.fx_rates_file), convert_options=pacsv.ConvertOptions(column_types={
+            "rate_date": pa.date32(), "from_currency": pa.string(), "to_currency": pa.string(),
+            "rate": pa.string(), "source": pa.string()}))  # parsed by the SQL, at 12 decimals
+        if "source" not in t.column_names:
+            t = t.append_column("source", pa.nulls(t.num_rows, pa.string()))
+        t = t.select(["rate_date", "from_currency", "to_currency", "rate", "source"])
+        # Each line records which table converted it: a row without a source of its own says "user table".
+        source = pc.fill_null(pc.if_else(pc.equal(pc.utf8_trim_whitespace(t["source"]), ""), None, t["source"]), "user table")
+        t = t.set_column(4, "source", source)
+        tables.append(t.append_column("priority", pa.array([0] * t.num_rows, pa.int32())).cast(FX_INPUT_SCHEMA))
+    return {"fx_rates_input": pa.concat_tables(tables)}
+
+
+PRICE_CATALOG_COLUMNS = ("provider", "sku", "gpu_model", "gpu_count", "term", "price", "currency", "unit", "region", "path",
+                         "source", "as_of")
+
+
+def price_catalog_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    """The bundled catalog and the user's file (priority 0: the user's price wins)."""
+    sources = [(BUNDLED_PRICE_CATALOG, 1)] + ([(Path(settings.price_catalog_file), 0)] if settings.price_catalog_file else [])
+    text = {c: pa.string() for c in ("provider", "sku", "gpu_model", "term", "currency", "unit", "region", "path", "source", "as_of")}
+    tables = []
+    for path, priority in sources:
+        t = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={**text, "gpu_count": pa.int32(), "price": pa.decimal128(18, 6)}))
+        tables.append(t.select(list(PRICE_CATALOG_COLUMNS)).append_column("priority", pa.array([priority] * t.num_rows, pa.int32())))
+    return {"price_catalog_input": pa.concat_tables(tables)}
+
+
+def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    return {"phase_rules": load_rules(Path(settings.phase_rules_file) if settings.phase_rules_file else None)}
+
+
+def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    return {"charge_rules": load_charge_rules(Path(settings.charge_rules_file) if settings.charge_rules_file else None)}
+
+
+_MODELS = [
+    SqlModel("core.fx_rates", (), "core.fx_rates: FX rates by day and pair, the ECB's daily reference rates plus your own table",
+             "core", fx_rates_input),
+    SqlModel("core.billing_lines", ("raw.cost_lines", "raw.files", "raw.deliveries", "raw.delivery_slices"),
+             "core.billing_lines: the raw cost lines that count after the ledger's delivery rules, each once", "core"),
+    SqlModel("core.cost_lines", ("core.billing_lines", "core.fx_rates"),
+             "core.cost_lines: FOCUS charge rows, reporting currency beside billing currency", "core"),
+    SqlModel("core.gpu_samples", ("raw.gpu_samples", "raw.files"), "core.gpu_samples: one GPU at one instant, UTC", "core"),
+    SqlModel("core.gpu_minutes", ("core.gpu_samples",),
+             "core.gpu_minutes: one GPU-minute with samples; missing minutes have no row", "core"),
+    SqlModel("core.workloads", ("raw.workloads", "raw.files"),
+             "core.workloads: one job or service with its phase (explicit or by rule) and GPUs", "core", phase_rules_input),
+    SqlModel("core.storage_events", ("raw.storage_events", "raw.files"), "core.storage_events: checkpoint writes and transfers",
+             "core"),
+    SqlModel("marts.cost_attribution", ("core.cost_lines", "core.workloads", "core.gpu_minutes"),
+             "marts.cost_attribution: each charge split into phases, with method and evidence", "marts", charge_rules_input),
+    SqlModel("marts.daily_cost", ("marts.cost_attribution", "core.cost_lines"),
+             "marts.daily_cost: day × provider × service × phase", "marts"),
+    SqlModel("marts.spend_by_phase", ("marts.cost_attribution", "core.cost_lines", "core.gpu_minutes", "core.workloads"),
+             "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts"),
+    SqlModel("core.price_catalog", (), "core.price_catalog: GPU and egress prices with provenance", "core", price_catalog_input),
+    SqlModel("marts.gpu_hour_prices", ("core.cost_lines",), "marts.gpu_hour_prices: each GPU charge's own price per GPU-hour",
+             "marts"),
+    SqlModel("findings.egress", ("core.cost_lines", "core.storage_events", "core.price_catalog"),
+             "findings.egress: egress money, with repeated downloads priced as avoidable", "findings"),
+    SqlModel("findings.slow_disk_idle",
+             ("core.storage_events", "core.workloads", "core.gpu_minutes", "marts.gpu_hour_prices", "core.price_catalog"),
+             "findings.slow_disk_idle: GPUs waiting on checkpoint writes to slow disks", "findings"),
+    SqlModel("findings.unused_gpu",
+             ("core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"),
+             "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused GPU commitments", "findings"),
+    SqlModel("findings.unused_commitment", ("core.cost_lines",),
+             "findings.unused_commitment: unused commitments and reservations for anything but GPUs", "findings"),
+    SqlModel("findings.overprovisioned_inference",
+             ("core.gpu_minutes", "core.workloads", "marts.gpu_hour_prices", "core.price_catalog"),
+             "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings"),
+    SqlModel("findings.hidden_costs",
+             ("findings.egress", "findings.slow_disk_idle", "findings.unused_gpu", "findings.unused_commitment",
+              "findings.overprovisioned_inference", "core.fx_rates"),
+             "findings.hidden_costs: one leak per kind, thing to act on and month, ranked by avoidable cost", "findings"),
+    SqlModel("marts.daily_series", ("marts.cost_attribution", "core.cost_lines"),
+             "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB", "marts"),
+    SqlModel("marts.gpu_hours_profile", ("core.workloads", "core.gpu_minutes", "core.cost_lines"),
+             "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts"),
+]
+SQL_MODELS: dict[str, SqlModel] = {m.table: m for m in _MODELS}
+
+
+def sql_model_order() -> list[str]:
+    """The SQL models in dependency order (each after the models it reads), stable by definition order."""
+    done: list[str] = []
+
+    def visit(table: str) -> None:
+        if table in done or table not in SQL_MODELS:
+            return
+        for dep in SQL_MODELS[table].deps:
+            visit(dep)
+        done.append(table)
+
+    for table in SQL_MODELS:
+        visit(table)
+    return done
+
+
+UNCHANGED = "unchanged: its inputs are as they were"
+
+
+def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[date, date] | None = None,
+                only_changed: bool = True, log: Callable[[str], None] = lambda message: None) -> dict:
+    """(Re)build one model on `conn` (prepared) with `engine` (pipelines/engines/resource.py), as a
+    run does; returns what was built, for the run's metadata.
+
+    A partitioned table builds the periods `days` asks for (only the changed ones when
+    `only_changed`), in place; any other model is left alone when its inputs are as they were
+    when it was last built (pipelines/warehouse/builds.py). Spark builds every model whole and
+    records nothing, so the next DuckDB run rebuilds what reads it."""
+    model = SQL_MODELS[table]
+    salt, params = model_salt(settings), settings.sql_params()
+    on_duckdb = engine.engine == "duckdb"
+    if model.partitioned:
+        if on_duckdb and not periods.needs_full_build(conn, table):
+            plan = periods.plan(conn, table, salt, days, only_changed)
+            if not plan.periods:
+                return {"built": "nothing changed", "periods": []}
+            if periods.build_periods(conn, table, params, plan.periods):
+                periods.record_built(conn, plan)
+                log(f"{table}: rebuilt {len(plan.periods)} period(s): {', '.join(plan.periods[:12])}")
+                return {"built": "periods", "periods": plan.periods}
+        engine.build(conn, table, params, {})
+        whole = periods.everything_of(conn, table, salt)
+        periods.record_built(conn, whole, everything=True)
+        return {"built": "whole table", "periods": whole.periods}
+    fingerprint = builds.inputs_fingerprint(conn, table, model.deps, salt) if on_duckdb else None
+    if builds.built_from(conn, table, fingerprint):
+        return {"built": UNCHANGED}
+    engine.build(conn, table, params, model.inputs(settings) if model.inputs else {})  # DuckDB or Spark
+    builds.record(conn, table, fingerprint)
+    return {"built": "whole table"}
