@@ -177,6 +177,21 @@ def test_a_run_with_a_failed_file_exits_1_and_lists_it(tmp_path):
         conn.close()
 
 
+def test_a_first_run_whose_step_fails_says_so_and_leaves_no_warehouse(tmp_path):
+    """Nothing is published when a step fails; on a first run there is then no warehouse at all, and
+    the command says what happened in plain lines (no traceback from reading a file that is not there)."""
+    landing = landing_with(tmp_path, focus__csv=sample(FOCUS))
+    broken = tmp_path / "planned.yaml"
+    broken.write_text("planned_runs: [{name: x, start: not-a-date}]\n")  # the anomaly step fails on it
+    warehouse = tmp_path / "wh.duckdb"
+    result = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse), "--planned-runs", str(broken),
+                    "--reports", str(tmp_path / "reports"))
+    assert result.exit_code == 1, result.output[-3000:]
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    assert "was left as it was before the run" in result.output
+    assert not warehouse.exists()
+
+
 def test_a_wholly_quarantined_file_exits_1_and_is_listed(tmp_path):
     landing = landing_with(tmp_path, focus__csv=sample(FOCUS), bad__csv=focus_rows(20, BillingCurrency=""))
     warehouse = tmp_path / "wh.duckdb"

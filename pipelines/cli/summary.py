@@ -93,6 +93,8 @@ def invalid_mapping_errors() -> list[dict]:
 def run_problems(warehouse: Path, since: datetime) -> list[dict]:
     """Files this run (ingested at or after `since`) could not load: failed ones, and ones every row of which
     was quarantined (nothing loaded, whatever status they were given), with the reason, by path."""
+    if not warehouse.exists():  # a first run that failed published nothing: the run says so itself
+        return []
     conn = connect(warehouse, read_only=True)
     try:
         if not table_exists(conn, "raw.files"):
