@@ -46,5 +46,12 @@ def test_labelled_gpu_lines_and_their_credits_reach_their_phases(tmp_path):
         assert split == {"pretraining": Decimal("186.90"), "finetuning": Decimal("46.70")}
         methods = {m for (m,) in fetch_all(conn, "SELECT DISTINCT method FROM marts.cost_attribution")}
         assert methods == {"tag"}
+        # Each source row's charges numbered in the documented order (the line first, then its
+        # credit): the ids stay what they were when every line was numbered, not just these.
+        ids = fetch_all(conn, """
+            SELECT x_SourceRow, ChargeCategory, x_ChargeId = md5(x_SourceSha256 || ':' || x_SourceRow || ':' || row_number() OVER (
+                       PARTITION BY x_SourceSha256, x_SourceRow ORDER BY ChargeCategory DESC, ChargeDescription, BilledCost))
+            FROM core.cost_lines ORDER BY 1, 2""")
+        assert ids == [(1, "Credit", True), (1, "Usage", True), (2, "Credit", True), (2, "Usage", True)]
     finally:
         conn.close()

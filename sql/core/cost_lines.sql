@@ -108,10 +108,16 @@ day_rates AS (
 pricing_units AS (SELECT DISTINCT PricingUnit, focus_unit(PricingUnit) AS focus_unit FROM cost_lines_conformed),
 gpu_models AS (SELECT DISTINCT x_GpuModel, gpu_model_key(x_GpuModel) AS model_key FROM cost_lines_conformed),
 -- One source row can give several charges (a GCP line and its credits): number them, stably.
+-- Only those rows are numbered (every other charge is its row's first): joining a number for
+-- every line made DuckDB spill the wide lines to disk past its memory limit (22 of 38 s on a
+-- 3M-line CUR at 1 GB).
+rows_of_several AS (
+    SELECT x_SourceSha256, x_SourceRow FROM cost_lines_conformed GROUP BY ALL HAVING count(*) > 1
+),
 ordinals AS (
-    SELECT rowid AS line, row_number() OVER (
-        PARTITION BY x_SourceSha256, x_SourceRow ORDER BY ChargeCategory DESC, ChargeDescription, BilledCost) AS ordinal
-    FROM cost_lines_conformed
+    SELECT c.rowid AS line, row_number() OVER (
+        PARTITION BY c.x_SourceSha256, c.x_SourceRow ORDER BY c.ChargeCategory DESC, c.ChargeDescription, c.BilledCost) AS ordinal
+    FROM cost_lines_conformed AS c SEMI JOIN rows_of_several USING (x_SourceSha256, x_SourceRow)
 ),
 rated AS (
     SELECT c.* REPLACE (
@@ -123,9 +129,9 @@ rated AS (
                END AS ServiceSubcategory,
                u.focus_unit AS PricingUnit,
                g.model_key AS x_GpuModel),
-           o.ordinal, r.fx_rate, r.fx_rate_date, r.fx_source
+           coalesce(o.ordinal, 1) AS ordinal, r.fx_rate, r.fx_rate_date, r.fx_source
     FROM cost_lines_conformed AS c
-    JOIN ordinals AS o ON o.line = c.rowid
+    LEFT JOIN ordinals AS o ON o.line = c.rowid
     JOIN pricing_units AS u ON u.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
     JOIN gpu_models AS g ON g.x_GpuModel IS NOT DISTINCT FROM c.x_GpuModel
     LEFT JOIN service_category AS s USING (ServiceName)
