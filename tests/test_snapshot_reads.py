@@ -15,6 +15,8 @@ import duckdb
 import pytest
 
 from pipelines.lake.layout import copy_warehouse
+from pipelines.orchestration.definitions import warehouse_resource
+from pipelines.warehouse.connection import connect
 from pipelines.warehouse.publish import EX_TEMPFAIL, holder_path
 from tests.conftest import REPO, SAMPLES, run_pipeline
 from tests.test_daily_report import focus_rows
@@ -243,3 +245,21 @@ def test_a_run_without_a_date_keeps_the_demos_dated_anomaly_state(tmp_path, monk
     assert conn.execute(read).fetchall() == before
     conn.close()
     assert not (out / "reports" / date.today().isoformat()).exists()
+
+
+def test_every_connection_the_pipeline_opens_is_held_to_the_memory_limit(tmp_path, monkeypatch):
+    """The run's, the readers' (the summary's 10M-line joins) and the publishing checkpoint's alike:
+    left at DuckDB's default (80 % of the machine), a reader alone outgrew the whole run."""
+    monkeypatch.setenv("FINOPS_DUCKDB_MEMORY_LIMIT", "300MB")
+    reference = duckdb.connect(config={"memory_limit": "300MB"})
+    expected = reference.execute("SELECT current_setting('memory_limit')").fetchall()
+    reference.close()
+    path = tmp_path / "warehouse.duckdb"
+    for read_only in (False, True):
+        conn = connect(path, read_only=read_only)
+        try:
+            assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == expected
+        finally:
+            conn.close()
+    with warehouse_resource(str(path)).get_connection() as conn:
+        assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == expected

@@ -18,6 +18,7 @@ from pipelines.orchestration.daily_assets import WEBHOOK_OP
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of
 from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
+from pipelines.warehouse.connection import memory_limit
 from pipelines.warehouse.publish import StagedWrite
 
 
@@ -103,14 +104,10 @@ def failed_steps(instance, run_id: str) -> list[str]:
     return sorted(unfinished - _STEPS_THAT_DO_NOT_BLOCK_PUBLISHING)
 
 
-# DuckDB's working memory per connection (spilling to `<warehouse>.tmp/` beyond it), so a run's
-# peak memory stays bounded whatever the size of the history; FINOPS_DUCKDB_MEMORY_LIMIT overrides.
-DEFAULT_MEMORY_LIMIT = "1GB"
-
-
 def warehouse_resource(path: str, start_empty: bool = False, staging_file: str | None = None) -> WarehouseResource:
     return WarehouseResource(database=path, start_empty=start_empty, staging_file=staging_file,
-                             connection_config={"memory_limit": os.environ.get("FINOPS_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT})
+                             # DuckDB's working memory (spilling under the lake beyond it): a run's peak stays bounded whatever the history.
+                             connection_config={"memory_limit": memory_limit()})
 
 
 def sql_engine_from_env() -> SqlEngineResource:
