@@ -110,3 +110,56 @@ def test_finops_run_since_until_rebuilds_that_range_whatever_changed(tmp_path):
                                                         ("2026-09", 30, Decimal("3091.0000000000"))]
     bad = subprocess.run([*base, "--since", "2026-09-12", "--until", "2026-09-10"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "before --since" in bad.stderr
+
+
+def minute_builds(warehouse: Path) -> dict[str, object]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return dict(conn.execute("SELECT period, built_at FROM core.period_builds "
+                                 "WHERE model = 'core.gpu_minutes' AND period <> '*'").fetchall())
+    finally:
+        conn.close()
+
+
+def gpu_minutes(warehouse: Path) -> list[tuple]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return conn.execute("SELECT * FROM core.gpu_minutes ORDER BY gpu_key, minute").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_new_day_of_telemetry_rebuilds_its_minutes_and_its_neighbours_and_equals_a_fresh_build(tmp_path):
+    """core.gpu_minutes by UTC day: a day's minutes read the edges of the days beside it (a span
+    crosses midnight), so new samples on a day rebuild that day and its two neighbours, no more."""
+    from datetime import UTC, datetime
+
+    from tests.bench_lake import write_nvidia_smi
+
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    # One host, 8 GPUs at 10 s: two hours across the midnight of 1-2 November.
+    write_nvidia_smi(landing / "a", 1, 720, datetime(2026, 11, 1, 23, 30, tzinfo=UTC))
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        first = minute_builds(warehouse)
+        assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}
+
+        # An hour on 5 November, far from the rest: its day and the days beside it, nothing else.
+        write_nvidia_smi(landing / "b", 1, 360, datetime(2026, 11, 5, tzinfo=UTC))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        second = minute_builds(warehouse)
+        assert {d for d in second if second[d] != first.get(d)} == {"2026-11-04", "2026-11-05", "2026-11-06"}
+
+        # Half an hour across the midnight of 2-3 November: its two days and their neighbours.
+        write_nvidia_smi(landing / "c", 1, 180, datetime(2026, 11, 2, 23, 50, tzinfo=UTC))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        third = minute_builds(warehouse)
+        assert {d for d in third if third[d] != second[d]} == {"2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"}
+    minutes = gpu_minutes(warehouse)
+    assert len(minutes) == (120 + 60 + 30) * 8
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert gpu_minutes(fresh) == minutes

@@ -1,12 +1,15 @@
 """Which periods of the history-sized core tables need building: a run costs what is new.
 
 `core.cost_lines` is built per billing month (the lake's `billing_period=` folders: the UTC month of
-a line's billing period, or of its charge where the source states none) and `core.gpu_samples` per
-UTC day (the lake's `day=` folders). Each period has an input fingerprint: the registry's state of
-every file version with rows in that period (path, status, delivery and the ledger's verdict on
-its delivery), salted with what else decides the rows (settings, the user's files, the code). A
-period is dirty when its fingerprint differs from the one recorded when it was last built
-(`core.period_builds`), or when it was built and has no input any more (its rows must go).
+a line's billing period, or of its charge where the source states none), `core.gpu_samples` and
+`core.gpu_minutes` per UTC day (the lake's `day=` folders). Each period has an input fingerprint:
+the registry's state of every file version with rows in that period (path, status, delivery and
+the ledger's verdict on its delivery), salted with what else decides the rows (settings, the
+user's files, the code). A day of `core.gpu_minutes` also reads the edges of the days beside it
+(a span crosses midnight), so its fingerprint covers theirs: new samples on a day rebuild that
+day's minutes and its two neighbours'. A period is dirty when its fingerprint differs from the
+one recorded when it was last built (`core.period_builds`), or when it was built and has no input
+any more (its rows must go).
 
 The fingerprints come from folder names and the small registry tables, never from the rows: a
 plan costs O(files), whatever the history.
@@ -18,7 +21,7 @@ import calendar
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 import duckdb
 
@@ -38,6 +41,7 @@ class PeriodModel:
     # (A code constant, never data: it is written into the DELETE that clears a period.)
     row_period_sql: str
     param: str  # the model's SQL parameter: the list of periods to build (['*']: all)
+    reach: int = 0  # a period's rows also read this many periods either side (days only)
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""
@@ -55,6 +59,8 @@ PERIOD_MODELS: dict[str, PeriodModel] = {
                                    f"coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}')", "billing_months"),
     "core.gpu_samples": PeriodModel("core.gpu_samples", "telemetry", "day",
                                     f"coalesce(strftime(ts, '%Y-%m-%d'), '{UNKNOWN}')", "sample_days"),
+    "core.gpu_minutes": PeriodModel("core.gpu_minutes", "telemetry", "day",
+                                    f"coalesce(strftime(minute, '%Y-%m-%d'), '{UNKNOWN}')", "minute_days", reach=1),
 }
 
 BUILDS_DDL = """
@@ -114,7 +120,24 @@ def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -
     for content, _, state in rows:
         for period in periods_of_content[content]:
             states[period].append(state)
+    if model.reach:
+        states = _with_neighbours(states, model.reach)
     return {period: hashlib.sha256("\n".join([salt, *sorted(s)]).encode()).hexdigest()[:32] for period, s in states.items()}
+
+
+def _with_neighbours(states: dict[str, list[str]], reach: int) -> dict[str, list[str]]:
+    """Each day's states with those of the days within `reach` of it, each marked with its day (the
+    same file moving from the day before to the day after is a change); a day without input of its
+    own but beside one has a period too. Rows without a date stay on their own."""
+    widened: dict[str, list[str]] = defaultdict(list)
+    for period, own in states.items():
+        if period == UNKNOWN:
+            widened[period].extend(own)
+            continue
+        day = date.fromisoformat(period)
+        for shift in range(-reach, reach + 1):
+            widened[(day + timedelta(days=shift)).isoformat()].extend(f"{period}:{state}" for state in own)
+    return widened
 
 
 def built_fingerprints(conn: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:

@@ -3,7 +3,7 @@
 --
 -- A sample stands for the time until the next sample of the same GPU from the same source (its
 -- series), as long as that gap is within the series' staleness bound:
---     bound = least($telemetry_gap_factor × the series' median interval, $telemetry_max_gap_s).
+--     bound = least($telemetry_gap_factor × the series' median interval that day, $telemetry_max_gap_s).
 -- A longer gap is missing, never zero: the sample before it (and a series' last sample) stands for
 -- one median interval only (at most $telemetry_max_gap_s), and the rest of the gap has no row. A
 -- series of one sample stands for one minute. A 300 s sample therefore covers five minutes, six
@@ -17,25 +17,49 @@
 -- gpu_model is the canonical key shared with billing (x_GpuModel) and core.price_catalog
 -- (gpu_model_key, models/data/gpu_models.csv); gpu_model_name keeps the telemetry's own text;
 -- gpu_model_known is false for a name the table does not know (then gpu_model is that text).
+--
+-- Built per UTC day ($minute_days: YYYY-MM-DD days; ['*'] builds every day), so a new day of
+-- telemetry rebuilds its own minutes and its neighbours' (whose edge spans reach into it), not the
+-- history. A day is rolled up from its own samples and those within $telemetry_max_gap_s of its
+-- edges (no span is longer, so no sample further away changes a minute of it), and keeps only its
+-- own minutes: a day built alone is that day of a whole build. A series' median interval is taken
+-- over that window.
 CREATE OR REPLACE TABLE core.gpu_minutes AS
 WITH model_keys AS (
     -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
     SELECT map_from_entries(list((name, gpu_model_key(name)))) AS keys
     FROM (SELECT DISTINCT gpu_model AS name FROM core.gpu_samples WHERE gpu_model IS NOT NULL)
 ),
-steps AS (
+samples AS (
     SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, pod, namespace,
            util_pct, util_kind, mem_used_mib, power_w,
-           epoch_us(ts) AS t0_us,
-           epoch_us(lead(ts) OVER series) - epoch_us(ts) AS gap_us
+           epoch_us(ts) AS t0_us
     FROM core.gpu_samples
-    WINDOW series AS (PARTITION BY gpu_key, source ORDER BY ts)
+),
+windows AS (
+    -- Each sample in its own UTC day's window (day_no: days since 1970-01-01); one within
+    -- $telemetry_max_gap_s of midnight also in the neighbouring day's.
+    SELECT s.*, s.t0_us // 86400000000 + o.shift AS day_no
+    FROM samples AS s, (VALUES (-1), (0), (1)) AS o(shift)
+    WHERE o.shift = 0
+       OR (o.shift = 1 AND s.t0_us % 86400000000 >= 86400000000 - $telemetry_max_gap_s * 1000000)
+       OR (o.shift = -1 AND s.t0_us % 86400000000 < $telemetry_max_gap_s * 1000000)
+),
+wanted AS (
+    SELECT * FROM windows
+    WHERE list_contains($minute_days, '*')
+       OR list_contains($minute_days, strftime(DATE '1970-01-01' + CAST(day_no AS INTEGER), '%Y-%m-%d'))
+),
+steps AS (
+    SELECT *, epoch_us(lead(ts) OVER series) - t0_us AS gap_us
+    FROM wanted
+    WINDOW series AS (PARTITION BY day_no, gpu_key, source ORDER BY ts)
 ),
 medians AS (
-    SELECT gpu_key, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
+    SELECT day_no, gpu_key, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
 ),
 cadence AS (
-    SELECT * FROM steps JOIN medians USING (gpu_key, source)
+    SELECT * FROM steps JOIN medians USING (day_no, gpu_key, source)
 ),
 spans AS (
     SELECT * EXCLUDE (gap_us, median_us),
@@ -51,8 +75,10 @@ exploded AS (
     FROM spans
 ),
 pieces AS (
+    -- A window keeps its own day's minutes (a neighbour's samples are there for their spans).
     SELECT *, least(t1_us, (minute_no + 1) * 60000000) - greatest(t0_us, minute_no * 60000000) AS overlap_us
     FROM exploded
+    WHERE minute_no // 1440 = day_no
 ),
 per_kind AS (
     SELECT gpu_key, minute_no, util_kind,
