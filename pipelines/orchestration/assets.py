@@ -12,11 +12,11 @@ about 0.1 s of Dagster events and connection set-up each: 3-4 s a run, whatever 
 
 import time
 import warnings
+from pathlib import Path
 
 from dagster import (AssetExecutionContext, AssetKey, AssetSpec, BetaWarning, Failure, MaterializeResult, MetadataValue,
                      multi_asset)
 from dagster_duckdb import DuckDBResource
-from pathlib import Path
 
 from connectors.gpu_rental import invalid_mappings
 from connectors.registry import all_connectors

@@ -25,6 +25,7 @@ from models.focus import (
     SERVICE_SUBCATEGORIES,
     UNIT_FORMAT_REGEX,
 )
+from pipelines.warehouse.connection import connect
 
 TABLE = "core.cost_lines"
 
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = sys.argv[1:] if argv is None else argv
     status = 0
     for path in paths:
-        conn = duckdb.connect(path, read_only=True)
+        conn = connect(path, read_only=True)
         try:
             failures = check(conn)
         finally:

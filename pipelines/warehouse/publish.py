@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 from filelock import FileLock, Timeout
 
-from pipelines.warehouse.connection import memory_limit
+from pipelines.warehouse.connection import connect
 
 EX_TEMPFAIL = 75  # sysexits.h: "try again later", the exit code of `--no-wait` when the warehouse is busy
 
@@ -163,7 +162,7 @@ def publish(staging: Path, warehouse: Path) -> bool:
     put it in the warehouse's place. Every connection to `staging` must be closed already."""
     if not staging.exists():
         return False  # the run never opened the warehouse: nothing to publish
-    conn = duckdb.connect(str(staging), config={"memory_limit": memory_limit()})
+    conn = connect(staging)  # held to the memory limit: a checkpoint of a large run buffers too
     try:
         conn.execute("CHECKPOINT")
     finally:
