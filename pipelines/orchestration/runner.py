@@ -11,6 +11,8 @@ from dagster import AssetSelection, DagsterInstance, materialize
 from pipelines.orchestration.assets import ALL_ASSETS
 from pipelines.orchestration.automation import INGEST, daily_run_config, plan_models_run
 from pipelines.orchestration.definitions import failed_steps, warehouse_resource
+from pipelines.orchestration.expectations import start_worker as start_expectations_worker
+from pipelines.orchestration.expectations import stop_worker as stop_expectations_worker
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.settings import REPO_ROOT, FinopsSettings
 from pipelines.warehouse.connection import connect
@@ -67,6 +69,8 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
     engine = sql_engine or SqlEngineResource()
     write = StagedWrite.begin(warehouse, fresh=start_empty)
     results, published = [], False
+    # Great Expectations imports on the other core while the run ingests (pipelines/orchestration/expectations.py).
+    start_expectations_worker()
     try:
         resources = {"warehouse": warehouse_resource(str(warehouse), staging_file=str(write.staging)), "settings": settings,
                      "sql_engine": engine}
@@ -86,6 +90,7 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
                 conn.close()
             published = launch(models.selection, models.tags)
     finally:
+        stop_expectations_worker()
         write.finish(publish_it=published)
     failed, warned = [], []
     for result in results:
