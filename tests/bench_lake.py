@@ -8,7 +8,8 @@ Each measurement is a fresh `finops run` process (wall time and its own peak RSS
 - a second month's delivery (a fifth of the rows) landed after the 1M-row month: against the same
   delivery run into an empty warehouse (a new CUR delivery costs its own size, not the history's);
 - telemetry: nvidia-smi files (hosts x 8 GPUs x samples at 10 s) against the floor of one DuckDB
-  query parsing them and grouping to GPU-minutes, and a second day of samples landed after the first.
+  query parsing them and grouping to GPU-minutes, and a second day of samples landed after the first
+  (against the same day's samples run into an empty warehouse).
 
     python -m tests.bench_lake [--rows 1000000] [--hosts 25 --samples 10000] [--huge-rows 10000000]
 """
@@ -126,6 +127,10 @@ def main() -> None:
         out["run_telemetry"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
         write_nvidia_smi(telemetry / "day2", args.hosts, args.samples // 10, start + timedelta(days=2))
         out["run_telemetry_next_day"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
+        # The same day's samples into an empty warehouse: what the day costs on its own.
+        alone = tmp / "telemetry-alone" / "landing"
+        write_nvidia_smi(alone / "day2", args.hosts, args.samples // 10, start + timedelta(days=2))
+        out["run_telemetry_day_alone"] = finops_run(alone, tmp / "telemetry-alone" / "warehouse.duckdb")
     if args.huge_rows:
         with tempfile.TemporaryDirectory() as tmp:
             huge = Path(tmp) / "landing"
@@ -142,6 +147,8 @@ def main() -> None:
         "telemetry_run_minus_empty_vs_floor": round((out["run_telemetry"]["s"] - out["run_empty_landing"]["s"])
                                                     / out["floor_telemetry"]["s"], 2),
         "telemetry_next_day_vs_first": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry"]["s"], 2),
+        # A day of samples landed after the first, against the same day into an empty warehouse.
+        "telemetry_next_day_vs_same_day_alone": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry_day_alone"]["s"], 2),
     }
     json.dump(out, sys.stdout, indent=2)
     print()
