@@ -135,26 +135,26 @@ def _run(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsS
 
 def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, settings: FinopsSettings, as_of,
                       start_empty: bool, sql_engine=None, days=None) -> int:
-    from pipelines.orchestration.runner import run_graph
-    from pipelines.cli.summary import print_problems, print_summary, run_problems, summary_dict
-
     from pipelines.warehouse import run_state
     from pipelines.ingest.landing import landing_files
-
-    if _whole_process:
-        # What is imported by now (Dagster, the asset graph) lives as long as this command: kept out
-        # of the garbage collector's passes, which otherwise walk it again and again (0.4 of a small
-        # run's 1.1 s of collections). Not in a process that runs more than this command (tests).
-        gc.freeze()
 
     as_of = as_of or settings.default_run_date()
     run_started_at = datetime.now(UTC)  # files this run read are recorded at or after it
     started = time.perf_counter()
     fingerprint = run_state.fingerprint(settings, as_of)
     if not start_empty and days is None and (why := run_state.nothing_new(landing, landing_files(landing), warehouse, fingerprint)):
-        # The graph would rebuild the same tables and reports: a scheduled run with nothing new costs a stat per file.
+        # The graph would rebuild the same tables and reports: a scheduled run with nothing new costs a
+        # stat per file (and imports no Dagster: 0.6 s).
         console.print(Text(f"{why}: {for_terminal(warehouse)} and its reports are as they were"), soft_wrap=True)
         return 0
+    from pipelines.orchestration.runner import run_graph
+    from pipelines.cli.summary import print_problems, print_summary, run_problems, summary_dict
+
+    if _whole_process:
+        # What is imported by now (Dagster, the asset graph) lives as long as this command: kept out
+        # of the garbage collector's passes, which otherwise walk it again and again (0.4 of a small
+        # run's 1.1 s of collections). Not in a process that runs more than this command (tests).
+        gc.freeze()
     run_state.forget(warehouse)
     if console.is_terminal:
         # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
