@@ -149,6 +149,9 @@ def stop_worker() -> None:
 
 
 def _serve(requests_fd: int, answers_fd: int) -> None:
+    # Below the run in priority: where the run keeps both cores busy (a large CUR's ingest), the import
+    # waits for idle moments instead of taking a core from it.
+    os.nice(10)
     requests = Connection(requests_fd, writable=False)
     answers = Connection(answers_fd, readable=False)
     import great_expectations  # noqa: F401 - the point of the worker: imported before the first request
