@@ -92,3 +92,16 @@ def test_start_worker_is_a_no_op_once_great_expectations_is_imported_here():
     import great_expectations  # noqa: F401
 
     assert expectations.start_worker() is None and expectations._worker is None
+
+
+def test_the_models_step_lets_the_worker_go_after_the_last_table_great_expectations_judges():
+    from pipelines.orchestration.assets import last_table_judged_by_expectations
+    from pipelines.orchestration.checks import CHECKS
+    from pipelines.warehouse.models import sql_model_order
+
+    every_check = {c.key for c in CHECKS}
+    assert {c.table for c in CHECKS if c.expectations} == {"core.cost_lines", "core.gpu_samples"}
+    assert last_table_judged_by_expectations(sql_model_order(), every_check) == "core.gpu_samples"
+    only_billing = {c.key for c in CHECKS if c.table == "core.cost_lines"}
+    assert last_table_judged_by_expectations(sql_model_order(), only_billing) == "core.cost_lines"
+    assert last_table_judged_by_expectations(["marts.daily_cost"], every_check) is None

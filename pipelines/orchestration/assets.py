@@ -26,6 +26,7 @@ from pipelines.engines.resource import SqlEngineResource
 from pipelines.ingest.landing import ingest_landing
 from pipelines.orchestration.checks import Check, checks_of
 from pipelines.orchestration.daily_assets import DAILY_ASSETS
+from pipelines.orchestration.expectations import stop_worker as stop_expectations_worker
 from pipelines.orchestration.partitions import MONTHS, ONE_RUN, day_range, only_changed
 from pipelines.settings import FinopsSettings
 from pipelines.text import for_terminal
@@ -58,6 +59,12 @@ def run_checks(context: AssetExecutionContext, conn, table: str):
         yield result
         if check.blocking and not result.passed:
             raise Failure(f"blocking check {table}:{check.name} failed", metadata=dict(result.metadata))
+
+
+def last_table_judged_by_expectations(tables: list[str], selected_checks) -> str | None:
+    """Of `tables` (in build order), the last with a selected check that Great Expectations judges."""
+    judged = [t for t in tables if any(c.expectations and c.key in selected_checks for c in checks_of(t))]
+    return judged[-1] if judged else None
 
 
 def check_specs(tables) -> list:
@@ -134,9 +141,11 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
         selected = {table_of(k) for k in context.selected_asset_keys}
         partitioned = any(SQL_MODELS[t].partitioned for t in selected)
         days, changed_only = (day_range(context), only_changed(context)) if partitioned else (None, True)
+        order = [t for t in sql_model_order() if t in selected]
+        last_judged = last_table_judged_by_expectations(order, context.selected_asset_check_keys)
         with warehouse.get_connection() as conn:
             prepare(conn)
-            for table in (t for t in sql_model_order() if t in selected):
+            for table in order:
                 started = time.perf_counter()
                 built = build_model(conn, table, settings, sql_engine, days, changed_only, log=context.log.info)
                 if built["built"] not in ("nothing changed", UNCHANGED):
@@ -150,6 +159,10 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
                     "table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql", "seconds": round(time.perf_counter() - started, 3),
                     **built})
                 yield from run_checks(context, conn, table)
+                if table == last_judged:
+                    # Nothing later in this step asks Great Expectations: its worker's memory (0.3 GB)
+                    # goes back before the marts are built.
+                    stop_expectations_worker()
 
 
 @multi_asset(

@@ -26,6 +26,7 @@ class Check:
     description: str
     run: Callable  # (connection) -> AssetCheckResult
     blocking: bool = False
+    expectations: bool = False  # judged by Great Expectations (pipelines/orchestration/expectations.py)
 
     @property
     def asset_key(self) -> AssetKey:
@@ -47,11 +48,11 @@ class Check:
 CHECKS: list[Check] = []
 
 
-def check(table: str, description: str, blocking: bool = False):
+def check(table: str, description: str, blocking: bool = False, expectations: bool = False):
     """Register the decorated function of a connection as a check of `table`."""
 
     def register(run: Callable) -> Callable:
-        CHECKS.append(Check(run.__name__, table, description, run, blocking))
+        CHECKS.append(Check(run.__name__, table, description, run, blocking, expectations))
         return run
 
     return register
@@ -84,7 +85,7 @@ def _ge_result(outcome, **metadata) -> AssetCheckResult:
 # core.cost_lines runs to tens of millions of lines: DuckDB reduces it first and the expectations
 # judge what it leaves, which fails exactly when the whole column would (as for utilization below).
 
-@check("core.cost_lines", "FOCUS columns a charge cannot do without are never null")
+@check("core.cost_lines", "FOCUS columns a charge cannot do without are never null", expectations=True)
 def focus_required_not_null(conn) -> AssetCheckResult:
     # One row per distinct pattern of null and filled required columns (a handful): a column has a
     # null in it exactly when it has one here. The exact count of lines per column is DuckDB's.
@@ -99,7 +100,7 @@ def focus_required_not_null(conn) -> AssetCheckResult:
     return _ge_result(outcome, rows=lines)
 
 
-@check("core.cost_lines", "categorical columns hold FOCUS's allowed values (providers do deviate: a warning)")
+@check("core.cost_lines", "categorical columns hold FOCUS's allowed values (providers do deviate: a warning)", expectations=True)
 def focus_allowed_values(conn) -> AssetCheckResult:
     # The distinct combinations with their line counts: every value is allowed exactly when every
     # distinct one is; a failure's count is of lines, from the combinations' counts.
@@ -139,7 +140,7 @@ def fx_rates_found(conn) -> AssetCheckResult:
     )
 
 
-@check("core.gpu_samples", "utilization is within 0–100 % wherever it is known")
+@check("core.gpu_samples", "utilization is within 0–100 % wherever it is known", expectations=True)
 def utilization_in_range(conn) -> AssetCheckResult:
     # Telemetry runs to hundreds of millions of rows: DuckDB reduces it to one row per host and
     # signal first, and the expectations judge those extremes (all values in range ⇔ extremes in range).
