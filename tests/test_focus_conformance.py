@@ -6,7 +6,7 @@ import duckdb
 import pytest
 
 from models.focus import FOCUS_12_MANDATORY_COLUMNS, SERVICE_SUBCATEGORIES, UNIT_FORMAT_REGEX
-from pipelines.warehouse.focus_conformance import check, rules
+from pipelines.warehouse.focus_conformance import _line_violations, check, rules
 from pipelines.warehouse.connection import SQL_DIR
 from tests.conftest import run_pipeline, sample
 
@@ -60,6 +60,30 @@ def test_the_check_finds_what_the_validator_would(samples_warehouse):
     assert {"ContractedCost-C-003-M", "PricingUnit-C-003-O", "BilledCost-C-005-C", "InvoiceId-C-003-C",
             "ServiceSubcategory-C-004-M", "ServiceName-C-008-C", "ChargeFrequency-C-004-C",
             "CostAndUsage-D-010-M"} <= found
+
+
+def test_every_line_rule_counted_in_one_pass_as_alone_and_samples_stay_few(samples_warehouse):
+    """The line rules are counted in one pass; each count equals its rule run alone, and a rule broken
+    on every line reports every line but only a few samples (the lines are never all fetched)."""
+    conn = duckdb.connect()
+    conn.execute(f"ATTACH '{samples_warehouse}' AS wh (READ_ONLY)")
+    conn.execute("CREATE SCHEMA core; CREATE TABLE core.cost_lines AS "
+                 "SELECT * FROM wh.core.cost_lines, range(20)")  # every line twenty times
+    lines = conn.execute("SELECT count(*) FROM core.cost_lines").fetchone()[0]
+    conn.execute("UPDATE core.cost_lines SET ChargeClass = 'Bogus ' || (rowid % 97), "
+                 "BillingCurrency = lower(BillingCurrency) WHERE rowid % 3 = 0")
+    line_rules = [r for r in rules() if r.where]
+    counted = _line_violations(conn, "core.cost_lines", line_rules)
+    params = {"unit_format": UNIT_FORMAT_REGEX}
+    for rule in line_rules:
+        query = rule.query.replace("{t}", "core.cost_lines")
+        alone = conn.execute(f"SELECT count(*) FROM ({query})", params if "$unit_format" in query else None).fetchone()[0]
+        assert counted[rule.id] == alone, rule.id
+    found = {f["rule"]: f for f in check(conn)}
+    broken = (lines + 2) // 3
+    assert found["ChargeClass allowed values"]["violations"] == broken
+    assert len(found["ChargeClass allowed values"]["sample"]) == 5
+    assert found["BillingCurrency format"]["violations"] == broken
 
 
 @pytest.mark.parametrize("unit,expected", [

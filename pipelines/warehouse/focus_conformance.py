@@ -35,9 +35,18 @@ class Rule:
     id: str  # the focus-validator rule id it mirrors
     text: str
     # SQL giving one row per violation (first column: a sample value), over {t}; None for a
-    # presence rule, checked against the table's columns.
+    # presence rule, checked against the table's columns, and for a line rule.
     sql: str | None = None
     column: str | None = None
+    # A line rule: the condition a violating line meets, over the table's columns, and what such a
+    # line shows as its sample. Every line rule is counted in one pass over the table.
+    where: str | None = None
+    sample: str = "NULL"
+
+    @property
+    def query(self) -> str | None:
+        """One row per violation, over {t} (None for a presence or type rule)."""
+        return f"SELECT {self.sample} FROM {{t}} WHERE {self.where}" if self.where else self.sql
 
 
 def _values(values) -> str:
@@ -74,7 +83,7 @@ def rules() -> list[Rule]:
     ids = _dataset_ids()
     out = [Rule(f"CostAndUsage-D-{ids[c]}-M", f"{c} MUST be present in a FOCUS dataset", column=c)
            for c in FOCUS_12_MANDATORY_COLUMNS]
-    out += [Rule(NOT_NULL_RULES[c], f"{c} MUST NOT be null", f'SELECT NULL FROM {{t}} WHERE "{c}" IS NULL')
+    out += [Rule(NOT_NULL_RULES[c], f"{c} MUST NOT be null", where=f'"{c}" IS NULL')
             for c in FOCUS_12_NOT_NULL_COLUMNS]
     allowed = {
         "ChargeCategory": CHARGE_CATEGORIES, "ChargeClass": CHARGE_CLASSES, "ChargeFrequency": CHARGE_FREQUENCIES,
@@ -83,41 +92,71 @@ def rules() -> list[Rule]:
         "CommitmentDiscountCategory": COMMITMENT_DISCOUNT_CATEGORIES,
     }
     out += [Rule(f"{c} allowed values", f"{c} MUST be one of the allowed values",
-                 f'SELECT "{c}" FROM {{t}} WHERE "{c}" IS NOT NULL AND "{c}" NOT IN ({_values(v)})')
+                 where=f'"{c}" IS NOT NULL AND "{c}" NOT IN ({_values(v)})', sample=f'"{c}"')
             for c, v in allowed.items()]
     parents = " ".join(f"WHEN '{s}' THEN '{p}'" for s, p in SERVICE_SUBCATEGORIES.items())
     out += [
         Rule("ServiceSubcategory-C-004-M", "ServiceSubcategory MUST have its one parent ServiceCategory",
-             f"SELECT ServiceSubcategory || ' under ' || ServiceCategory FROM {{t}} "
-             f"WHERE (CASE ServiceSubcategory {parents} END) IS DISTINCT FROM ServiceCategory AND ServiceSubcategory IS NOT NULL"),
+             where=f"(CASE ServiceSubcategory {parents} END) IS DISTINCT FROM ServiceCategory AND ServiceSubcategory IS NOT NULL",
+             sample="ServiceSubcategory || ' under ' || ServiceCategory"),
         Rule("ServiceName-C-005-C", "each ServiceName MUST have exactly 1 ServiceCategory",
              "SELECT ServiceName FROM {t} GROUP BY ServiceName HAVING count(DISTINCT ServiceCategory) > 1"),
         Rule("ServiceName-C-008-C", "each ServiceName SHOULD have exactly 1 ServiceSubcategory",
              "SELECT ServiceName FROM {t} GROUP BY ServiceName HAVING count(DISTINCT ServiceSubcategory) > 1"),
         Rule("PricingUnit-C-003-O", "PricingUnit SHOULD conform to UnitFormat",
-             "SELECT PricingUnit FROM {t} WHERE PricingUnit IS NOT NULL AND NOT regexp_matches(PricingUnit, $unit_format)"),
+             where="PricingUnit IS NOT NULL AND NOT regexp_matches(PricingUnit, $unit_format)", sample="PricingUnit"),
         Rule("PricingUnit-C-005-C", "PricingUnit MUST be null when PricingQuantity is null",
-             "SELECT PricingUnit FROM {t} WHERE PricingQuantity IS NULL AND PricingUnit IS NOT NULL"),
+             where="PricingQuantity IS NULL AND PricingUnit IS NOT NULL", sample="PricingUnit"),
         Rule("PricingUnit-C-006-C", "PricingUnit MUST NOT be null when PricingQuantity is not null",
-             "SELECT PricingQuantity FROM {t} WHERE PricingQuantity IS NOT NULL AND PricingUnit IS NULL"),
+             where="PricingQuantity IS NOT NULL AND PricingUnit IS NULL", sample="PricingQuantity"),
         Rule("ChargeFrequency-C-004-C", "ChargeFrequency MUST NOT be Usage-Based when ChargeCategory is Purchase",
-             "SELECT ChargeFrequency FROM {t} WHERE ChargeCategory = 'Purchase' AND ChargeFrequency = 'Usage-Based'"),
+             where="ChargeCategory = 'Purchase' AND ChargeFrequency = 'Usage-Based'", sample="ChargeFrequency"),
         Rule("BilledCost-C-005-C", "BilledCost MUST be 0 where a third party is paid (InvoiceIssuerName is not ProviderName)",
-             "SELECT InvoiceIssuerName || ' / ' || ProviderName FROM {t} "
-             "WHERE InvoiceIssuerName IS DISTINCT FROM ProviderName AND BilledCost <> 0"),
+             where="InvoiceIssuerName IS DISTINCT FROM ProviderName AND BilledCost <> 0",
+             sample="InvoiceIssuerName || ' / ' || ProviderName"),
         # The validator reads InvoiceId's nullability (InvoiceId-C-003-C) dataset-wide: all null or none.
         Rule("InvoiceId-C-003-C", "InvoiceId MUST be null on every line or on none",
              "SELECT NULL FROM {t} HAVING count(InvoiceId) NOT IN (0, count(*))"),
         Rule("BillingPeriodEnd after start", "BillingPeriodEnd MUST be after BillingPeriodStart",
-             "SELECT BillingPeriodStart FROM {t} WHERE BillingPeriodEnd <= BillingPeriodStart"),
+             where="BillingPeriodEnd <= BillingPeriodStart", sample="BillingPeriodStart"),
         Rule("BillingCurrency format", "BillingCurrency MUST be a three-letter currency code",
-             "SELECT BillingCurrency FROM {t} WHERE NOT regexp_full_match(BillingCurrency, '[A-Z]{3}')"),
+             where="NOT regexp_full_match(BillingCurrency, '[A-Z]{3}')", sample="BillingCurrency"),
     ]
     for money in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost"):
         out.append(Rule(f"{money} type", f"{money} MUST be of type Decimal", column=money))
     for ts in ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd"):
         out.append(Rule(f"{ts} type", f"{ts} MUST be of type Date/Time", column=ts))
     return out
+
+
+SAMPLES = 5  # sample values shown per failing rule
+
+
+def _params(sql: str) -> dict | None:
+    return {"unit_format": UNIT_FORMAT_REGEX} if "$unit_format" in sql else None
+
+
+def _execute(conn, sql: str):
+    params = _params(sql)
+    return conn.execute(sql, params) if params else conn.execute(sql)
+
+
+def _line_violations(conn, table: str, line_rules: list[Rule]) -> dict[str, int] | None:
+    """Each line rule's violating lines, all counted in one pass over the table (one scan instead of
+    one per rule: 1.2 of a 1.2M-line run's seconds went to 30 scans). None when a column a rule
+    reads is missing: then each rule is run alone, so the one that needs it fails by itself."""
+    counts = ", ".join(f"count(*) FILTER (WHERE {r.where})" for r in line_rules)
+    try:
+        row = _execute(conn, f"SELECT {counts} FROM {table}").fetchone()
+    except duckdb.BinderException:
+        return None
+    return {r.id: n for r, n in zip(line_rules, row)}
+
+
+def _samples(conn, query: str) -> list[str]:
+    """A few distinct sample values of a rule's violations; never all of them (they can be millions)."""
+    rows = _execute(conn, f"SELECT * FROM ({query}) LIMIT 1000").fetchall()
+    return list(dict.fromkeys(str(r[0]) for r in rows))[:SAMPLES]
 
 
 def check(conn, table: str = TABLE) -> list[dict]:
@@ -127,9 +166,11 @@ def check(conn, table: str = TABLE) -> list[dict]:
         "SELECT column_name, data_type FROM information_schema.columns "
         "WHERE table_catalog = current_database() AND table_schema = ? AND table_name = ?",
         [schema, name]).fetchall())
+    all_rules = rules()
+    counted = _line_violations(conn, table, [r for r in all_rules if r.where])
     failures = []
-    for rule in rules():
-        if rule.sql is None:
+    for rule in all_rules:
+        if rule.query is None:
             kind = types.get(rule.column)
             if kind is None:
                 failures.append({"rule": rule.id, "text": rule.text, "violations": 1, "sample": []})
@@ -137,16 +178,17 @@ def check(conn, table: str = TABLE) -> list[dict]:
                     kind.startswith("DECIMAL") if "Cost" in rule.column else kind.startswith("TIMESTAMP")):
                 failures.append({"rule": rule.id, "text": rule.text, "violations": 1, "sample": [kind]})
             continue
-        sql = rule.sql.replace("{t}", table)
-        params = {"unit_format": UNIT_FORMAT_REGEX} if "$unit_format" in sql else None
+        query = rule.query.replace("{t}", table)
         try:
-            rows = conn.execute(f"SELECT * FROM ({sql})", params).fetchall() if params else conn.execute(f"SELECT * FROM ({sql})").fetchall()
+            if rule.where and counted is not None:
+                violations = counted[rule.id]
+            else:
+                violations = _execute(conn, f"SELECT count(*) FROM ({query})").fetchone()[0]
         except duckdb.BinderException as missing:  # a column the rule reads is absent: its presence rule fails too
             failures.append({"rule": rule.id, "text": rule.text, "violations": 1, "sample": [str(missing).splitlines()[0]]})
             continue
-        if rows:
-            samples = list(dict.fromkeys(str(r[0]) for r in rows))[:5]
-            failures.append({"rule": rule.id, "text": rule.text, "violations": len(rows), "sample": samples})
+        if violations:
+            failures.append({"rule": rule.id, "text": rule.text, "violations": violations, "sample": _samples(conn, query)})
     return failures
 
 
