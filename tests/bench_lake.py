@@ -54,8 +54,13 @@ def floor_cur(csv: Path, out: Path) -> dict:
 
 
 def write_cur_month(source: Path, target: Path, month: str) -> None:
-    """The same lines moved into another billing month (a second delivery of the export)."""
-    text = source.read_text().replace("2023-11-", f"{month}-").replace("2023-12-01", f"{month}-28")
+    """The same lines moved into another billing month (a second delivery of the export): November
+    2023's days into `month` (YYYY-MM, a month of 30 days or more), and the period's end, the first
+    of December, to the first of the month after. The end first: the start's new month must not be
+    caught by the end's pattern."""
+    year, number = (int(p) for p in month.split("-"))
+    following = f"{year + number // 12}-{number % 12 + 1:02d}-01"
+    text = source.read_text().replace("2023-12-01", following).replace("2023-11-", f"{month}-")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
 
