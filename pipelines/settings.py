@@ -85,8 +85,9 @@ class FinopsSettings(ConfigurableResource):
     # Telemetry time-weighting (sql/core/gpu_minutes.sql; documented in the README).
     telemetry_gap_factor: float = Field(default=3.0, description="A gap longer than this many times a series' median "
                                         "sampling interval is missing telemetry, not a longer sample.")
-    telemetry_max_gap_s: int = Field(default=900, description="Longest gap (seconds) one sample may stand for, whatever "
-                                     "the series' interval; longer gaps are missing.")
+    # Under a day: a day's GPU-minutes read only the days beside it (sql/core/gpu_minutes.sql).
+    telemetry_max_gap_s: int = Field(default=900, gt=0, le=86400, description="Longest gap (seconds) one sample may stand "
+                                     "for, whatever the series' interval; longer gaps are missing.")
     severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
     severity_medium: float = Field(default=50.0, description="Avoidable cost (reporting currency) from which a finding is medium.")
     inference_target_util: float = Field(default=0.6, description="Utilization autoscaled inference should run at.")

@@ -1,9 +1,11 @@
 """`make bench` part two: the GPU-minute rollup over 100 million samples, in bounded memory.
 
-1,000 GPUs sampled every 10 s for 12 days (103,680,000 samples) are written to Parquet, exposed
-as `raw.gpu_samples`, and the real `sql/core/gpu_samples.sql` and `sql/core/gpu_minutes.sql` run
-over them with DuckDB held to a memory limit (spilling to disk beyond it). Reports rows per
-second, the process's peak memory, and the floor: one query grouping the same samples to minutes.
+1,000 GPUs sampled every 10 s for 12 days (103,680,000 samples) are written into a warehouse's
+lake as the ingest lays telemetry out (`raw/gpu_samples/day=<YYYY-MM-DD>/file=<sha256>/`), and
+`core.gpu_samples` and `core.gpu_minutes` are built as a run's first build does
+(`pipelines.warehouse.models.build_model`: a few days per statement), with DuckDB held to a memory
+limit (spilling to disk beyond it). Reports rows per second, the process's peak memory, and the
+floor: one query grouping the same samples to minutes.
 
     python -m tests.bench_rollup [--gpus 1000] [--days 12] [--memory-limit 4GB]
 """
@@ -19,8 +21,12 @@ from pathlib import Path
 import duckdb
 
 from models.schemas import GPU_SAMPLE, duckdb_type
+from pipelines.engines.resource import SqlEngineResource
+from pipelines.lake.layout import lake_of, table_root
 from pipelines.settings import FinopsSettings
-from pipelines.warehouse.connection import SQL_DIR, connect, ensure_warehouse, fetch_all, run_sql_file
+from pipelines.warehouse import periods
+from pipelines.warehouse.connection import connect, fetch_all, prepare
+from pipelines.warehouse.models import build_model
 
 GENERATED = {
     "ts": "TIMESTAMPTZ '2026-09-01 00:00:00+00' + to_seconds(t * 10)",
@@ -55,27 +61,24 @@ def main() -> None:
     samples_per_gpu = args.days * 24 * 360
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        parquet = tmp / "samples.parquet"
         conn = connect(tmp / "bench.duckdb")
-        conn.execute("SET TimeZone = 'UTC'")
         conn.execute(f"SET temp_directory = '{tmp / 'spill'}'")
-        conn.execute("SET preserve_insertion_order = false")
+        prepare(conn, always_set_up=True)  # the raw views over the lake beside the warehouse
+        samples_root = table_root(lake_of(tmp / "bench.duckdb"), "telemetry")
         t0 = time.perf_counter()
-        conn.execute(f"COPY (SELECT {select_list()} FROM range({args.gpus}) AS gs(g), range({samples_per_gpu}) AS ts(t)) "
-                     f"TO '{parquet}' (FORMAT parquet, ROW_GROUP_SIZE 1000000)")
+        conn.execute(f"COPY (SELECT *, strftime(ts, '%Y-%m-%d') AS day, 'bench' AS file FROM "
+                     f"(SELECT {select_list()} FROM range({args.gpus}) AS gs(g), range({samples_per_gpu}) AS ts(t))) "
+                     f"TO '{samples_root}' (FORMAT parquet, PARTITION_BY (day, file), OVERWRITE_OR_IGNORE, ROW_GROUP_SIZE 1000000)")
         t1 = time.perf_counter()
         conn.execute(f"SET memory_limit = '{args.memory_limit}'")  # for the models and the floor, not the generator
-        ensure_warehouse(conn)
-        conn.execute((SQL_DIR / "macros.sql").read_text())
-        # raw.gpu_samples is a view over the lake in a warehouse (README, "The lake"): here, over the file.
-        conn.execute(f"CREATE OR REPLACE VIEW raw.gpu_samples AS SELECT * FROM read_parquet('{parquet}')")
-        conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, ingested_at) "
-                     "VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', now())")
-        params = FinopsSettings(landing_dir=str(tmp)).sql_params()  # the defaults, every period: a whole build
-        run_sql_file(conn, "core.gpu_samples", params)
+        conn.execute("INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, rows_read, rows_loaded, ingested_at) "
+                     "VALUES ('bench/samples.parquet', 'bench', 0, 'bench', 'telemetry', 'loaded', ?, ?, now())",
+                     [args.gpus * samples_per_gpu] * 2)
+        settings, engine = FinopsSettings(landing_dir=str(tmp)), SqlEngineResource()
+        built = build_model(conn, "core.gpu_samples", settings, engine)
         t2 = time.perf_counter()
         try:
-            run_sql_file(conn, "core.gpu_minutes", params)
+            build_model(conn, "core.gpu_minutes", settings, engine)
             minutes_error = None
         except duckdb.OutOfMemoryException as exc:  # a finding to report, not a reason to stop `make bench`
             minutes_error = f"out of memory at {args.memory_limit}: {str(exc).splitlines()[0]}"
@@ -84,13 +87,15 @@ def main() -> None:
         # same memory limit, against the two models that dedupe, merge and time-weight them.
         floor = fetch_all(conn, f"""
             SELECT count(*) FROM (SELECT host, gpu_uuid, date_trunc('minute', ts) AS minute, avg(util_pct) AS util
-                                  FROM read_parquet('{parquet}') GROUP BY ALL)""")[0][0]
+                                  FROM read_parquet('{samples_root}/**/*.parquet') GROUP BY ALL)""")[0][0]
         t4 = time.perf_counter()
         samples = fetch_all(conn, "SELECT count(*) FROM core.gpu_samples")[0][0]
         report = {
             "samples": samples,
+            "days": len(built["periods"]),
+            "statements_per_model": len(periods.batches(conn, "core.gpu_minutes", built["periods"])),
             "generate_parquet_s": round(t1 - t0, 1),
-            "parquet_mib": round(parquet.stat().st_size / 2**20),
+            "parquet_mib": round(sum(f.stat().st_size for f in samples_root.rglob("*.parquet")) / 2**20),
             "core_gpu_samples_s": round(t2 - t1, 1),
             "floor_one_query_s": round(t4 - t3, 1),
             "floor_gpu_minutes": floor,

@@ -163,3 +163,123 @@ def test_a_new_day_of_telemetry_rebuilds_its_minutes_and_its_neighbours_and_equa
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert gpu_minutes(fresh) == minutes
+
+
+def rows_of(conn, table: str) -> list[tuple]:
+    return sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+
+
+def whole_build(conn, table: str, settings: FinopsSettings) -> list[tuple]:
+    """`table` as its SQL builds it in one statement over every period (['*']), beside the table."""
+    from pipelines.warehouse.connection import run_sql_text, sql_text
+
+    text = sql_text(table).replace(f"CREATE OR REPLACE TABLE {table} AS", "CREATE OR REPLACE TEMP TABLE whole_rows AS")
+    run_sql_text(conn, text, settings.sql_params())
+    return rows_of(conn, "whole_rows")
+
+
+def test_a_history_is_built_a_few_periods_per_statement_and_equals_one_statement(tmp_path, monkeypatch):
+    """A first build (or one after new code) builds each partitioned model a few periods per
+    statement, so its memory is a batch's, not the history's: 100M samples in one statement ran
+    out of memory. Here every period is its own statement; the tables equal one statement's build,
+    and a backfill rebuilding several periods in place, one per statement, leaves them equal too."""
+    from datetime import UTC, datetime
+
+    from pipelines.warehouse import periods
+    from pipelines.warehouse.connection import connect, prepare
+    from tests.bench_lake import write_nvidia_smi
+
+    monkeypatch.setattr(periods, "BATCH_ROWS", 1)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    write_month(landing, "2026-08", AUGUST)
+    write_month(landing, "2026-09", SEPTEMBER)
+    # One host, 8 GPUs at 10 s, 50 hours from 22:00 on 1 November: samples on three days.
+    write_nvidia_smi(landing / "smi", 1, 50 * 360, datetime(2026, 11, 1, 22, tzinfo=UTC))
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        events = instance.get_latest_materialization_events([AssetKey(["core", t]) for t in ("cost_lines", "gpu_minutes")])
+        meta = {k.path[-1]: e.asset_materialization.metadata for k, e in events.items()}
+        assert meta["cost_lines"]["statements"].value == 2
+        assert meta["gpu_minutes"]["statements"].value == 5  # 31 October to 4 November: the days beside count
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF, days=(date(2026, 8, 1), date(2026, 11, 30))).success
+
+    assert [r[:2] for r in month_totals(warehouse)] == [("2026-08", 31), ("2026-09", 30)]
+    conn = connect(warehouse)
+    try:
+        prepare(conn)
+        assert conn.execute("SELECT count(*) FROM core.gpu_samples").fetchall()[0][0] == 8 * 50 * 360
+        assert conn.execute("SELECT count(*) FROM core.gpu_minutes").fetchall()[0][0] == 8 * 50 * 60
+        for table in ("core.cost_lines", "core.gpu_samples", "core.gpu_minutes"):
+            assert rows_of(conn, table) == whole_build(conn, table, settings), table
+        # Periods with a gap rebuilt in one statement: the models test each row's day, the day
+        # between keeps its rows.
+        params = settings.sql_params()
+        for table in ("core.gpu_samples", "core.gpu_minutes"):
+            assert periods.build_periods(conn, table, params, [["2026-11-01", "2026-11-03"]])
+            assert rows_of(conn, table) == whole_build(conn, table, settings), table
+    finally:
+        conn.close()
+
+
+def test_batches_cut_sorted_periods_by_their_rows_in_the_lake(tmp_path):
+    """The batches follow the lake's Parquet footers: consecutive periods up to the budget, a
+    period over it alone, a period without files costing nothing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipelines.lake.layout import lake_of, table_root
+    from pipelines.warehouse import periods
+    from pipelines.warehouse.connection import connect
+
+    root = table_root(lake_of(tmp_path / "wh.duckdb"), "telemetry")
+    for day, sha, rows in [("2026-11-01", "a", 3), ("2026-11-02", "a", 2), ("2026-11-02", "b", 2), ("2026-11-03", "b", 9),
+                           ("2026-11-05", "c", 1)]:
+        folder = root / f"day={day}" / f"file={sha}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"x": list(range(rows))}), folder / "data_0.parquet")
+    conn = connect(tmp_path / "wh.duckdb")
+    try:
+        days = ["2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04", "2026-11-05"]
+        assert periods.period_rows(conn, "core.gpu_samples", days) == {
+            "2026-11-01": 3, "2026-11-02": 4, "2026-11-03": 9, "2026-11-04": 0, "2026-11-05": 1}
+        assert periods.batches(conn, "core.gpu_samples", days, max_rows=8) == [
+            ["2026-11-01", "2026-11-02"], ["2026-11-03"], ["2026-11-04", "2026-11-05"]]
+        assert periods.batches(conn, "core.gpu_samples", days, max_rows=100) == [days]
+        assert periods.batches(conn, "core.gpu_samples", []) == []
+        # A gap, and rows without a date: each run is a time range, the undated rows alone.
+        assert periods.batches(conn, "core.gpu_samples", ["2026-11-01", "2026-11-03", "2026-11-04", "unknown"], max_rows=100) == [
+            ["2026-11-01"], ["2026-11-03", "2026-11-04"], ["unknown"]]
+    finally:
+        conn.close()
+
+
+def test_clearing_periods_keeps_the_rows_of_the_days_and_months_between_them():
+    """Clearing a list of periods deletes exactly their rows: by time range when they have no gap,
+    by range and each row's period when they do, by period alone for rows without a date."""
+    from pipelines.warehouse import periods
+    from pipelines.warehouse.periods import PERIOD_MODELS
+
+    minutes, lines = PERIOD_MODELS["core.gpu_minutes"], PERIOD_MODELS["core.cost_lines"]
+    assert minutes.contiguous(["2026-10-31", "2026-11-01"]) and not minutes.contiguous(["2026-11-01", "2026-11-03"])
+    assert lines.contiguous(["2026-11", "2026-12", "2027-01"]) and not lines.contiguous(["2026-11", "2027-01"])
+    assert lines.bounds(["2026-11", "2026-12"]) == (date(2026, 11, 1), date(2027, 1, 1))
+    assert minutes.bounds(["2026-11-01", "unknown"]) is None
+    conn = duckdb.connect()
+    conn.execute("SET TimeZone = 'UTC'")
+    conn.execute("CREATE SCHEMA core")
+    conn.execute("CREATE TABLE core.gpu_minutes AS SELECT TIMESTAMPTZ '2026-10-31 23:59:00+00' + to_minutes(i) AS minute "
+                 "FROM range(4 * 1440 + 2) AS r(i) UNION ALL SELECT NULL")
+
+    def days_left():
+        return conn.execute("SELECT coalesce(strftime(minute, '%Y-%m-%d'), 'unknown') AS d, count(*) FROM core.gpu_minutes "
+                            "GROUP BY d ORDER BY d").fetchall()
+
+    periods._clear(conn, minutes, ["2026-11-01", "2026-11-03"])
+    assert days_left() == [("2026-10-31", 1), ("2026-11-02", 1440), ("2026-11-04", 1440), ("2026-11-05", 1), ("unknown", 1)]
+    periods._clear(conn, minutes, ["2026-11-04", "2026-11-05"])
+    assert days_left() == [("2026-10-31", 1), ("2026-11-02", 1440), ("unknown", 1)]
+    periods._clear(conn, minutes, ["unknown"])
+    assert days_left() == [("2026-10-31", 1), ("2026-11-02", 1440)]

@@ -642,10 +642,10 @@ def _unparen(node):
 
 def rw_date_minus(node):
     """DATE − DATE is a number of days in DuckDB, an INTERVAL in Spark: datediff. The models
-    subtract dates only as utc_day(ts) − a date column."""
-    if isinstance(node, exp.Sub):
+    subtract dates only as utc_day(ts) − a date column. DATE − a number of days is a date in both."""
+    if isinstance(node, exp.Sub) and not (isinstance(node.expression, exp.Literal) and node.expression.is_number):
         left = _unparen(node.this)
-        if isinstance(left, exp.Cast) and left.to.this == exp.DataType.Type.DATE:
+        if isinstance(left, (exp.Cast, exp.TryCast)) and left.to.this == exp.DataType.Type.DATE:
             return _fn("datediff", node.this, node.expression)
     return node
 

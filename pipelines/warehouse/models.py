@@ -164,14 +164,22 @@ def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[
             plan = periods.plan(conn, table, salt, days, only_changed)
             if not plan.periods:
                 return {"built": "nothing changed", "periods": []}
-            if periods.build_periods(conn, table, params, plan.periods):
+            batches = periods.batches(conn, table, plan.periods)
+            if periods.build_periods(conn, table, params, batches):
                 periods.record_built(conn, plan)
                 log(f"{table}: rebuilt {len(plan.periods)} period(s): {', '.join(plan.periods[:12])}")
-                return {"built": "periods", "periods": plan.periods}
-        engine.build(conn, table, params, {})
+                return {"built": "periods", "periods": plan.periods, "statements": len(batches)}
         whole = periods.everything_of(conn, table, salt)
+        statements = 1
+        if on_duckdb:  # a few periods per statement, so memory stays bounded by the batch, not the history
+            batches = periods.batches(conn, table, whole.periods)
+            periods.build_fresh(conn, table, params, batches)
+            statements = max(1, len(batches))
+            log(f"{table}: built {len(whole.periods)} period(s) in {statements} statement(s)")
+        else:
+            engine.build(conn, table, params, {})
         periods.record_built(conn, whole, everything=True)
-        return {"built": "whole table", "periods": whole.periods}
+        return {"built": "whole table", "periods": whole.periods, "statements": statements}
     fingerprint = builds.inputs_fingerprint(conn, table, model.deps, salt) if on_duckdb else None
     if builds.built_from(conn, table, fingerprint):
         return {"built": UNCHANGED}

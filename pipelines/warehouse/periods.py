@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import calendar
 import hashlib
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 
 from pipelines.lake.layout import lake_of_connection, table_root
 from pipelines.warehouse.connection import run_sql_text, sql_text, table_exists
@@ -41,6 +44,9 @@ class PeriodModel:
     # (A code constant, never data: it is written into the DELETE that clears a period.)
     row_period_sql: str
     param: str  # the model's SQL parameter: the list of periods to build (['*']: all)
+    # The built row's timestamp its period is the UTC day or month of (`row_period_sql`'s column):
+    # clearing periods also bounds it, a range DuckDB prunes the table's row groups by.
+    time_column: str
     reach: int = 0  # a period's rows also read this many periods either side (days only)
 
     def days(self, period: str) -> tuple[date, date] | None:
@@ -53,15 +59,42 @@ class PeriodModel:
         year, month = (int(p) for p in period.split("-"))
         return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
 
+    def bounds(self, periods: list[str]) -> tuple[date, date] | None:
+        """The first day of the earliest period and the day after the last day of the latest:
+        every row of `periods` lies in [start, end). None where a period has no date."""
+        days = [self.days(p) for p in periods]
+        if not days or any(d is None for d in days):
+            return None
+        return min(d[0] for d in days), max(d[1] for d in days) + timedelta(days=1)
+
+    def follows(self, before: str, period: str) -> bool:
+        """`period` is the one right after `before` (no period between them)."""
+        days = self.days(before), self.days(period)
+        return None not in days and days[1][0] == days[0][1] + timedelta(days=1)
+
+    def contiguous(self, periods: list[str]) -> bool:
+        """The sorted `periods` leave no period out between their first and last: their rows are
+        exactly the rows in `bounds`."""
+        return all(self.follows(a, b) for a, b in zip(periods, periods[1:]))
+
 
 PERIOD_MODELS: dict[str, PeriodModel] = {
     "core.cost_lines": PeriodModel("core.cost_lines", "billing", "billing_period",
-                                   f"coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}')", "billing_months"),
+                                   f"coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}')", "billing_months",
+                                   "BillingPeriodStart"),
     "core.gpu_samples": PeriodModel("core.gpu_samples", "telemetry", "day",
-                                    f"coalesce(strftime(ts, '%Y-%m-%d'), '{UNKNOWN}')", "sample_days"),
+                                    f"coalesce(strftime(ts, '%Y-%m-%d'), '{UNKNOWN}')", "sample_days", "ts"),
     "core.gpu_minutes": PeriodModel("core.gpu_minutes", "telemetry", "day",
-                                    f"coalesce(strftime(minute, '%Y-%m-%d'), '{UNKNOWN}')", "minute_days", reach=1),
+                                    f"coalesce(strftime(minute, '%Y-%m-%d'), '{UNKNOWN}')", "minute_days", "minute", reach=1),
 }
+
+# The input rows one statement of a period build reads at most (its periods' raw rows, from the
+# lake's Parquet footers), unless a single period holds more. The GPU-minute rollup's window over
+# each GPU's series does not spill to disk as a grouping does: 100M samples in one statement ran
+# out of memory at 4 GB, a few million per statement stay within a run's budget. The overhead of a
+# statement is a few tenths of a second, so batches this size cost little on small histories.
+# FINOPS_PERIOD_BATCH_ROWS overrides it (a machine with more memory may take bigger batches).
+BATCH_ROWS = 4_000_000
 
 BUILDS_DDL = """
 CREATE TABLE IF NOT EXISTS core.period_builds (
@@ -96,16 +129,56 @@ WHERE f.kind = 'telemetry'
 """
 
 
-def _folders(conn: duckdb.DuckDBPyConnection, model: PeriodModel) -> dict[str, set[str]]:
-    """sha256 → the periods its lake folders hold (folder names only; no file is opened)."""
+def _period_folders(conn: duckdb.DuckDBPyConnection, model: PeriodModel) -> list[tuple[str, str, Path]]:
+    """(sha256, period, folder) of every file version's folder in the model's lake (names only)."""
     root = table_root(lake_of_connection(conn), model.lake_kind)
-    found: dict[str, set[str]] = defaultdict(set)
+    found = []
     prefix = f"{model.folder}="
     for folder in root.glob(f"**/{prefix}*/file=*") if root.exists() else ():
         period = next((p.name[len(prefix):] for p in folder.parents if p.name.startswith(prefix)), None)
         if period is not None:
-            found[folder.name[len("file="):]].add(period)
+            found.append((folder.name[len("file="):], period, folder))
     return found
+
+
+def _folders(conn: duckdb.DuckDBPyConnection, model: PeriodModel) -> dict[str, set[str]]:
+    """sha256 → the periods its lake folders hold (folder names only; no file is opened)."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for sha, period, _ in _period_folders(conn, model):
+        found[sha].add(period)
+    return found
+
+
+def period_rows(conn: duckdb.DuckDBPyConnection, table: str, wanted: list[str]) -> dict[str, int]:
+    """The raw rows in the lake under each of `wanted` periods (every version's folder, registered
+    or not: an upper bound), from the Parquet footers of those periods' files only."""
+    model = PERIOD_MODELS[table]
+    rows: dict[str, int] = dict.fromkeys(wanted, 0)
+    for _, period, folder in _period_folders(conn, model):
+        if period in rows:
+            rows[period] += sum(pq.read_metadata(f).num_rows for f in folder.glob("*.parquet"))
+    return rows
+
+
+def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_rows: int | None = None) -> list[list[str]]:
+    """`chosen` (sorted) cut into runs of periods reading at most `max_rows` input rows each (a
+    period over it alone), and without gaps: a run is then a time range, which the models and the
+    clearing of old rows test without formatting each row's period (rows without a date go alone).
+    (A day of GPU-minutes also reads the last and first minutes of the days beside it: not counted.)"""
+    model = PERIOD_MODELS[table]
+    if max_rows is None:
+        max_rows = int(os.environ.get("FINOPS_PERIOD_BATCH_ROWS") or BATCH_ROWS)
+    rows = period_rows(conn, table, chosen)
+    out: list[list[str]] = []
+    current, current_rows = [], 0
+    for period in chosen:
+        size = rows.get(period, 0)
+        if current and (current_rows + size > max_rows or not model.follows(current[-1], period)):
+            out.append(current)
+            current, current_rows = [], 0
+        current.append(period)
+        current_rows += size
+    return out + ([current] if current else [])
 
 
 def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -> dict[str, str]:
@@ -213,23 +286,61 @@ def needs_full_build(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     return conn.execute("SELECT count(*) FROM core.period_builds WHERE model = ?", [table]).fetchall()[0][0] == 0
 
 
-def build_periods(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, object], periods: list[str]) -> bool:
-    """Rebuild `periods` of `table` in place on DuckDB: the model's own SQL with its period list,
-    into a temporary table, then those periods' rows deleted and the new ones inserted. Returns
-    False, changing nothing, when the new rows' columns differ from the table's (new code: build it
-    whole instead)."""
-    model = PERIOD_MODELS[table]
+def _model_text(table: str, replacement: str) -> str:
+    """The model's SQL with its one `CREATE OR REPLACE TABLE <table> AS` replaced."""
     target = f"CREATE OR REPLACE TABLE {table} AS"
     text = sql_text(table)
     if text.count(target) != 1:
         raise ValueError(f"sql/{table.replace('.', '/')}.sql must create {table} once with `{target}`")
-    run_sql_text(conn, text.replace(target, "CREATE OR REPLACE TEMP TABLE period_rows AS"), {**params, model.param: periods})
+    return text.replace(target, replacement)
+
+
+def build_fresh(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, object],
+                periods: list[list[str]]) -> None:
+    """Build `table` anew on DuckDB from the batches of periods `periods` (every period with input),
+    one statement per batch: the first creates the table, the others append. A whole history in
+    one statement would hold it all at once (pipelines/warehouse/periods.py, BATCH_ROWS)."""
+    model = PERIOD_MODELS[table]
+    if not periods:  # no input at all: the empty table, with its columns
+        run_sql_text(conn, sql_text(table), params)
+        return
+    run_sql_text(conn, sql_text(table), {**params, model.param: periods[0]})
+    insert = _model_text(table, f"INSERT INTO {table}")
+    for batch in periods[1:]:
+        run_sql_text(conn, insert, {**params, model.param: batch})
+
+
+def _clear(conn: duckdb.DuckDBPyConnection, model: PeriodModel, periods: list[str]) -> None:
+    """Delete the rows of `periods`: a time range, which the scan prunes row groups by, when they
+    have no gaps; with gaps, the range and each row's period."""
+    bounds = model.bounds(periods)
+    if bounds and model.contiguous(periods):
+        conn.execute(f"DELETE FROM {model.table} WHERE {model.time_column} >= ?::DATE AND {model.time_column} < ?::DATE",
+                     list(bounds))
+    elif bounds:
+        conn.execute(f"DELETE FROM {model.table} WHERE {model.time_column} >= ?::DATE AND {model.time_column} < ?::DATE "
+                     f"AND list_contains(?, {model.row_period_sql})", [*bounds, periods])
+    else:
+        conn.execute(f"DELETE FROM {model.table} WHERE list_contains(?, {model.row_period_sql})", [periods])
+
+
+def build_periods(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, object], periods: list[list[str]]) -> bool:
+    """Rebuild the batches of periods `periods` of `table` in place on DuckDB: per batch, the model's
+    own SQL with its period list into a temporary table, then those periods' rows deleted and the
+    new ones inserted. Returns False, changing nothing, when the new rows' columns differ from the
+    table's (new code: build it anew instead)."""
+    model = PERIOD_MODELS[table]
+    text = _model_text(table, "CREATE OR REPLACE TEMP TABLE period_rows AS")
     schema, name = table.split(".")
     columns = ("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = coalesce(?, current_database()) "
                "AND schema_name = ? AND table_name = ? ORDER BY column_index")
-    same = conn.execute(columns, [None, schema, name]).fetchall() == conn.execute(columns, ["temp", "main", "period_rows"]).fetchall()
-    if same:
-        conn.execute(f"DELETE FROM {table} WHERE list_contains(?, {model.row_period_sql})", [periods])
+    for number, batch in enumerate(periods):
+        run_sql_text(conn, text, {**params, model.param: batch})
+        if number == 0 and (conn.execute(columns, [None, schema, name]).fetchall()
+                            != conn.execute(columns, ["temp", "main", "period_rows"]).fetchall()):
+            conn.execute("DROP TABLE period_rows")
+            return False
+        _clear(conn, model, batch)
         conn.execute(f"INSERT INTO {table} SELECT * FROM period_rows")
-    conn.execute("DROP TABLE period_rows")
-    return same
+        conn.execute("DROP TABLE period_rows")
+    return True

@@ -15,8 +15,17 @@ WITH current AS (
     FROM raw.gpu_samples AS s
     JOIN raw.files AS f
       ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
-    -- $sample_days: the UTC days to build (the lake's day folders, YYYY-MM-DD); ['*'] builds every day.
-    WHERE list_contains($sample_days, '*') OR list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown'))
+    -- $sample_days: the UTC days to build (the lake's day folders, YYYY-MM-DD; 'unknown': no
+    -- timestamp); ['*'] builds every day. Days are tested as a range DuckDB pushes into the Parquet
+    -- scan, which then skips every other day's files; a day's text is formatted per sample only
+    -- when the list has gaps (formatting every sample of the history made a day cost O(history)).
+    WHERE list_contains($sample_days, '*')
+       OR (list_contains($sample_days, 'unknown')
+           AND list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown')))
+       OR (s.ts >= try_cast(list_min($sample_days) AS DATE) AND s.ts < try_cast(list_max($sample_days) AS DATE) + 1
+           AND (array_length($sample_days) = date_diff('day', try_cast(list_min($sample_days) AS DATE),
+                                                       try_cast(list_max($sample_days) AS DATE)) + 1
+                OR list_contains($sample_days, strftime(s.ts, '%Y-%m-%d'))))
 ),
 seen_twice AS (
     SELECT gpu_key, ts FROM current GROUP BY gpu_key, ts HAVING count(*) > 1
