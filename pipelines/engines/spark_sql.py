@@ -650,6 +650,14 @@ def rw_date_minus(node):
     return node
 
 
+def rw_cte_materialized(node):
+    """A CTE's [NOT] MATERIALIZED hint (DuckDB keeps a CTE read twice in memory unless told not
+    to): Spark has no such syntax, and plans each reference of a CTE on its own anyway."""
+    if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+        node.set("materialized", None)
+    return node
+
+
 # (name, rewrite). Order matters only where noted: macros are already expanded; `rw_div` runs
 # after the rewrites that build divisions of their own (marked so it leaves them alone).
 REWRITES: list[tuple[str, Callable]] = [
@@ -669,6 +677,7 @@ REWRITES: list[tuple[str, Callable]] = [
     ("json_extract_string", rw_json_extract),
     ("json_valid", rw_json_valid),
     ("date - date", rw_date_minus),
+    ("CTE [NOT] MATERIALIZED", rw_cte_materialized),
     ("try", rw_try),
     ("quantile_cont", rw_quantile),
     ("list ORDER BY", rw_ordered_list),

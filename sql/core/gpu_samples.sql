@@ -6,8 +6,11 @@
 -- Most samples are alone at their instant (an nvidia-smi or DCGM row holds every metric): they
 -- pass through as they are, and only the instants seen twice go through the merge (aggregating
 -- every row took 3× as long on 2M samples).
+-- `current` is read three times; NOT MATERIALIZED has each reader scan the lake again instead of
+-- DuckDB keeping a copy of every row in memory: half the peak memory at 3.5M samples (1.27 →
+-- 0.70 GB), the same time.
 CREATE OR REPLACE TABLE core.gpu_samples AS
-WITH current AS (
+WITH current AS NOT MATERIALIZED (
     SELECT s.*,
            s.host || '/' || coalesce(s.gpu_uuid, 'gpu' || s.gpu_index::VARCHAR, 'gpu?')
                || coalesce('/mig' || s.mig_instance, '') AS gpu_key,
