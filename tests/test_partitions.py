@@ -256,6 +256,21 @@ def test_batches_cut_sorted_periods_by_their_rows_in_the_lake(tmp_path):
         conn.close()
 
 
+def test_the_batch_size_comes_from_the_environment_and_a_bad_one_is_refused(monkeypatch):
+    import pytest
+
+    from pipelines.warehouse import periods
+
+    monkeypatch.delenv("FINOPS_PERIOD_BATCH_ROWS", raising=False)
+    assert periods.batch_rows() == periods.BATCH_ROWS
+    monkeypatch.setenv("FINOPS_PERIOD_BATCH_ROWS", " 250000 ")
+    assert periods.batch_rows() == 250_000
+    for bad in ("0", "-5", "1e6", "lots"):
+        monkeypatch.setenv("FINOPS_PERIOD_BATCH_ROWS", bad)
+        with pytest.raises(ValueError, match="FINOPS_PERIOD_BATCH_ROWS must be a whole number"):
+            periods.batch_rows()
+
+
 def test_clearing_periods_keeps_the_rows_of_the_days_and_months_between_them():
     """Clearing a list of periods deletes exactly their rows: by time range when they have no gap,
     by range and each row's period when they do, by period alone for rows without a date."""

@@ -160,14 +160,23 @@ def period_rows(conn: duckdb.DuckDBPyConnection, table: str, wanted: list[str]) 
     return rows
 
 
+def batch_rows() -> int:
+    """FINOPS_PERIOD_BATCH_ROWS, else BATCH_ROWS."""
+    text = os.environ.get("FINOPS_PERIOD_BATCH_ROWS", "").strip()
+    if not text:
+        return BATCH_ROWS
+    if not text.isdigit() or int(text) == 0:
+        raise ValueError(f"FINOPS_PERIOD_BATCH_ROWS must be a whole number of rows above 0, not {text!r}")
+    return int(text)
+
+
 def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_rows: int | None = None) -> list[list[str]]:
     """`chosen` (sorted) cut into runs of periods reading at most `max_rows` input rows each (a
     period over it alone), and without gaps: a run is then a time range, which the models and the
     clearing of old rows test without formatting each row's period (rows without a date go alone).
     (A day of GPU-minutes also reads the last and first minutes of the days beside it: not counted.)"""
     model = PERIOD_MODELS[table]
-    if max_rows is None:
-        max_rows = int(os.environ.get("FINOPS_PERIOD_BATCH_ROWS") or BATCH_ROWS)
+    max_rows = batch_rows() if max_rows is None else max_rows
     rows = period_rows(conn, table, chosen)
     out: list[list[str]] = []
     current, current_rows = [], 0
