@@ -38,7 +38,7 @@ ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -m pipelines.orchestration.definitions -h 127.0.0.1 -p 3000
 
 # Stage timings of the demo graph, then the GPU-minute rollup over 100 M samples against its floor
-# (about 10 min on 2 cores; today core.gpu_minutes runs out of memory there, which it reports), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
+# (about 7 min on 2 cores, half of it writing the samples; a model running out of memory is reported, not fatal), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
 # (tests/bench_lake.py: a 1M-row CUR against the one-query floor, reruns, a second delivery, telemetry, and a
 # 10M-row CUR: BENCH_LAKE="" skips it), and the SQL
 # models over a 1M-row CUR on DuckDB and on Spark local mode (skipped, saying why, without Java or
