@@ -179,10 +179,12 @@ def whole_build(conn, table: str, settings: FinopsSettings) -> list[tuple]:
 
 
 def test_a_history_is_built_a_few_periods_per_statement_and_equals_one_statement(tmp_path, monkeypatch):
-    """A first build (or one after new code) builds each partitioned model a few periods per
+    """A first build (or one after new code) builds each telemetry model a few periods per
     statement, so its memory is a batch's, not the history's: 100M samples in one statement ran
-    out of memory. Here every period is its own statement; the tables equal one statement's build,
-    and a backfill rebuilding several periods in place, one per statement, leaves them equal too."""
+    out of memory. Here every day is its own statement; the tables equal one statement's build,
+    and a backfill rebuilding several periods in place, one per statement, leaves them equal too.
+    Billing months are built together (FOCUS: one ServiceCategory per ServiceName, decided over
+    the lines a statement builds)."""
     from datetime import UTC, datetime
 
     from pipelines.warehouse import periods
@@ -202,7 +204,7 @@ def test_a_history_is_built_a_few_periods_per_statement_and_equals_one_statement
         assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
         events = instance.get_latest_materialization_events([AssetKey(["core", t]) for t in ("cost_lines", "gpu_minutes")])
         meta = {k.path[-1]: e.asset_materialization.metadata for k, e in events.items()}
-        assert meta["cost_lines"]["statements"].value == 2
+        assert meta["cost_lines"]["statements"].value == 1  # its months together: one ServiceCategory per ServiceName
         assert meta["gpu_minutes"]["statements"].value == 5  # 31 October to 4 November: the days beside count
         assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF, days=(date(2026, 8, 1), date(2026, 11, 30))).success
 
@@ -249,6 +251,7 @@ def test_batches_cut_sorted_periods_by_their_rows_in_the_lake(tmp_path):
             ["2026-11-01", "2026-11-02"], ["2026-11-03"], ["2026-11-04", "2026-11-05"]]
         assert periods.batches(conn, "core.gpu_samples", days, max_rows=100) == [days]
         assert periods.batches(conn, "core.gpu_samples", []) == []
+        assert periods.batches(conn, "core.cost_lines", ["2026-09", "2026-11"], max_rows=1) == [["2026-09", "2026-11"]]
         # A gap, and rows without a date: each run is a time range, the undated rows alone.
         assert periods.batches(conn, "core.gpu_samples", ["2026-11-01", "2026-11-03", "2026-11-04", "unknown"], max_rows=100) == [
             ["2026-11-01"], ["2026-11-03", "2026-11-04"], ["unknown"]]

@@ -48,6 +48,10 @@ class PeriodModel:
     # clearing periods also bounds it, a range DuckDB prunes the table's row groups by.
     time_column: str
     reach: int = 0  # a period's rows also read this many periods either side (days only)
+    # Its periods may be built in several statements (`batches`). Not core.cost_lines: FOCUS wants
+    # one ServiceCategory per ServiceName across the dataset, and the model decides it over the
+    # lines one statement builds, so its periods are built together, as before.
+    batched: bool = True
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""
@@ -81,7 +85,7 @@ class PeriodModel:
 PERIOD_MODELS: dict[str, PeriodModel] = {
     "core.cost_lines": PeriodModel("core.cost_lines", "billing", "billing_period",
                                    f"coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}')", "billing_months",
-                                   "BillingPeriodStart"),
+                                   "BillingPeriodStart", batched=False),
     "core.gpu_samples": PeriodModel("core.gpu_samples", "telemetry", "day",
                                     f"coalesce(strftime(ts, '%Y-%m-%d'), '{UNKNOWN}')", "sample_days", "ts"),
     "core.gpu_minutes": PeriodModel("core.gpu_minutes", "telemetry", "day",
@@ -172,10 +176,12 @@ def batch_rows() -> int:
 
 def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_rows: int | None = None) -> list[list[str]]:
     """`chosen` (sorted) cut into runs of periods reading at most `max_rows` input rows each (a
-    period over it alone), and without gaps: a run is then a time range, which the models and the
+    period over it alone; a model that is not `batched`: one run), and without gaps: a run is then a time range, which the models and the
     clearing of old rows test without formatting each row's period (rows without a date go alone).
     (A day of GPU-minutes also reads the last and first minutes of the days beside it: not counted.)"""
     model = PERIOD_MODELS[table]
+    if not model.batched:
+        return [chosen] if chosen else []
     max_rows = batch_rows() if max_rows is None else max_rows
     rows = period_rows(conn, table, chosen)
     out: list[list[str]] = []
