@@ -20,6 +20,13 @@ CREATE OR REPLACE MACRO convert_money(amount, rate) AS CAST(round(
 -- The UTC calendar day and minute of a TIMESTAMPTZ, whatever the session's TimeZone setting.
 CREATE OR REPLACE MACRO utc_day(ts) AS CAST(timezone('UTC', ts) AS DATE);
 CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', timezone('UTC', ts)));
+-- A list of UTC days a partitioned model builds ('YYYY-MM-DD'; '*' every day, 'unknown' rows
+-- without a timestamp) as a range: its first day, its last, and whether it leaves no day out.
+-- Written over the list alone, so DuckDB folds them to constants and pushes `ts >= first AND
+-- ts < last + 1` into its scans. NULL where the list holds '*' or 'unknown'.
+CREATE OR REPLACE MACRO first_listed_day(days) AS try_cast(list_min(days) AS DATE);
+CREATE OR REPLACE MACRO last_listed_day(days) AS try_cast(list_max(days) AS DATE);
+CREATE OR REPLACE MACRO days_without_gap(days) AS array_length(days) = date_diff('day', first_listed_day(days), last_listed_day(days)) + 1;
 -- Host names as every connector normalises them (connectors/_telemetry.py): lower case, DNS
 -- suffix dropped, IP addresses kept whole. Invoices' resource names go through the same rule.
 CREATE OR REPLACE MACRO norm_host(h) AS CASE

@@ -326,17 +326,17 @@ def build_fresh(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, o
 
 
 def _clear(conn: duckdb.DuckDBPyConnection, model: PeriodModel, periods: list[str]) -> None:
-    """Delete the rows of `periods`: a time range, which the scan prunes row groups by, when they
-    have no gaps; with gaps, the range and each row's period."""
+    """Delete the rows of `periods`: their time range, which the scan prunes row groups by, and,
+    where the periods leave gaps (or have no date), each row's period."""
     bounds = model.bounds(periods)
-    if bounds and model.contiguous(periods):
-        conn.execute(f"DELETE FROM {model.table} WHERE {model.time_column} >= ?::DATE AND {model.time_column} < ?::DATE",
-                     list(bounds))
-    elif bounds:
-        conn.execute(f"DELETE FROM {model.table} WHERE {model.time_column} >= ?::DATE AND {model.time_column} < ?::DATE "
-                     f"AND list_contains(?, {model.row_period_sql})", [*bounds, periods])
-    else:
-        conn.execute(f"DELETE FROM {model.table} WHERE list_contains(?, {model.row_period_sql})", [periods])
+    conditions, args = [], []
+    if bounds:
+        conditions.append(f"{model.time_column} >= ?::DATE AND {model.time_column} < ?::DATE")
+        args += bounds
+    if not (bounds and model.contiguous(periods)):
+        conditions.append(f"list_contains(?, {model.row_period_sql})")
+        args.append(periods)
+    conn.execute(f"DELETE FROM {model.table} WHERE {' AND '.join(conditions)}", args)
 
 
 def build_periods(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, object], periods: list[list[str]]) -> bool:

@@ -25,16 +25,8 @@
 -- own minutes: a day built alone is that day of a whole build. A series' median interval is taken
 -- over that window.
 CREATE OR REPLACE TABLE core.gpu_minutes AS
-WITH model_keys AS (
-    -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the
-    -- rollup); the names of the days built (the range of `samples` below), not of the history.
-    SELECT map_from_entries(list((name, gpu_model_key(name)))) AS keys
-    FROM (SELECT DISTINCT gpu_model AS name FROM core.gpu_samples
-          WHERE gpu_model IS NOT NULL
-            AND (list_contains($minute_days, '*') OR list_contains($minute_days, 'unknown')
-                 OR (ts >= try_cast(list_min($minute_days) AS DATE) - 1 AND ts < try_cast(list_max($minute_days) AS DATE) + 2)))
-),
-samples AS (
+WITH samples AS NOT MATERIALIZED (
+    -- Read twice (the names below, the rollup): each scans the table, with no copy of the rows kept.
     SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, pod, namespace,
            util_pct, util_kind, mem_used_mib, power_w,
            epoch_us(ts) AS t0_us
@@ -42,9 +34,15 @@ samples AS (
     -- The days asked for and $telemetry_max_gap_s either side (no span reaches further over
     -- midnight): first as whole days, a range DuckDB's scan of the table prunes by, then exactly.
     WHERE list_contains($minute_days, '*') OR list_contains($minute_days, 'unknown')
-       OR (ts >= try_cast(list_min($minute_days) AS DATE) - 1 AND ts < try_cast(list_max($minute_days) AS DATE) + 2
-           AND epoch_us(ts) >= epoch_us(CAST(try_cast(list_min($minute_days) AS DATE) AS TIMESTAMP)) - $telemetry_max_gap_s * 1000000
-           AND epoch_us(ts) < epoch_us(CAST(try_cast(list_max($minute_days) AS DATE) + 1 AS TIMESTAMP)) + $telemetry_max_gap_s * 1000000)
+       OR (ts >= first_listed_day($minute_days) - 1 AND ts < last_listed_day($minute_days) + 2
+           AND epoch_us(ts) >= epoch_us(CAST(first_listed_day($minute_days) AS TIMESTAMP)) - $telemetry_max_gap_s * 1000000
+           AND epoch_us(ts) < epoch_us(CAST(last_listed_day($minute_days) + 1 AS TIMESTAMP)) + $telemetry_max_gap_s * 1000000)
+),
+model_keys AS (
+    -- Each distinct telemetry name of the samples read is looked up once (the regexes per row
+    -- would cost more than the rollup).
+    SELECT map_from_entries(list((name, gpu_model_key(name)))) AS keys
+    FROM (SELECT DISTINCT gpu_model AS name FROM samples WHERE gpu_model IS NOT NULL)
 ),
 windows AS (
     -- Each sample in its own UTC day's window (day_no: days since 1970-01-01); one within
@@ -59,10 +57,9 @@ wanted AS (
     -- A list without gaps is a range of day numbers; only a list with gaps formats each row's day.
     SELECT * FROM windows
     WHERE list_contains($minute_days, '*')
-       OR (array_length($minute_days) = date_diff('day', try_cast(list_min($minute_days) AS DATE),
-                                                  try_cast(list_max($minute_days) AS DATE)) + 1
-           AND day_no >= date_diff('day', DATE '1970-01-01', try_cast(list_min($minute_days) AS DATE))
-           AND day_no <= date_diff('day', DATE '1970-01-01', try_cast(list_max($minute_days) AS DATE)))
+       OR (days_without_gap($minute_days)
+           AND day_no >= date_diff('day', DATE '1970-01-01', first_listed_day($minute_days))
+           AND day_no <= date_diff('day', DATE '1970-01-01', last_listed_day($minute_days)))
        OR list_contains($minute_days, strftime(DATE '1970-01-01' + CAST(day_no AS INTEGER), '%Y-%m-%d'))
 ),
 steps AS (

@@ -25,10 +25,8 @@ WITH current AS NOT MATERIALIZED (
     WHERE list_contains($sample_days, '*')
        OR (list_contains($sample_days, 'unknown')
            AND list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown')))
-       OR (s.ts >= try_cast(list_min($sample_days) AS DATE) AND s.ts < try_cast(list_max($sample_days) AS DATE) + 1
-           AND (array_length($sample_days) = date_diff('day', try_cast(list_min($sample_days) AS DATE),
-                                                       try_cast(list_max($sample_days) AS DATE)) + 1
-                OR list_contains($sample_days, strftime(s.ts, '%Y-%m-%d'))))
+       OR (s.ts >= first_listed_day($sample_days) AND s.ts < last_listed_day($sample_days) + 1
+           AND (days_without_gap($sample_days) OR list_contains($sample_days, strftime(s.ts, '%Y-%m-%d'))))
 ),
 seen_twice AS (
     SELECT gpu_key, ts FROM current GROUP BY gpu_key, ts HAVING count(*) > 1
