@@ -27,6 +27,9 @@ CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', t
 CREATE OR REPLACE MACRO first_listed_day(days) AS try_cast(list_min(days) AS DATE);
 CREATE OR REPLACE MACRO last_listed_day(days) AS try_cast(list_max(days) AS DATE);
 CREATE OR REPLACE MACRO days_without_gap(days) AS array_length(days) = date_diff('day', first_listed_day(days), last_listed_day(days)) + 1;
+-- The same for a list of months ('YYYY-MM'): the first day of its first and of its last month.
+CREATE OR REPLACE MACRO first_listed_month(months) AS try_cast(list_min(months) || '-01' AS DATE);
+CREATE OR REPLACE MACRO last_listed_month(months) AS try_cast(list_max(months) || '-01' AS DATE);
 -- Host names as every connector normalises them (connectors/_telemetry.py): lower case, DNS
 -- suffix dropped, IP addresses kept whole. Invoices' resource names go through the same rule.
 CREATE OR REPLACE MACRO norm_host(h) AS CASE

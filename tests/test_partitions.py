@@ -4,7 +4,7 @@ build from scratch."""
 
 import subprocess
 import sys
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -301,3 +301,107 @@ def test_clearing_periods_keeps_the_rows_of_the_days_and_months_between_them():
     assert days_left() == [("2026-10-31", 1), ("2026-11-02", 1440), ("unknown", 1)]
     periods._clear(conn, minutes, ["unknown"])
     assert days_left() == [("2026-10-31", 1), ("2026-11-02", 1440)]
+
+
+# marts.cost_attribution per billing month: two months of GPU rental on one host, each with a GPU
+# charge of one day, a storage line and a tagged line.
+HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n"
+
+
+def gpu_month(day: str, gpu_cost: str = "48.00") -> str:
+    start, end = f"{day}T00:00:00Z", f"{date.fromisoformat(day) + timedelta(days=1)}T00:00:00Z"
+    return HEADER + "\n".join([
+        f"{gpu_cost},{gpu_cost},USD,Usage,{start},{end},GpuCloud,GPU,Compute,ins-a,gpu-a,,2",
+        f"3.00,3.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-a,,,",
+        f'5.00,5.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-b,,"{{""ml_phase"": ""inference""}}",',
+    ]) + "\n"
+
+
+WORKLOADS_A = """workload_id,phase,host,gpu_count,started_at,ended_at
+pt-a,pretraining,gpu-a,2,2026-08-10T00:00:00Z,2026-08-10T12:00:00Z
+"""
+WORKLOADS_B = """workload_id,phase,host,gpu_count,started_at,ended_at
+inf-a,inference,gpu-a,1,2026-09-10T00:00:00Z,2026-09-10T06:00:00Z
+"""
+
+
+def attribution_builds(warehouse: Path) -> dict[str, object]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return dict(conn.execute("SELECT period, built_at FROM core.period_builds "
+                                 "WHERE model = 'marts.cost_attribution' AND period <> '*'").fetchall())
+    finally:
+        conn.close()
+
+
+def attribution(warehouse: Path) -> list[tuple]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return conn.execute("SELECT * FROM marts.cost_attribution ORDER BY x_ChargeId, phase").fetchall()
+    finally:
+        conn.close()
+
+
+def phases_of(warehouse: Path, resource: str, month: str) -> dict[str, tuple]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return {phase: (method, amount) for phase, method, amount in conn.execute(
+            "SELECT a.phase, a.method, a.amount_billing FROM marts.cost_attribution AS a JOIN core.cost_lines AS c USING (x_ChargeId) "
+            "WHERE c.ResourceId = ? AND strftime(a.billing_period_start, '%Y-%m') = ?", [resource, month]).fetchall()}
+    finally:
+        conn.close()
+
+
+def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_equals_a_fresh_build(tmp_path):
+    """A new month's delivery attributes that month only; telemetry re-attributes the months whose
+    GPU charges cover its days; new workloads the months with GPU charges; a restated month its own."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    (landing / "gpu-2026-08.csv").write_text(gpu_month("2026-08-10"))
+    (landing / "jobs-a.csv").write_text(WORKLOADS_A)
+    with DagsterInstance.ephemeral() as instance:
+        def run() -> dict[str, object]:
+            assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+            return attribution_builds(warehouse)
+
+        first = run()
+        assert set(first) == {"2026-08"}
+        # 48 GPU-hours paid: pre-training held 24, nobody held the rest (no telemetry: idle).
+        assert phases_of(warehouse, "ins-a", "2026-08") == {"pretraining": ("workload_overlap", Decimal("24.0000000000")),
+                                                            "idle": ("no_workload", Decimal("24.0000000000"))}
+
+        # September's delivery: September is attributed, August left as it was built.
+        (landing / "gpu-2026-09.csv").write_text(gpu_month("2026-09-10", "96.00"))
+        second = run()
+        assert second["2026-08"] == first["2026-08"] and set(second) == {"2026-08", "2026-09"}
+
+        # Telemetry on 10 August: gpu-a's two GPUs busy from 12:00 to 18:00, while nobody held them.
+        smi = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
+            f"2026/08/10 {h:02d}:{m:02d}:00.000, {i}, GPU-a{i}, NVIDIA A100, 90 %, 100 MiB, 300.00 W\n"
+            for h in range(12, 18) for m in range(60) for i in (0, 1))
+        (landing / "gpu-a.csv").write_text(smi)
+        third = run()
+        assert third["2026-09"] == second["2026-09"] and third["2026-08"] > second["2026-08"]
+        assert phases_of(warehouse, "ins-a", "2026-08") == {
+            "pretraining": ("workload_overlap", Decimal("24.0000000000")),
+            "unattributed": ("busy_telemetry", Decimal("12.0000000000")),
+            "idle": ("no_workload", Decimal("12.0000000000"))}
+
+        # New workloads: every month with GPU charges is attributed again (the workloads are not by month).
+        (landing / "jobs-b.csv").write_text(WORKLOADS_B)
+        fourth = run()
+        assert fourth["2026-08"] > third["2026-08"] and fourth["2026-09"] > third["2026-09"]
+        assert phases_of(warehouse, "ins-a", "2026-09")["inference"] == ("workload_overlap", Decimal("12.0000000000"))
+
+        # August restated without its storage line: August only, and the line's part is gone.
+        (landing / "gpu-2026-08.csv").write_text("\n".join(gpu_month("2026-08-10").splitlines()[:2] + gpu_month("2026-08-10").splitlines()[3:]) + "\n")
+        fifth = run()
+        assert fifth["2026-09"] == fourth["2026-09"] and fifth["2026-08"] > fourth["2026-08"]
+        assert phases_of(warehouse, "disk-a", "2026-08") == {}
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert attribution(fresh) == attribution(warehouse)
+    assert len(attribution(warehouse)) == 8  # August: 3 GPU parts and the tag; September: 2, the storage line, the tag

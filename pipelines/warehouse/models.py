@@ -181,8 +181,39 @@ def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[
         periods.record_built(conn, whole, everything=True)
         return {"built": "whole table", "periods": whole.periods, "statements": statements}
     fingerprint = builds.inputs_fingerprint(conn, table, model.deps, salt) if on_duckdb else None
+    if table in periods.MONTHLY_MARTS and on_duckdb:
+        return _build_monthly_mart(conn, model, settings, fingerprint, days, only_changed, log)
     if builds.built_from(conn, table, fingerprint):
         return {"built": UNCHANGED}
     engine.build(conn, table, params, model.inputs(settings) if model.inputs else {})  # DuckDB or Spark
     builds.record(conn, table, fingerprint)
     return {"built": "whole table"}
+
+
+def _build_monthly_mart(conn, model: SqlModel, settings: FinopsSettings, fingerprint: str | None,
+                        days: tuple[date, date] | None, only_changed: bool, log: Callable[[str], None]) -> dict:
+    """A mart built per billing month (periods.MONTHLY_MARTS) on DuckDB: left alone when no input
+    changed; else the months whose inputs changed (and, in a backfill, the months of its days) are
+    rebuilt in place; built whole when it is new, or its columns changed."""
+    table, salt, params = model.table, model_salt(settings), settings.sql_params()
+    if only_changed and builds.built_from(conn, table, fingerprint):
+        return {"built": UNCHANGED}
+    inputs = model.inputs(settings) if model.inputs else {}
+    for name, arrow_table in inputs.items():
+        conn.register(name, arrow_table)
+    try:
+        if not periods.needs_full_build(conn, table):
+            plan = periods.plan(conn, table, salt, days, only_changed)
+            batches = periods.batches(conn, table, plan.periods)
+            if periods.build_periods(conn, table, params, batches):
+                periods.record_built(conn, plan, whole=fingerprint)
+                log(f"{table}: rebuilt {len(plan.periods)} month(s): {', '.join(plan.periods[:12])}")
+                return {"built": "periods", "periods": plan.periods, "statements": len(batches)}
+        whole = periods.everything_of(conn, table, salt)
+        batches = periods.batches(conn, table, whole.periods)
+        periods.build_fresh(conn, table, params, batches)
+        periods.record_built(conn, whole, everything=True, whole=fingerprint)
+        return {"built": "whole table", "periods": whole.periods, "statements": max(1, len(batches))}
+    finally:
+        for name in inputs:
+            conn.unregister(name)

@@ -13,6 +13,12 @@ any more (its rows must go).
 
 The fingerprints come from folder names and the small registry tables, never from the rows: a
 plan costs O(files), whatever the history.
+
+`marts.cost_attribution` is built per billing month too (MONTHLY_MARTS), though not partitioned in
+Dagster: its months are `core.cost_lines`' months, and a month's fingerprint is the one
+`core.cost_lines` recorded for it, `core.workloads`' version and `core.gpu_minutes`' fingerprints
+of the days its GPU charges cover (what its joins read). A new delivery re-attributes its own
+month; new telemetry the months whose GPU charges cover its days.
 """
 
 from __future__ import annotations
@@ -52,6 +58,9 @@ class PeriodModel:
     # one ServiceCategory per ServiceName across the dataset, and the model decides it over the
     # lines one statement builds, so its periods are built together, as before.
     batched: bool = True
+    # A mart built per period of the core table it reads (MONTHLY_MARTS): its periods are the ones
+    # that table recorded as built, not the lake's folders.
+    derived_from: str | None = None
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""
@@ -91,6 +100,16 @@ PERIOD_MODELS: dict[str, PeriodModel] = {
     "core.gpu_minutes": PeriodModel("core.gpu_minutes", "telemetry", "day",
                                     f"coalesce(strftime(minute, '%Y-%m-%d'), '{UNKNOWN}')", "minute_days", "minute", reach=1),
 }
+
+# Marts built per billing month of their charges (see the module's docstring). Not in
+# PERIOD_MODELS: they are no Dagster partitions and need no day range of a run, because a run
+# builds every month of theirs whose inputs changed, wherever the run's days lie.
+MONTHLY_MARTS: dict[str, PeriodModel] = {
+    "marts.cost_attribution": PeriodModel("marts.cost_attribution", "billing", "billing_period",
+                                          f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')", "billing_months",
+                                          "billing_period_start", derived_from="core.cost_lines"),
+}
+ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 
 # The input rows one statement of a period build reads at most (its periods' raw rows, from the
 # lake's Parquet footers), unless a single period holds more. The GPU-minute rollup's window over
@@ -156,7 +175,7 @@ def _folders(conn: duckdb.DuckDBPyConnection, model: PeriodModel) -> dict[str, s
 def period_rows(conn: duckdb.DuckDBPyConnection, table: str, wanted: list[str]) -> dict[str, int]:
     """The raw rows in the lake under each of `wanted` periods (every version's folder, registered
     or not: an upper bound), from the Parquet footers of those periods' files only."""
-    model = PERIOD_MODELS[table]
+    model = ANY_PERIOD_MODEL[table]
     rows: dict[str, int] = dict.fromkeys(wanted, 0)
     for _, period, folder in _period_folders(conn, model):
         if period in rows:
@@ -179,7 +198,7 @@ def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_
     period over it alone; a model that is not `batched`: one run), and without gaps: a run is then a time range, which the models and the
     clearing of old rows test without formatting each row's period (rows without a date go alone).
     (A day of GPU-minutes also reads the last and first minutes of the days beside it: not counted.)"""
-    model = PERIOD_MODELS[table]
+    model = ANY_PERIOD_MODEL[table]
     if not model.batched:
         return [chosen] if chosen else []
     max_rows = batch_rows() if max_rows is None else max_rows
@@ -198,7 +217,9 @@ def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_
 
 def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -> dict[str, str]:
     """Each period with input rows → its fingerprint."""
-    model = PERIOD_MODELS[table]
+    model = ANY_PERIOD_MODEL[table]
+    if model.derived_from:
+        return _mart_fingerprints(conn, model, salt)
     folders = _folders(conn, model)
     rows = conn.execute(BILLING_STATE if model.lake_kind == "billing" else TELEMETRY_STATE).fetchall()
     periods_of_content: dict[str, set[str]] = defaultdict(set)
@@ -228,6 +249,47 @@ def _with_neighbours(states: dict[str, list[str]], reach: int) -> dict[str, list
     return widened
 
 
+# The UTC days each billing month's GPU charges cover: the days of core.gpu_minutes that
+# marts.cost_attribution's joins can read for that month (a scan of four columns of core.cost_lines).
+GPU_CHARGE_DAYS = f"""
+SELECT coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}') AS period,
+       min(ChargePeriodStart)::DATE AS first_day, max(coalesce(ChargePeriodEnd, ChargePeriodStart))::DATE AS last_day
+FROM core.cost_lines
+WHERE x_GpuCount > 0
+GROUP BY ALL
+"""
+
+
+def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt: str) -> dict[str, str]:
+    """Each month of the core table a monthly mart reads → the digest of what its rows are built
+    from: that month as the core table recorded it and, for a month with GPU charges,
+    core.workloads' version and the GPU-minutes of the days those charges cover."""
+    months = built_fingerprints(conn, model.derived_from)
+    if not months:
+        return {}
+    minutes = built_fingerprints(conn, "core.gpu_minutes")
+    workloads = whole_fingerprint(conn, "core.workloads")
+    spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()}
+    out = {}
+    for month, upstream in months.items():
+        parts = [salt, model.table, f"{model.derived_from}={upstream}"]
+        if month in spans:
+            first, last = spans[month]
+            parts.append(f"core.workloads={workloads}")
+            parts += sorted(f"core.gpu_minutes:{day}={fp}" for day, fp in minutes.items()
+                            if day != UNKNOWN and first <= date.fromisoformat(day) <= last)
+        out[month] = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    return out
+
+
+def whole_fingerprint(conn: duckdb.DuckDBPyConnection, table: str) -> str | None:
+    """The inputs' digest a model built whole recorded (pipelines/warehouse/builds.py)."""
+    if not table_exists(conn, "core.period_builds"):
+        return None
+    found = conn.execute("SELECT fingerprint FROM core.period_builds WHERE model = ? AND period = ?", [table, WHOLE]).fetchall()
+    return found[0][0] if found else None
+
+
 def built_fingerprints(conn: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     if not table_exists(conn, "core.period_builds"):
         return {}
@@ -246,8 +308,10 @@ class PeriodPlan:
 def plan(conn: duckdb.DuckDBPyConnection, table: str, salt: str, day_range: tuple[date, date] | None = None,
          only_changed: bool = True) -> PeriodPlan:
     """The periods of `table` to build: those overlapping `day_range` (None: any), and of those only
-    the dirty ones when `only_changed` (a backfill rebuilds its whole range)."""
-    model = PERIOD_MODELS[table]
+    the dirty ones when `only_changed` (a backfill rebuilds its whole range). A monthly mart builds
+    every dirty month besides, in the range or not: it records itself as built from its inputs as
+    they are now, so no dirty month may be left for later."""
+    model = ANY_PERIOD_MODEL[table]
     inputs, built = input_fingerprints(conn, table, salt), built_fingerprints(conn, table)
     dirty = sorted(p for p in set(inputs) | set(built) if inputs.get(p) != built.get(p))
 
@@ -261,18 +325,24 @@ def plan(conn: duckdb.DuckDBPyConnection, table: str, salt: str, day_range: tupl
 
     candidates = dirty if only_changed else sorted(set(inputs) | set(built))
     chosen = [p for p in candidates if in_range(p)]
+    if table in MONTHLY_MARTS:
+        chosen = sorted(set(chosen) | set(dirty))
     return PeriodPlan(table, chosen, {p: inputs[p] for p in chosen if p in inputs}, dirty)
 
 
-def record_built(conn: duckdb.DuckDBPyConnection, built: PeriodPlan, everything: bool = False) -> None:
+def record_built(conn: duckdb.DuckDBPyConnection, built: PeriodPlan, everything: bool = False,
+                 whole: str | None = None) -> None:
     """After a build: the fingerprints its periods were built from (`everything`: a full build, so
-    every period's current input is now built)."""
+    every period's current input is now built). `whole`: a monthly mart's digest of all its
+    inputs (pipelines/warehouse/builds.py), which the models reading it compare."""
     conn.execute(BUILDS_DDL)
     if everything:
         conn.execute("DELETE FROM core.period_builds WHERE model = ?", [built.table])
     else:
-        conn.execute("DELETE FROM core.period_builds WHERE model = ? AND list_contains(?, period)", [built.table, built.periods])
-    rows = [(built.table, p, fp) for p, fp in built.fingerprints.items()] + ([(built.table, WHOLE, "")] if everything else [])
+        conn.execute("DELETE FROM core.period_builds WHERE model = ? AND (list_contains(?, period) OR (? AND period = ?))",
+                     [built.table, built.periods, whole is not None, WHOLE])
+    rows = [(built.table, p, fp) for p, fp in built.fingerprints.items()]
+    rows += [(built.table, WHOLE, whole or "")] if everything or whole is not None else []
     if rows:
         conn.executemany("INSERT INTO core.period_builds VALUES (?, ?, ?, now())", rows)
 
@@ -295,10 +365,11 @@ def everything_of(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -> Per
 
 def needs_full_build(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     """The table is missing, or no period of it was ever recorded as built (a warehouse from before
-    period builds): it is built whole."""
+    period builds; a monthly mart recorded whole, or built by another engine): it is built whole."""
     if not table_exists(conn, table) or not table_exists(conn, "core.period_builds"):
         return True
-    return conn.execute("SELECT count(*) FROM core.period_builds WHERE model = ?", [table]).fetchall()[0][0] == 0
+    recorded = "SELECT count(*) FROM core.period_builds WHERE model = ?" + (" AND period <> ?" if table in MONTHLY_MARTS else "")
+    return conn.execute(recorded, [table, WHOLE] if table in MONTHLY_MARTS else [table]).fetchall()[0][0] == 0
 
 
 def _model_text(table: str, replacement: str) -> str:
@@ -315,7 +386,7 @@ def build_fresh(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str, o
     """Build `table` anew on DuckDB from the batches of periods `periods` (every period with input),
     one statement per batch: the first creates the table, the others append. A whole history in
     one statement would hold it all at once (pipelines/warehouse/periods.py, BATCH_ROWS)."""
-    model = PERIOD_MODELS[table]
+    model = ANY_PERIOD_MODEL[table]
     if not periods:  # no input at all: the empty table, with its columns
         run_sql_text(conn, sql_text(table), params)
         return
@@ -344,7 +415,7 @@ def build_periods(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str,
     own SQL with its period list into a temporary table, then those periods' rows deleted and the
     new ones inserted. Returns False, changing nothing, when the new rows' columns differ from the
     table's (new code: build it anew instead)."""
-    model = PERIOD_MODELS[table]
+    model = ANY_PERIOD_MODEL[table]
     text = _model_text(table, "CREATE OR REPLACE TEMP TABLE period_rows AS")
     schema, name = table.split(".")
     columns = ("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = coalesce(?, current_database()) "

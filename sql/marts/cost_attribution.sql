@@ -16,10 +16,16 @@
 -- Money is conserved exactly: each part is floor(cost × weight / total) in 10^-10 units, and the
 -- rounding residue goes to the charge's largest part (ties by phase name), so the parts of a
 -- charge always add up to its EffectiveCost, and to its x_EffectiveCostReporting.
+--
+-- Built per billing month ($billing_months: YYYY-MM, 'unknown' for lines without a billing period;
+-- ['*'] builds every month): a run re-attributes only the months whose inputs changed
+-- (pipelines/warehouse/periods.py, MONTHLY_MARTS). The months are tested as a range first, which
+-- skips the other months' row groups of core.cost_lines.
 CREATE OR REPLACE TABLE marts.cost_attribution AS
 WITH charges AS (
     SELECT
         x_ChargeId,
+        BillingPeriodStart,
         ChargePeriodStart,
         coalesce(ChargePeriodEnd, ChargePeriodStart) AS ChargePeriodEnd,
         EffectiveCost,
@@ -37,6 +43,12 @@ WITH charges AS (
             LIMIT 1
         ) AS tag_value
     FROM core.cost_lines
+    WHERE list_contains($billing_months, '*')
+       OR (list_contains($billing_months, 'unknown')
+           AND list_contains($billing_months, coalesce(strftime(BillingPeriodStart, '%Y-%m'), 'unknown')))
+       OR (BillingPeriodStart >= first_listed_month($billing_months)
+           AND BillingPeriodStart < last_listed_month($billing_months) + INTERVAL 1 MONTH
+           AND list_contains($billing_months, strftime(BillingPeriodStart, '%Y-%m')))
 ),
 classified AS (
     SELECT *,
@@ -182,6 +194,7 @@ split AS (
     SELECT
         p.*,
         c.ChargePeriodStart,
+        c.BillingPeriodStart,
         to_units(c.EffectiveCost) AS cost_units,
         to_units(c.x_EffectiveCostReporting) AS reporting_units,
         to_units(c.EffectiveCost) * p.weight // p.total_weight AS part_units,
@@ -193,6 +206,7 @@ split AS (
 SELECT
     x_ChargeId,
     utc_day(ChargePeriodStart) AS charge_day,
+    BillingPeriodStart AS billing_period_start,
     phase,
     method,
     from_units(part_units + CASE WHEN rank_in_charge = 1
@@ -205,7 +219,7 @@ SELECT
     evidence
 FROM split
 UNION ALL
-SELECT p.x_ChargeId, utc_day(c.ChargePeriodStart) AS charge_day, p.phase, p.method,
+SELECT p.x_ChargeId, utc_day(c.ChargePeriodStart) AS charge_day, c.BillingPeriodStart AS billing_period_start, p.phase, p.method,
        c.EffectiveCost AS amount_billing, c.x_EffectiveCostReporting AS amount_reporting,
        p.gpu_seconds, p.weight, p.total_weight, p.evidence
 FROM whole_parts AS p
