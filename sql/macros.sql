@@ -30,6 +30,14 @@ CREATE OR REPLACE MACRO days_without_gap(days) AS array_length(days) = date_diff
 -- The same for a list of months ('YYYY-MM'): the first day of its first and of its last month.
 CREATE OR REPLACE MACRO first_listed_month(months) AS try_cast(list_min(months) || '-01' AS DATE);
 CREATE OR REPLACE MACRO last_listed_month(months) AS try_cast(list_max(months) || '-01' AS DATE);
+-- Whether a billing period start `ts` falls in a list of months a monthly mart builds ('*': all;
+-- 'unknown': no billing period): a range first, which DuckDB prunes row groups by, then each
+-- row's month.
+CREATE OR REPLACE MACRO in_listed_months(ts, months) AS
+    list_contains(months, '*')
+    OR (list_contains(months, 'unknown') AND list_contains(months, coalesce(strftime(ts, '%Y-%m'), 'unknown')))
+    OR (ts >= first_listed_month(months) AND ts < last_listed_month(months) + INTERVAL 1 MONTH
+        AND list_contains(months, strftime(ts, '%Y-%m')));
 -- Host names as every connector normalises them (connectors/_telemetry.py): lower case, DNS
 -- suffix dropped, IP addresses kept whole. Invoices' resource names go through the same rule.
 CREATE OR REPLACE MACRO norm_host(h) AS CASE

@@ -305,15 +305,16 @@ def test_clearing_periods_keeps_the_rows_of_the_days_and_months_between_them():
 
 # marts.cost_attribution per billing month: two months of GPU rental on one host, each with a GPU
 # charge of one day, a storage line and a tagged line.
-HEADER = "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n"
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,ServiceName,"
+          "ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount,BillingPeriodStart,BillingPeriodEnd\n")
 
 
 def gpu_month(day: str, gpu_cost: str = "48.00") -> str:
     start, end = f"{day}T00:00:00Z", f"{date.fromisoformat(day) + timedelta(days=1)}T00:00:00Z"
     return HEADER + "\n".join([
-        f"{gpu_cost},{gpu_cost},USD,Usage,{start},{end},GpuCloud,GPU,Compute,ins-a,gpu-a,,2",
-        f"3.00,3.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-a,,,",
-        f'5.00,5.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-b,,"{{""ml_phase"": ""inference""}}",',
+        f"{gpu_cost},{gpu_cost},USD,Usage,{start},{end},GpuCloud,GPU,Compute,ins-a,gpu-a,,2,,",
+        f"3.00,3.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-a,,,,,",
+        f'5.00,5.00,USD,Usage,{start},{end},GpuCloud,Storage,Storage,disk-b,,"{{""ml_phase"": ""inference""}}",,,',
     ]) + "\n"
 
 
@@ -325,19 +326,43 @@ inf-a,inference,gpu-a,1,2026-09-10T00:00:00Z,2026-09-10T06:00:00Z
 """
 
 
-def attribution_builds(warehouse: Path) -> dict[str, object]:
+MONTHLY_MARTS = ("marts.cost_attribution", "marts.daily_cost_by_billing_month")
+
+
+# Billed in September (its billing period stated), used on 10 August: a storage line without a rule.
+LATE_LINE = "4.00,4.00,USD,Usage,2026-08-10T00:00:00Z,2026-08-11T00:00:00Z,GpuCloud,Storage,Storage,disk-c,,,,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z\n"
+
+
+def storage_on_10_august(warehouse: Path) -> list[tuple]:
+    """(billing month, cost, charges) of 10 August's unattributed storage, per month and in marts.daily_cost."""
     conn = duckdb.connect(str(warehouse), read_only=True)
     try:
-        return dict(conn.execute("SELECT period, built_at FROM core.period_builds "
-                                 "WHERE model = 'marts.cost_attribution' AND period <> '*'").fetchall())
+        where = "day = DATE '2026-08-10' AND service_name = 'Storage' AND phase = 'unattributed'"
+        return conn.execute(f"""
+            SELECT strftime(billing_period_start, '%Y-%m'), cost_billing, charge_lines FROM marts.daily_cost_by_billing_month WHERE {where}
+            UNION ALL SELECT 'all', cost_billing, charge_lines FROM marts.daily_cost WHERE {where} ORDER BY 1""").fetchall()
     finally:
         conn.close()
+
+
+def attribution_builds(warehouse: Path) -> dict[str, object]:
+    """month → when marts.cost_attribution built it; marts.daily_cost_by_billing_month built the same months."""
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        built = {table: dict(conn.execute("SELECT period, built_at FROM core.period_builds WHERE model = ? AND period <> '*'",
+                                          [table]).fetchall()) for table in MONTHLY_MARTS}
+    finally:
+        conn.close()
+    attributed, summed = built.values()
+    assert set(summed) == set(attributed) and all(summed[m] >= attributed[m] for m in summed)
+    return attributed
 
 
 def attribution(warehouse: Path) -> list[tuple]:
     conn = duckdb.connect(str(warehouse), read_only=True)
     try:
-        return conn.execute("SELECT * FROM marts.cost_attribution ORDER BY x_ChargeId, phase").fetchall()
+        return [conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+                for table in ("marts.cost_attribution", "marts.daily_cost_by_billing_month", "marts.daily_cost")]
     finally:
         conn.close()
 
@@ -372,10 +397,14 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
         assert phases_of(warehouse, "ins-a", "2026-08") == {"pretraining": ("workload_overlap", Decimal("24.0000000000")),
                                                             "idle": ("no_workload", Decimal("24.0000000000"))}
 
-        # September's delivery: September is attributed, August left as it was built.
-        (landing / "gpu-2026-09.csv").write_text(gpu_month("2026-09-10", "96.00"))
+        # September's delivery: September is attributed, August left as it was built. One of its
+        # lines was used on 10 August: that day's storage cost sums both billing months.
+        (landing / "gpu-2026-09.csv").write_text(gpu_month("2026-09-10", "96.00") + LATE_LINE)
         second = run()
         assert second["2026-08"] == first["2026-08"] and set(second) == {"2026-08", "2026-09"}
+        assert storage_on_10_august(warehouse) == [("2026-08", Decimal("3.0000000000"), 1),
+                                                   ("2026-09", Decimal("4.0000000000"), 1),
+                                                   ("all", Decimal("7.0000000000"), 2)]
 
         # Telemetry on 10 August: gpu-a's two GPUs busy from 12:00 to 18:00, while nobody held them.
         smi = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
@@ -404,4 +433,6 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert attribution(fresh) == attribution(warehouse)
-    assert len(attribution(warehouse)) == 8  # August: 3 GPU parts and the tag; September: 2, the storage line, the tag
+    parts, by_month, daily = attribution(warehouse)
+    assert len(parts) == 9  # August: 3 GPU parts and the tag; September: 2, two storage lines, the tag
+    assert (len(by_month), len(daily)) == (9, 9)  # August restated without the line the late one shared a day with

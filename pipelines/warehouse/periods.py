@@ -18,7 +18,8 @@ plan costs O(files), whatever the history.
 Dagster: its months are `core.cost_lines`' months, and a month's fingerprint is the one
 `core.cost_lines` recorded for it, `core.workloads`' version and `core.gpu_minutes`' fingerprints
 of the days its GPU charges cover (what its joins read). A new delivery re-attributes its own
-month; new telemetry the months whose GPU charges cover its days.
+month; new telemetry the months whose GPU charges cover its days. `marts.daily_cost_by_billing_month`
+follows the attribution's months.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class PeriodModel:
     # A mart built per period of the core table it reads (MONTHLY_MARTS): its periods are the ones
     # that table recorded as built, not the lake's folders.
     derived_from: str | None = None
+    # Its rows read core.workloads and core.gpu_minutes for the GPU charges of a month (marts.cost_attribution).
+    reads_gpu_usage: bool = False
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""
@@ -107,7 +110,11 @@ PERIOD_MODELS: dict[str, PeriodModel] = {
 MONTHLY_MARTS: dict[str, PeriodModel] = {
     "marts.cost_attribution": PeriodModel("marts.cost_attribution", "billing", "billing_period",
                                           f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')", "billing_months",
-                                          "billing_period_start", derived_from="core.cost_lines"),
+                                          "billing_period_start", derived_from="core.cost_lines", reads_gpu_usage=True),
+    "marts.daily_cost_by_billing_month": PeriodModel("marts.daily_cost_by_billing_month", "billing", "billing_period",
+                                                     f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
+                                                     "billing_months", "billing_period_start",
+                                                     derived_from="marts.cost_attribution"),
 }
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 
@@ -261,15 +268,16 @@ GROUP BY ALL
 
 
 def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt: str) -> dict[str, str]:
-    """Each month of the core table a monthly mart reads → the digest of what its rows are built
-    from: that month as the core table recorded it and, for a month with GPU charges,
-    core.workloads' version and the GPU-minutes of the days those charges cover."""
+    """Each month of the table a monthly mart reads → the digest of what its rows are built from:
+    that month as the table recorded it and, where the mart reads GPU usage, for a month with GPU
+    charges, core.workloads' version and the GPU-minutes of the days those charges cover."""
     months = built_fingerprints(conn, model.derived_from)
     if not months:
         return {}
-    minutes = built_fingerprints(conn, "core.gpu_minutes")
-    workloads = whole_fingerprint(conn, "core.workloads")
-    spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()}
+    minutes = built_fingerprints(conn, "core.gpu_minutes") if model.reads_gpu_usage else {}
+    workloads = whole_fingerprint(conn, "core.workloads") if model.reads_gpu_usage else None
+    spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()} \
+        if model.reads_gpu_usage else {}
     out = {}
     for month, upstream in months.items():
         parts = [salt, model.table, f"{model.derived_from}={upstream}"]

@@ -43,12 +43,7 @@ WITH charges AS (
             LIMIT 1
         ) AS tag_value
     FROM core.cost_lines
-    WHERE list_contains($billing_months, '*')
-       OR (list_contains($billing_months, 'unknown')
-           AND list_contains($billing_months, coalesce(strftime(BillingPeriodStart, '%Y-%m'), 'unknown')))
-       OR (BillingPeriodStart >= first_listed_month($billing_months)
-           AND BillingPeriodStart < last_listed_month($billing_months) + INTERVAL 1 MONTH
-           AND list_contains($billing_months, strftime(BillingPeriodStart, '%Y-%m')))
+    WHERE in_listed_months(BillingPeriodStart, $billing_months)
 ),
 classified AS (
     SELECT *,

@@ -1,20 +1,21 @@
 -- marts.daily_cost: cost per UTC day × provider × service × phase, in the billing currency and
 -- in the reporting currency. A charge counts on the day its charge period starts.
+-- The sum of marts.daily_cost_by_billing_month over billing months (a charge is billed in one
+-- month, so its lines and charges are counted once).
 CREATE OR REPLACE TABLE marts.daily_cost AS
 SELECT
-    a.charge_day AS day,
-    c.ProviderName AS provider,
-    c.SubAccountId AS sub_account_id,
-    c.ServiceCategory AS service_category,
-    c.ServiceName AS service_name,
-    a.phase,
-    c.BillingCurrency AS billing_currency,
-    sum(a.amount_billing) AS cost_billing,
-    c.x_ReportingCurrency AS reporting_currency,
-    sum(a.amount_reporting) AS cost_reporting,
-    count(a.amount_billing) - count(a.amount_reporting) AS lines_without_fx_rate,
-    count(DISTINCT a.x_ChargeId) AS charge_lines
-FROM marts.cost_attribution AS a
-JOIN core.cost_lines AS c USING (x_ChargeId)
+    day,
+    provider,
+    sub_account_id,
+    service_category,
+    service_name,
+    phase,
+    billing_currency,
+    sum(cost_billing) AS cost_billing,
+    reporting_currency,
+    sum(cost_reporting) AS cost_reporting,
+    CAST(sum(lines_without_fx_rate) AS BIGINT) AS lines_without_fx_rate,
+    CAST(sum(charge_lines) AS BIGINT) AS charge_lines
+FROM marts.daily_cost_by_billing_month
 GROUP BY ALL
 ORDER BY day, provider, service_name, phase;

@@ -1,0 +1,32 @@
+-- marts.daily_cost_by_billing_month: cost per UTC day × billing month × provider × sub-account ×
+-- service × phase, in the billing currency and in the reporting currency: marts.daily_cost with
+-- the billing month the charges were billed in (a charge counts on the day its period starts).
+-- Built per billing month ($billing_months) as marts.cost_attribution, which it sums: a new
+-- delivery adds its own month's days, and marts.daily_cost re-aggregates this small table instead
+-- of joining every charge of the history to its line again.
+CREATE OR REPLACE TABLE marts.daily_cost_by_billing_month AS
+WITH attribution AS (
+    SELECT * FROM marts.cost_attribution WHERE in_listed_months(billing_period_start, $billing_months)
+),
+lines AS (
+    SELECT x_ChargeId, ProviderName, SubAccountId, ServiceCategory, ServiceName, BillingCurrency, x_ReportingCurrency
+    FROM core.cost_lines WHERE in_listed_months(BillingPeriodStart, $billing_months)
+)
+SELECT
+    a.charge_day AS day,
+    a.billing_period_start,
+    c.ProviderName AS provider,
+    c.SubAccountId AS sub_account_id,
+    c.ServiceCategory AS service_category,
+    c.ServiceName AS service_name,
+    a.phase,
+    c.BillingCurrency AS billing_currency,
+    sum(a.amount_billing) AS cost_billing,
+    c.x_ReportingCurrency AS reporting_currency,
+    sum(a.amount_reporting) AS cost_reporting,
+    count(a.amount_billing) - count(a.amount_reporting) AS lines_without_fx_rate,
+    count(DISTINCT a.x_ChargeId) AS charge_lines
+FROM attribution AS a
+JOIN lines AS c USING (x_ChargeId)
+GROUP BY ALL
+ORDER BY day, billing_period_start, provider, service_name, phase;
