@@ -326,7 +326,7 @@ inf-a,inference,gpu-a,1,2026-09-10T00:00:00Z,2026-09-10T06:00:00Z
 """
 
 
-MONTHLY_MARTS = ("marts.cost_attribution", "marts.daily_cost_by_billing_month")
+MONTHLY_MARTS = ("marts.cost_attribution", "marts.daily_cost_by_billing_month", "marts.daily_series_by_billing_month")
 
 
 # Billed in September (its billing period stated), used on 10 August: a storage line without a rule.
@@ -334,13 +334,16 @@ LATE_LINE = "4.00,4.00,USD,Usage,2026-08-10T00:00:00Z,2026-08-11T00:00:00Z,GpuCl
 
 
 def storage_on_10_august(warehouse: Path) -> list[tuple]:
-    """(billing month, cost, charges) of 10 August's unattributed storage, per month and in marts.daily_cost."""
+    """(billing month, cost, charges) of 10 August's unattributed storage, per month, in marts.daily_cost and in
+    marts.daily_series (its usage added up over billing months)."""
     conn = duckdb.connect(str(warehouse), read_only=True)
     try:
         where = "day = DATE '2026-08-10' AND service_name = 'Storage' AND phase = 'unattributed'"
         return conn.execute(f"""
             SELECT strftime(billing_period_start, '%Y-%m'), cost_billing, charge_lines FROM marts.daily_cost_by_billing_month WHERE {where}
-            UNION ALL SELECT 'all', cost_billing, charge_lines FROM marts.daily_cost WHERE {where} ORDER BY 1""").fetchall()
+            UNION ALL SELECT 'all', cost_billing, charge_lines FROM marts.daily_cost WHERE {where}
+            UNION ALL SELECT 'series', cost, charge_lines FROM marts.daily_series
+            WHERE day = DATE '2026-08-10' AND service = 'Storage' AND phase = 'unattributed' ORDER BY 1""").fetchall()
     finally:
         conn.close()
 
@@ -353,8 +356,8 @@ def attribution_builds(warehouse: Path) -> dict[str, object]:
                                           [table]).fetchall()) for table in MONTHLY_MARTS}
     finally:
         conn.close()
-    attributed, summed = built.values()
-    assert set(summed) == set(attributed) and all(summed[m] >= attributed[m] for m in summed)
+    attributed, *following = built.values()
+    assert all(set(f) == set(attributed) and all(f[m] >= attributed[m] for m in f) for f in following)
     return attributed
 
 
@@ -362,7 +365,7 @@ def attribution(warehouse: Path) -> list[tuple]:
     conn = duckdb.connect(str(warehouse), read_only=True)
     try:
         return [conn.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
-                for table in ("marts.cost_attribution", "marts.daily_cost_by_billing_month", "marts.daily_cost")]
+                for table in (*MONTHLY_MARTS, "marts.daily_cost", "marts.daily_series")]
     finally:
         conn.close()
 
@@ -404,7 +407,8 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
         assert second["2026-08"] == first["2026-08"] and set(second) == {"2026-08", "2026-09"}
         assert storage_on_10_august(warehouse) == [("2026-08", Decimal("3.0000000000"), 1),
                                                    ("2026-09", Decimal("4.0000000000"), 1),
-                                                   ("all", Decimal("7.0000000000"), 2)]
+                                                   ("all", Decimal("7.0000000000"), 2),
+                                                   ("series", Decimal("7.0000000000"), 2)]
 
         # Telemetry on 10 August: gpu-a's two GPUs busy from 12:00 to 18:00, while nobody held them.
         smi = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
@@ -433,6 +437,6 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert attribution(fresh) == attribution(warehouse)
-    parts, by_month, daily = attribution(warehouse)
+    parts, by_month, _, daily, _ = attribution(warehouse)
     assert len(parts) == 9  # August: 3 GPU parts and the tag; September: 2, two storage lines, the tag
     assert (len(by_month), len(daily)) == (9, 9)  # August restated without the line the late one shared a day with

@@ -19,7 +19,7 @@ Dagster: its months are `core.cost_lines`' months, and a month's fingerprint is 
 `core.cost_lines` recorded for it, `core.workloads`' version and `core.gpu_minutes`' fingerprints
 of the days its GPU charges cover (what its joins read). A new delivery re-attributes its own
 month; new telemetry the months whose GPU charges cover its days. `marts.daily_cost_by_billing_month`
-follows the attribution's months.
+and `marts.daily_series_by_billing_month` follow the attribution's months.
 """
 
 from __future__ import annotations
@@ -115,6 +115,10 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {
                                                      f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
                                                      "billing_months", "billing_period_start",
                                                      derived_from="marts.cost_attribution"),
+    "marts.daily_series_by_billing_month": PeriodModel("marts.daily_series_by_billing_month", "billing", "billing_period",
+                                                       f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
+                                                       "billing_months", "billing_period_start",
+                                                       derived_from="marts.cost_attribution"),
 }
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 
