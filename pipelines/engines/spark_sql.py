@@ -112,7 +112,8 @@ def expand_macros(tree: exp.Expression, macros: dict[str, Macro]) -> exp.Express
             return exp.paren(body)
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() in macros:
             macro = macros[node.this.name.lower()]
-            args = {p: a.name for p, a in zip(macro.params, node.this.expressions)}
+            # A table's name as written (a CTE's, or schema.table)
+            args = {p: a.sql(dialect="duckdb") for p, a in zip(macro.params, node.this.expressions)}
             body = macro.body.copy().transform(
                 lambda n: exp.to_table(args[n.expressions[0].name]) if isinstance(n, exp.Anonymous)
                 and n.name.lower() == "query_table" else n)

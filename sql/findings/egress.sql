@@ -12,16 +12,7 @@
 -- The transfer macros are string matching: they run once per distinct kind of line (a few hundred
 -- on a 1M-row CUR), and only the lines of kinds that move data out are read further.
 CREATE OR REPLACE TABLE findings.egress AS
-WITH line_kinds AS (
-    SELECT *,
-           transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
-           data_unit_gb(ConsumedUnit) AS consumed_gb_per_unit,
-           data_unit_gb(PricingUnit) AS pricing_gb_per_unit
-    -- One line per kind speaks for it: its kind's lines share the extra fields transfer_path reads.
-    FROM (SELECT ProviderName, transfer_fields(x_ExtraColumns) AS fields, SkuId, ChargeDescription, ServiceName,
-                 ConsumedUnit, PricingUnit, any_value(x_ExtraColumns) AS x_ExtraColumns
-          FROM core.cost_lines GROUP BY ALL)
-),
+WITH line_kinds AS (FROM transfer_line_kinds(core.cost_lines)),
 transfer_lines AS (
     -- A line without a resource (account-level transfer) is named by its service, never dropped.
     SELECT c.x_ChargeId, c.ProviderName AS provider, coalesce(c.ResourceName, c.ResourceId, c.ServiceName, '(no resource)') AS resource,

@@ -22,16 +22,7 @@ WITH usage_lines AS (
     SELECT * FROM core.cost_lines
     WHERE ChargeCategory = 'Usage' AND in_listed_months(BillingPeriodStart, $billing_months)
 ),
-line_kinds AS (
-    SELECT *,
-           transfer_path(ProviderName, x_ExtraColumns, SkuId, ChargeDescription, ServiceName) AS path,
-           data_unit_gb(ConsumedUnit) AS consumed_gb_per_unit,
-           data_unit_gb(PricingUnit) AS pricing_gb_per_unit
-    -- One line per kind speaks for it: its kind's lines share the extra fields transfer_path reads.
-    FROM (SELECT ProviderName, transfer_fields(x_ExtraColumns) AS fields, SkuId, ChargeDescription, ServiceName,
-                 ConsumedUnit, PricingUnit, any_value(x_ExtraColumns) AS x_ExtraColumns
-          FROM usage_lines GROUP BY ALL)
-),
+line_kinds AS (FROM transfer_line_kinds(usage_lines)),
 usage_parts AS (
     SELECT
         a.billing_period_start,
