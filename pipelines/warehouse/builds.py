@@ -24,7 +24,7 @@ import duckdb
 
 from models.schemas import RAW_TABLES
 from pipelines.warehouse.connection import fetch_value, table_exists
-from pipelines.warehouse.periods import BUILDS_DDL, PERIOD_MODELS, WHOLE
+from pipelines.warehouse.periods import BUILDS_DDL, PERIOD_MODELS, WHOLE, whole_fingerprint
 
 # The registry's state that decides the raw views' rows of some kinds of file ($kinds), and the
 # ledger's verdicts on the billing deliveries.
@@ -56,7 +56,7 @@ def _version(conn: duckdb.DuckDBPyConnection, table: str) -> str | None:
     if table in PERIOD_MODELS:
         return fetch_value(conn, "SELECT md5(string_agg(period || '=' || fingerprint, ';' ORDER BY period)) "
                                  "FROM core.period_builds WHERE model = ?", [table])
-    return fetch_value(conn, "SELECT fingerprint FROM core.period_builds WHERE model = ? AND period = ?", [table, WHOLE])
+    return whole_fingerprint(conn, table)
 
 
 def inputs_fingerprint(conn: duckdb.DuckDBPyConnection, table: str, deps: tuple[str, ...], salt: str) -> str | None:

@@ -107,19 +107,17 @@ PERIOD_MODELS: dict[str, PeriodModel] = {
 # Marts built per billing month of their charges (see the module's docstring). Not in
 # PERIOD_MODELS: they are no Dagster partitions and need no day range of a run, because a run
 # builds every month of theirs whose inputs changed, wherever the run's days lie.
-MONTHLY_MARTS: dict[str, PeriodModel] = {
-    "marts.cost_attribution": PeriodModel("marts.cost_attribution", "billing", "billing_period",
-                                          f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')", "billing_months",
-                                          "billing_period_start", derived_from="core.cost_lines", reads_gpu_usage=True),
-    "marts.daily_cost_by_billing_month": PeriodModel("marts.daily_cost_by_billing_month", "billing", "billing_period",
-                                                     f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
-                                                     "billing_months", "billing_period_start",
-                                                     derived_from="marts.cost_attribution"),
-    "marts.daily_series_by_billing_month": PeriodModel("marts.daily_series_by_billing_month", "billing", "billing_period",
-                                                       f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
-                                                       "billing_months", "billing_period_start",
-                                                       derived_from="marts.cost_attribution"),
-}
+def _monthly_mart(table: str, derived_from: str, reads_gpu_usage: bool = False) -> PeriodModel:
+    """A mart of `derived_from`'s billing months, its rows' month in its column billing_period_start."""
+    return PeriodModel(table, "billing", "billing_period", f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
+                       "billing_months", "billing_period_start", derived_from=derived_from, reads_gpu_usage=reads_gpu_usage)
+
+
+MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
+    _monthly_mart("marts.cost_attribution", "core.cost_lines", reads_gpu_usage=True),
+    _monthly_mart("marts.daily_cost_by_billing_month", "marts.cost_attribution"),
+    _monthly_mart("marts.daily_series_by_billing_month", "marts.cost_attribution"),
+)}
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 
 # The input rows one statement of a period build reads at most (its periods' raw rows, from the
