@@ -128,6 +128,9 @@ class Connector(ABC):
     name: str
     kind: str  # one of KINDS
     recognises: str  # what files it claims, in words, for `finops connectors`
+    # The ingest reads up to two files at once, on threads: `read` keeps a file's state in its own
+    # locals and `ctx`. A connector that keeps it on `self` sets this False and is read one file at a time.
+    reads_concurrently: bool = True
 
     @abstractmethod
     def detect(self, path: Path, head: bytes) -> bool:
