@@ -100,7 +100,7 @@ _MODELS = [
              "marts.daily_cost_by_billing_month: day × billing month × provider × service × phase", "marts"),
     SqlModel("marts.daily_cost", ("marts.daily_cost_by_billing_month",),
              "marts.daily_cost: day × provider × service × phase", "marts"),
-    SqlModel("marts.spend_by_phase", ("marts.cost_attribution", "core.cost_lines", "core.gpu_minutes", "core.workloads"),
+    SqlModel("marts.spend_by_phase", ("marts.daily_cost_by_billing_month", "core.gpu_minutes", "core.workloads"),
              "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts"),
     SqlModel("core.price_catalog", (), "core.price_catalog: GPU and egress prices with provenance", "core", price_catalog_input),
     SqlModel("marts.gpu_hour_prices", ("core.cost_lines",), "marts.gpu_hour_prices: each GPU charge's own price per GPU-hour",

@@ -25,7 +25,9 @@ SELECT
     c.x_ReportingCurrency AS reporting_currency,
     sum(a.amount_reporting) AS cost_reporting,
     count(a.amount_billing) - count(a.amount_reporting) AS lines_without_fx_rate,
-    count(DISTINCT a.x_ChargeId) AS charge_lines
+    count(DISTINCT a.x_ChargeId) AS charge_lines,
+    -- GPU-seconds paid (the parts a GPU charge's paid time went to): marts.spend_by_phase's GPU-hours paid.
+    sum(a.gpu_seconds) FILTER (WHERE a.method IN ('workload_overlap', 'no_workload', 'tag')) AS gpu_seconds_paid
 FROM attribution AS a
 JOIN lines AS c USING (x_ChargeId)
 GROUP BY ALL

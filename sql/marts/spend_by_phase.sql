@@ -12,23 +12,24 @@ CREATE OR REPLACE TABLE marts.spend_by_phase AS
 WITH phases AS (
     SELECT unnest(['pretraining', 'finetuning', 'inference', 'idle', 'unattributed']) AS phase
 ),
+-- The cost side sums marts.daily_cost_by_billing_month (the attribution's parts by day, built per
+-- billing month), a table of days: not every part of the history joined to its line again.
 attributed AS (
-    SELECT a.*, c.BillingCurrency, p.period
-    FROM marts.cost_attribution AS a
-    JOIN core.cost_lines AS c USING (x_ChargeId)
-    CROSS JOIN unnest(['all', strftime(a.charge_day, '%Y-%m')]) AS p(period)
+    SELECT d.*, p.period
+    FROM marts.daily_cost_by_billing_month AS d
+    CROSS JOIN unnest(['all', strftime(d.day, '%Y-%m')]) AS p(period)
 ),
 cost AS (
     SELECT period, phase,
-           sum(amount_reporting) AS cost_reporting,
-           sum(gpu_seconds) FILTER (WHERE method IN ('workload_overlap', 'no_workload', 'tag')) / 3600.0 AS gpu_hours_paid,
-           count(*) - count(amount_reporting) AS parts_without_fx_rate
+           sum(cost_reporting) AS cost_reporting,
+           sum(gpu_seconds_paid) / 3600.0 AS gpu_hours_paid,
+           CAST(sum(lines_without_fx_rate) AS BIGINT) AS parts_without_fx_rate
     FROM attributed
     GROUP BY period, phase
 ),
 by_currency AS (
     SELECT period, phase, map_from_entries(list({'k': currency, 'v': amount} ORDER BY currency)) AS cost_by_billing_currency
-    FROM (SELECT period, phase, BillingCurrency AS currency, sum(amount_billing) AS amount FROM attributed GROUP BY ALL)
+    FROM (SELECT period, phase, billing_currency AS currency, sum(cost_billing) AS amount FROM attributed GROUP BY ALL)
     GROUP BY period, phase
 ),
 minute_phases AS (
