@@ -80,7 +80,7 @@ def test_a_failing_blocking_check_stops_its_step_and_the_run_publishes_nothing(t
     shutil.copy(sample("billing/focus10_sample_multicloud_1000.csv"), landing / "focus.csv")
     warehouse = tmp_path / "wh.duckdb"
     position = next(i for i, c in enumerate(checks.CHECKS) if (c.table, c.name) == (table, name))
-    failing = replace(checks.CHECKS[position], run=lambda conn: AssetCheckResult(passed=False, metadata={"planted": True}))
+    failing = replace(checks.CHECKS[position], run=lambda conn, *periods: AssetCheckResult(passed=False, metadata={"planted": True}))
     original, checks.CHECKS[position] = checks.CHECKS[position], failing
     try:
         outcome = run_pipeline(landing, warehouse)
@@ -94,3 +94,42 @@ def test_a_failing_blocking_check_stops_its_step_and_the_run_publishes_nothing(t
     conn = duckdb.connect(str(warehouse), read_only=True)
     assert conn.execute("SELECT count(*) > 0 FROM marts.daily_cost").fetchall() == [(True,)]
     conn.close()
+
+
+def test_the_money_check_judges_the_billing_months_the_run_attributed(tmp_path):
+    """A run that attributes one billing month checks that month's charges (a new delivery's check
+    costs its own month); a whole build checks every month; a run that attributed nothing, none."""
+    from pipelines.orchestration.checks import attribution_conserves_money
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect(str(tmp_path / "wh.duckdb"))
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute("CREATE SCHEMA core; CREATE SCHEMA marts")
+    conn.execute("""CREATE TABLE core.cost_lines AS SELECT * FROM (VALUES
+        ('aug-1', TIMESTAMPTZ '2026-08-01 00:00:00+00', 10.00::DECIMAL(38, 10), 10.00::DECIMAL(38, 10)),
+        ('sep-1', TIMESTAMPTZ '2026-09-01 00:00:00+00', 7.00::DECIMAL(38, 10), 7.00::DECIMAL(38, 10)))
+        AS t(x_ChargeId, BillingPeriodStart, EffectiveCost, x_EffectiveCostReporting)""")
+    # August's parts add up to 9.99 of its 10.00: broken. September's add up.
+    conn.execute("""CREATE TABLE marts.cost_attribution AS SELECT * FROM (VALUES
+        ('aug-1', DATE '2026-08-01', 4.99::DECIMAL(38, 10), 4.99::DECIMAL(38, 10)),
+        ('aug-1', DATE '2026-08-01', 5.00::DECIMAL(38, 10), 5.00::DECIMAL(38, 10)),
+        ('sep-1', DATE '2026-09-01', 7.00::DECIMAL(38, 10), 7.00::DECIMAL(38, 10)))
+        AS t(x_ChargeId, billing_period_start, amount_billing, amount_reporting)""")
+
+    def unbalanced(months):
+        result = attribution_conserves_money(conn, months)
+        return result.passed, [b["x_ChargeId"] for b in result.metadata["unbalanced_charges"].value]
+
+    assert unbalanced(["2026-09"]) == (True, [])
+    assert unbalanced(["2026-08"]) == (False, ["aug-1"])
+    assert unbalanced(None) == (False, ["aug-1"])  # built whole: every month
+    assert unbalanced([]) == (True, [])  # nothing attributed in this run
+    conn.execute("DELETE FROM marts.cost_attribution WHERE x_ChargeId = 'sep-1'")
+    assert unbalanced(["2026-09"]) == (False, ["sep-1"])  # a charge without parts
+
+
+def test_only_a_blocking_check_may_judge_just_the_periods_built():
+    from pipelines.orchestration.checks import check
+
+    with pytest.raises(ValueError, match="only a blocking check"):
+        check("marts.cost_attribution", "a warning", by_period=True)

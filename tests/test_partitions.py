@@ -380,6 +380,17 @@ def phases_of(warehouse: Path, resource: str, month: str) -> dict[str, tuple]:
         conn.close()
 
 
+def months_money_checked(instance) -> list[str]:
+    """The billing months the last run's money check of marts.cost_attribution judged."""
+    from dagster import AssetCheckKey, AssetKey
+
+    key = AssetCheckKey(AssetKey(["marts", "cost_attribution"]), "attribution_conserves_money")
+    [latest] = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
+    evaluation = latest.event.dagster_event.event_specific_data
+    assert evaluation.passed
+    return evaluation.metadata["months_checked"].value
+
+
 def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_equals_a_fresh_build(tmp_path):
     """A new month's delivery attributes that month only; telemetry re-attributes the months whose
     GPU charges cover its days; new workloads the months with GPU charges; a restated month its own."""
@@ -405,6 +416,7 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
         (landing / "gpu-2026-09.csv").write_text(gpu_month("2026-09-10", "96.00") + LATE_LINE)
         second = run()
         assert second["2026-08"] == first["2026-08"] and set(second) == {"2026-08", "2026-09"}
+        assert months_money_checked(instance) == ["2026-09"]  # the money check judged the month attributed
         assert storage_on_10_august(warehouse) == [("2026-08", Decimal("3.0000000000"), 1),
                                                    ("2026-09", Decimal("4.0000000000"), 1),
                                                    ("all", Decimal("7.0000000000"), 2),

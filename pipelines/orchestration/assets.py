@@ -48,17 +48,28 @@ def table_of(key: AssetKey) -> str:
     return ".".join(key.path)
 
 
-def run_checks(context: AssetExecutionContext, conn, table: str):
+def run_checks(context: AssetExecutionContext, conn, table: str, periods: list[str] | None = None):
     """The selected checks of `table`, on the step's connection; a blocking one that fails stops
-    the step after it is recorded (so nothing downstream is built, and the run publishes nothing)."""
+    the step after it is recorded (so nothing downstream is built, and the run publishes nothing).
+    `periods`: the periods of `table` this step built (None: all of it), for checks by period."""
     selected = context.selected_asset_check_keys
     for check in checks_of(table):
         if check.key not in selected:
             continue
-        result = check.evaluate(conn)
+        result = check.evaluate(conn, periods)
         yield result
         if check.blocking and not result.passed:
             raise Failure(f"blocking check {table}:{check.name} failed", metadata=dict(result.metadata))
+
+
+def built_periods(built: dict) -> list[str] | None:
+    """The periods a model's build wrote (build_model's result), for the checks that judge only
+    those: None where it built the whole table, none where it built nothing."""
+    if built["built"] == "periods":
+        return list(built["periods"])
+    if built["built"] in ("nothing changed", UNCHANGED):
+        return []
+    return None
 
 
 def last_table_judged_by_expectations(tables: list[str], selected_checks) -> str | None:
@@ -148,6 +159,7 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
             for table in order:
                 started = time.perf_counter()
                 built = build_model(conn, table, settings, sql_engine, days, changed_only, log=context.log.info)
+                periods = built_periods(built)
                 if built["built"] not in ("nothing changed", UNCHANGED):
                     # CREATE OR REPLACE drops comments (tables and views alike), on either engine.
                     apply_docs(conn, table, "core.period_builds")
@@ -158,7 +170,7 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
                 yield MaterializeResult(asset_key=key_of(table), metadata={
                     "table": table, "rows": rows, "sql": f"sql/{schema}/{name}.sql", "seconds": round(time.perf_counter() - started, 3),
                     **built})
-                yield from run_checks(context, conn, table)
+                yield from run_checks(context, conn, table, periods)
                 if table == last_judged:
                     # Nothing later in this step asks Great Expectations: its worker's memory (0.3 GB)
                     # goes back before the marts are built.
