@@ -452,3 +452,53 @@ def test_cost_attribution_rebuilds_the_billing_months_whose_inputs_changed_and_e
     parts, by_month, _, daily, *_ = attribution(warehouse)
     assert len(parts) == 9  # August: 3 GPU parts and the tag; September: 2, two storage lines, the tag
     assert (len(by_month), len(daily)) == (9, 9)  # August restated without the line the late one shared a day with
+
+
+EGRESS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+                 "ServiceName,ServiceCategory,ResourceId,ResourceName,ConsumedQuantity,ConsumedUnit\n")
+
+
+def egress_month(day: str, cost: str, gb: str) -> str:
+    start, end = f"{day}T00:00:00Z", f"{date.fromisoformat(day) + timedelta(days=1)}T00:00:00Z"
+    return EGRESS_HEADER + (f"{cost},{cost},USD,Usage,{start},{end},AWS,AWS Data Transfer,Networking,"
+                            f"arn:aws:s3:::bucket-e,bucket-e,{gb},GB\n"
+                            f"1.00,1.00,USD,Usage,{start},{end},AWS,EC2,Compute,i-1,i-1,1,Hours\n")
+
+
+def test_egress_lines_are_found_per_billing_month_and_equal_a_fresh_build(tmp_path):
+    """A new month's delivery finds that month's egress lines (the other months keep theirs), and
+    findings.egress, which prices them, equals a build from scratch."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    (landing / "aws-2026-08.csv").write_text(egress_month("2026-08-10", "2.70", "30"))
+
+    def egress(path: Path) -> tuple[list, list, dict]:
+        conn = duckdb.connect(str(path), read_only=True)
+        try:
+            lines = conn.execute("SELECT strftime(billing_period_start, '%Y-%m'), resource, path, gb, EffectiveCost "
+                                 "FROM marts.egress_lines_by_billing_month ORDER BY ALL").fetchall()
+            found = conn.execute("SELECT resource, period_start, path, gb, wasted_cost FROM findings.egress ORDER BY ALL").fetchall()
+            built = dict(conn.execute("SELECT period, built_at FROM core.period_builds "
+                                      "WHERE model = 'marts.egress_lines_by_billing_month' AND period <> '*'").fetchall())
+            return lines, found, built
+        finally:
+            conn.close()
+
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        lines, _, first = egress(warehouse)
+        assert lines == [("2026-08", "bucket-e", "internet", Decimal("30.0000000000"), Decimal("2.7000000000"))]
+        (landing / "aws-2026-09.csv").write_text(egress_month("2026-09-10", "9.00", "100"))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+    lines, found, second = egress(warehouse)
+    assert second["2026-08"] == first["2026-08"] and set(second) == {"2026-08", "2026-09"}  # August kept as built
+    assert [(month, gb) for month, _, _, gb, _ in lines] == [("2026-08", Decimal("30.0000000000")),
+                                                              ("2026-09", Decimal("100.0000000000"))]
+    assert [(gb, cost) for *_, gb, cost in found] == [(Decimal("30.0000000000"), Decimal("2.7000000000")),
+                                                       (Decimal("100.0000000000"), Decimal("9.0000000000"))]
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert egress(fresh)[:2] == (lines, found)

@@ -19,7 +19,8 @@ Dagster: its months are `core.cost_lines`' months, and a month's fingerprint is 
 `core.cost_lines` recorded for it, `core.workloads`' version and `core.gpu_minutes`' fingerprints
 of the days its GPU charges cover (what its joins read). A new delivery re-attributes its own
 month; new telemetry the months whose GPU charges cover its days. `marts.daily_cost_by_billing_month`
-and `marts.daily_series_by_billing_month` follow the attribution's months.
+and `marts.daily_series_by_billing_month` follow the attribution's months;
+`marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
 """
 
 from __future__ import annotations
@@ -117,6 +118,7 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _monthly_mart("marts.cost_attribution", "core.cost_lines", reads_gpu_usage=True),
     _monthly_mart("marts.daily_cost_by_billing_month", "marts.cost_attribution"),
     _monthly_mart("marts.daily_series_by_billing_month", "marts.cost_attribution"),
+    _monthly_mart("marts.egress_lines_by_billing_month", "core.cost_lines"),
 )}
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 

@@ -3,33 +3,14 @@
 -- first is avoidable with a local cache or an internal NAS. Where no log explains a resource's
 -- egress, one row per resource, day and path (internet, cross_region, cross_az, intra_region)
 -- with its GB and price per GB against the catalog's price for that provider and path.
--- Which lines are egress, their GB and their path come from the macros in sql/macros.sql
--- (data_gb, transfer_path): any data-size unit ('GB', 'GiB', '1 GB', bytes, gibibyte), outbound
--- only (inbound 'data transfer in' lines are not egress), the path from the provider's own fields.
+-- The egress lines, their GB and path are marts.egress_lines_by_billing_month's (built per billing
+-- month, so a new delivery finds its own month's; see that model for how a line is judged).
 -- Price per GB is the money of the egress lines over the GB of the lines that cost something:
 -- free-tier and $0 lines would dilute it.
 -- Requests from private addresses (10/8, 172.16/12, 192.168/16) are internal, not egress.
--- The transfer macros are string matching: they run once per distinct kind of line (a few hundred
--- on a 1M-row CUR), and only the lines of kinds that move data out are read further.
 CREATE OR REPLACE TABLE findings.egress AS
-WITH line_kinds AS (FROM transfer_line_kinds(core.cost_lines)),
-transfer_lines AS (
-    -- A line without a resource (account-level transfer) is named by its service, never dropped.
-    SELECT c.x_ChargeId, c.ProviderName AS provider, coalesce(c.ResourceName, c.ResourceId, c.ServiceName, '(no resource)') AS resource,
-           c.ResourceId AS resource_id,
-           utc_day(c.ChargePeriodStart) AS day, c.ChargePeriodStart, c.ChargePeriodEnd, c.EffectiveCost, c.BillingCurrency,
-           k.path,
-           egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path) AS gb
-    FROM core.cost_lines AS c
-    JOIN line_kinds AS k
-      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
-     AND k.SkuId IS NOT DISTINCT FROM c.SkuId AND k.ChargeDescription IS NOT DISTINCT FROM c.ChargeDescription
-     AND k.ServiceName IS NOT DISTINCT FROM c.ServiceName AND k.ConsumedUnit IS NOT DISTINCT FROM c.ConsumedUnit
-     AND k.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
-    WHERE k.path IS NOT NULL AND k.path <> 'inbound'  -- egress_gb is NULL for any other line
-),
-egress_lines AS (
-    SELECT * FROM transfer_lines WHERE gb IS NOT NULL
+WITH egress_lines AS (
+    SELECT * FROM marts.egress_lines_by_billing_month
 ),
 per_resource AS (
     -- The resource's own internet price: what a download from outside cost it.
