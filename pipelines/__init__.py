@@ -1,6 +1,6 @@
 """The Dagster code location of gpu-finops and its `finops` command line."""
 
-from pipelines.memory import use_lean_allocators
+from pipelines.memory import choose_arrow_allocator
 
 # Before Arrow allocates anything (pipelines/memory.py).
-use_lean_allocators()
+choose_arrow_allocator()

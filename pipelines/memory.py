@@ -9,9 +9,9 @@ the C heap (`system`) 1,017-1,079 MiB but 1.95-2.14 GiB on a 1M-row CUR, where j
 mimalloc both peak at 1.36-1.37 GiB. Capping glibc's arenas or jemalloc's decay changed nothing
 measurable, so neither is set.
 
-Arrow reads ARROW_DEFAULT_MEMORY_POOL once, when its default pool is first asked for
-(`pyarrow.set_memory_pool` changes only what Python calls use), so `pipelines` sets it when it is
-first imported. A value already in the environment wins. Linux only: the macOS wheels have no
+Arrow reads ARROW_DEFAULT_MEMORY_POOL once, when pyarrow is imported (set afterwards, it was
+ignored; `pyarrow.set_memory_pool` changes only what Python calls use), so `pipelines` sets it
+when it is first imported, before anything imports pyarrow. A value already in the environment wins. Linux only: the macOS wheels have no
 jemalloc, and an unknown backend makes Arrow print a warning.
 """
 
@@ -21,6 +21,6 @@ import os
 import sys
 
 
-def use_lean_allocators() -> None:
+def choose_arrow_allocator() -> None:
     if sys.platform.startswith("linux"):
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")

@@ -270,6 +270,7 @@ class _Reading:
     path: Path
     rel: str
     digest: FileDigest
+    size: int
     connector: Connector
     extra: dict
     ctx: ReadContext
@@ -317,7 +318,7 @@ def _start_file(conn, path: Path, rel: str, digest: FileDigest, timezone: str, c
     if duplicate := _duplicate_of(conn, rel, sha, size, connector, content, now, extra):
         return duplicate
     ctx = ReadContext(source_file=rel, ingested_at=now, timezone=timezone, source_sha256=sha)
-    return _Reading(position, path, rel, digest, connector, extra, ctx)
+    return _Reading(position, path, rel, digest, size, connector, extra, ctx)
 
 
 def _duplicate_of(conn, rel: str, sha: str, size: int, connector: Connector, content: str, now: datetime,
@@ -335,8 +336,7 @@ def _duplicate_of(conn, rel: str, sha: str, size: int, connector: Connector, con
 
 def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) -> None:
     """Wait for a file's rows to be written, then register them in one transaction (or the failure)."""
-    rel, sha, connector, ctx = reading.rel, reading.digest.sha256, reading.connector, reading.ctx
-    size = reading.path.stat().st_size
+    rel, sha, size, connector, ctx = reading.rel, reading.digest.sha256, reading.size, reading.connector, reading.ctx
     written, in_transaction = None, False
     try:
         written = reading.written.result()
