@@ -61,7 +61,11 @@ names AS (
     -- the window below, which sorts every column it carries (15-20 % of the rollup at 2M samples).
     -- Host, uuid or index and MIG instance make the key, so they are one per GPU; where its samples
     -- differ on the others (a model's name spelled two ways), the smallest is taken.
-    SELECT gpu_key, min(host) AS host, min(gpu_index) AS gpu_index, min(gpu_uuid) AS gpu_uuid,
+    -- gpu_no numbers the GPUs for the window and the groupings below: a number instead of the key's
+    -- text (host/uuid, ~30 bytes kept outside the row) takes a run's peak memory down by ~80 MB at
+    -- 2M samples (the window holds every row it sorts), in the same time.
+    SELECT gpu_key, row_number() OVER (ORDER BY gpu_key) AS gpu_no,
+           min(host) AS host, min(gpu_index) AS gpu_index, min(gpu_uuid) AS gpu_uuid,
            min(gpu_model) AS gpu_model, min(mig_instance) AS mig_instance
     FROM samples
     GROUP BY gpu_key
@@ -72,16 +76,16 @@ model_keys AS (
     FROM (SELECT DISTINCT gpu_model AS name FROM names WHERE gpu_model IS NOT NULL)
 ),
 steps AS (
-    SELECT day_no, gpu_key, source, t0_us, pod, namespace, util_pct, util_kind, mem_used_mib, power_w,
+    SELECT day_no, gpu_no, source, t0_us, pod, namespace, util_pct, util_kind, mem_used_mib, power_w,
            (lead(t0_us) OVER series) - t0_us AS gap_us
-    FROM wanted
-    WINDOW series AS (PARTITION BY day_no, gpu_key, source ORDER BY t0_us)
+    FROM wanted JOIN names AS n USING (gpu_key)
+    WINDOW series AS (PARTITION BY day_no, gpu_no, source ORDER BY t0_us)
 ),
 medians AS (
-    SELECT day_no, gpu_key, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
+    SELECT day_no, gpu_no, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
 ),
 cadence AS (
-    SELECT * FROM steps JOIN medians USING (day_no, gpu_key, source)
+    SELECT * FROM steps JOIN medians USING (day_no, gpu_no, source)
 ),
 spans AS (
     SELECT * EXCLUDE (gap_us, median_us),
@@ -103,7 +107,7 @@ pieces AS (
     WHERE minute_no // 1440 = day_no
 ),
 per_kind AS (
-    SELECT gpu_key, minute_no, util_kind,
+    SELECT gpu_no, minute_no, util_kind,
            coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank,
            any_value(pod) AS pod, any_value(namespace) AS namespace,
            count(*) AS samples,
@@ -113,11 +117,11 @@ per_kind AS (
            max(mem_used_mib) AS mem_used_mib_max,
            sum(power_w * overlap_us) AS power_weighted, sum(overlap_us) FILTER (WHERE power_w IS NOT NULL) AS power_us
     FROM pieces
-    GROUP BY gpu_key, minute_no, util_kind
+    GROUP BY gpu_no, minute_no, util_kind
 ),
 per_minute AS (
     SELECT
-        gpu_key, minute_no, any_value(pod) AS pod, any_value(namespace) AS namespace,
+        gpu_no, minute_no, any_value(pod) AS pod, any_value(namespace) AS namespace,
         sum(samples) AS samples,
         coalesce(arg_min(samples, kind_rank) FILTER (WHERE util_kind IS NOT NULL), 0) AS busy_samples,
         arg_min(util_kind, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS util_kind,
@@ -126,13 +130,13 @@ per_minute AS (
         sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
         sum(power_weighted) / sum(power_us) AS power_w
     FROM per_kind
-    GROUP BY gpu_key, minute_no
+    GROUP BY gpu_no, minute_no
 )
 SELECT
-    n.host, m.gpu_key, n.gpu_index, n.gpu_uuid, n.mig_instance, to_timestamp(m.minute_no * 60) AS minute,
+    n.host, n.gpu_key, n.gpu_index, n.gpu_uuid, n.mig_instance, to_timestamp(m.minute_no * 60) AS minute,
     (SELECT keys FROM model_keys)[n.gpu_model] AS gpu_model, m.pod, m.namespace,
     m.samples, m.busy_samples, m.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
     n.gpu_model AS gpu_model_name,
     gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known
 FROM per_minute AS m
-JOIN names AS n ON n.gpu_key = m.gpu_key;
+JOIN names AS n ON n.gpu_no = m.gpu_no;
