@@ -132,6 +132,7 @@ def test_a_run_with_nothing_new_stops_before_the_graph(tmp_path):
     assert relocated.exit_code == 0 and "nothing new" not in relocated.output, relocated.output
     with duckdb.connect(str(moved / "wh.duckdb"), read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM raw.cost_lines").fetchone()[0] == 1000
+        assert conn.execute("SELECT count(*) FROM core.cost_lines").fetchone()[0] == 1000  # its view re-pointed too
     (moved / "wh.duckdb").rename(warehouse)
     lake_of(moved / "wh.duckdb").rename(lake_of(warehouse))
     published = warehouse.stat().st_mtime_ns

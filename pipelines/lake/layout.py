@@ -6,6 +6,7 @@
         raw/workloads/file=<sha256>/data_N.parquet
         raw/storage_events/file=<sha256>/data_N.parquet
         _staging/<sha256>-<pid>/...        a file being written (never read; removed if orphaned)
+        core/cost_lines/...                built billing lines (pipelines/warehouse/lake_tables.py)
 
 A landing file version (its sha256) is the unit of writing: its rows land in a folder of their
 own under every partition they touch, moved into place whole (a directory rename) once the

@@ -162,7 +162,7 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
                 periods = built_periods(built)
                 if built["built"] not in ("nothing changed", UNCHANGED):
                     # CREATE OR REPLACE drops comments (tables and views alike), on either engine.
-                    apply_docs(conn, table, "core.period_builds")
+                    apply_docs(conn, table, "core.period_builds", "core.lake_builds")
                 if "periods" in built:
                     built["periods"] = MetadataValue.json(built["periods"])
                 rows = fetch_value(conn, f"SELECT count(*) FROM {table}")

@@ -15,6 +15,7 @@ import duckdb
 
 from models.schemas import QUARANTINE, RAW_TABLES, SCHEMAS, duckdb_columns, duckdb_type
 from pipelines.lake.layout import adopt_table, create_views, is_table, lake_of_connection
+from pipelines.warehouse import lake_tables
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 SCHEMAS_IN_WAREHOUSE = ("raw", "core", "marts", "findings")
@@ -246,6 +247,7 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
             _migrate(conn, table, SCHEMAS[kind])
             adopt_table(conn, lake, kind)
     create_views(conn, lake)
+    lake_tables.refresh_views(conn)
     backfill_file_slices(conn)
     if is_table(conn, "core.billing_lines"):  # a table before the lake; a view over it since
         conn.execute("DROP TABLE core.billing_lines")

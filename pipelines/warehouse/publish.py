@@ -26,6 +26,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from pipelines.warehouse import lake_tables
 from pipelines.warehouse.connection import connect
 
 EX_TEMPFAIL = 75  # sysexits.h: "try again later", the exit code of `--no-wait` when the warehouse is busy
@@ -145,6 +146,7 @@ def start_staging(warehouse: Path, fresh: bool = False) -> Path:
     """The staging file this process builds into: a copy of the published warehouse (empty when
     `fresh` or when none is published yet). The caller holds the writer lock."""
     remove_stale_staging(warehouse)
+    lake_tables.remove_unreferenced(warehouse)  # what a killed run wrote into the lake
     staging = staging_path(warehouse)
     if not fresh and warehouse.exists():
         # Copying costs about the file's size in I/O (the demo's: see README); it buys readers that
@@ -208,6 +210,8 @@ class StagedWrite:
         try:
             if publish_it:
                 self.published = publish(self.staging, self.warehouse)
+                if self.published:  # the builds the new file superseded
+                    lake_tables.remove_unreferenced(self.warehouse)
             else:
                 self.published = False
         finally:

@@ -1,0 +1,138 @@
+"""core.cost_lines lives in the lake (pipelines/warehouse/lake_tables.py): one build folder per billing
+month, a view over the current ones, superseded and orphaned builds removed, and any Parquet reader
+sees what the warehouse sees."""
+
+import shutil
+from decimal import Decimal
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli.main import app
+from pipelines.lake.layout import lake_of
+from tests.bench_lake import write_cur_month
+from tests.conftest import sample
+
+CUR = "billing/aws_cur_legacy_csv_focusconverters_fixture.csv"
+FOCUS = "billing/focus10_sample_multicloud_1000.csv"
+
+
+def run(tmp_path, landing, warehouse):
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(warehouse),
+                                      "--reports", str(tmp_path / "reports"), "--as-of", "2026-10-02"], terminal_width=200)
+    assert result.exit_code in (0, 1), result.output  # 1: findings to act on, published all the same
+    return result
+
+
+def builds(warehouse) -> dict[str, str]:
+    """period -> build folder (relative to the lake) that the published warehouse reads."""
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return dict(conn.execute("SELECT period, folder FROM core.lake_builds WHERE model = 'core.cost_lines'").fetchall())
+
+
+def folders_on_disk(warehouse) -> set[str]:
+    lake = lake_of(warehouse)
+    return {p.relative_to(lake).as_posix() for p in (lake / "core" / "cost_lines").glob("*/build=*")}
+
+
+def totals(warehouse) -> tuple[int, Decimal]:
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return conn.execute("SELECT count(*), sum(EffectiveCost) FROM core.cost_lines").fetchone()
+
+
+@pytest.fixture
+def landing(tmp_path):
+    folder = tmp_path / "landing"
+    (folder / "billing").mkdir(parents=True)
+    shutil.copy(sample(CUR), folder / "billing" / "cur.csv")
+    shutil.copy(sample(FOCUS), folder / "billing" / "focus.csv")
+    return folder
+
+
+def test_cost_lines_is_a_view_over_a_build_folder_per_billing_month(tmp_path, landing):
+    warehouse = tmp_path / "wh.duckdb"
+    run(tmp_path, landing, warehouse)
+    current = builds(warehouse)
+    assert sorted(current) == ["2023-11", "2024-09", "2024-10", "_schema"]
+    assert all(folder.startswith(f"core/cost_lines/billing_period={period}/build=") for period, folder in current.items()
+               if period != "_schema")
+    assert folders_on_disk(warehouse) == set(current.values())
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.execute("SELECT table_type FROM information_schema.tables WHERE table_schema = 'core' "
+                            "AND table_name = 'cost_lines'").fetchall() == [("VIEW",)]
+        # Described like any table.
+        assert "lake" in conn.execute("SELECT comment FROM duckdb_views() WHERE view_name = 'cost_lines' "
+                                      "AND schema_name = 'core'").fetchone()[0]
+    # Any Parquet reader sees the same lines, to the cent, from the folders the registry names.
+    files = [str(lake_of(warehouse) / folder / "data_0.parquet") for folder in current.values()]
+    outside = duckdb.connect().execute("SELECT count(*), sum(EffectiveCost) FROM read_parquet(?)", [files]).fetchone()
+    assert outside == totals(warehouse)
+    assert outside[0] == 1281 + 1000
+
+
+def test_a_new_month_adds_a_folder_and_a_restated_month_replaces_only_its_own(tmp_path, landing):
+    warehouse = tmp_path / "wh.duckdb"
+    run(tmp_path, landing, warehouse)
+    first = builds(warehouse)
+    lines, cost = totals(warehouse)
+    # A second CUR delivery, for December: November's and the FOCUS months' builds stay as they were.
+    write_cur_month(sample(CUR), landing / "billing" / "2023-12" / "cur.csv", "2023-12")
+    run(tmp_path, landing, warehouse)
+    second = builds(warehouse)
+    assert {p: f for p, f in second.items() if p != "2023-12"} == first
+    assert totals(warehouse) == (lines + 1281, cost + Decimal(cost_of_cur(warehouse, "2023-11")))
+    # December restated (a line's cost changed, the same export path): December gets a new build, the
+    # one it replaces is removed once the new warehouse is published, and nothing else moves.
+    december = landing / "billing" / "2023-12" / "cur.csv"
+    text = december.read_text()
+    december.write_text(text + text.splitlines()[1] + "\n")
+    run(tmp_path, landing, warehouse)
+    third = builds(warehouse)
+    assert third["2023-12"] != second["2023-12"]
+    assert {p: f for p, f in third.items() if p != "2023-12"} == first
+    assert folders_on_disk(warehouse) == set(third.values())
+
+
+def cost_of_cur(warehouse, month: str) -> Decimal:
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return conn.execute("SELECT sum(EffectiveCost) FROM core.cost_lines WHERE ProviderName = 'AWS' "
+                            "AND strftime(BillingPeriodStart, '%Y-%m') = ?", [month]).fetchone()[0]
+
+
+def test_a_killed_runs_build_is_invisible_and_removed_by_the_next_run(tmp_path, landing):
+    warehouse = tmp_path / "wh.duckdb"
+    run(tmp_path, landing, warehouse)
+    before = totals(warehouse)
+    # What a run killed after writing a month's folder, before publishing, leaves behind.
+    published = builds(warehouse)
+    orphan = lake_of(warehouse) / "core" / "cost_lines" / "billing_period=2023-11" / "build=killed"
+    orphan.mkdir()
+    shutil.copy(lake_of(warehouse) / published["2023-11"] / "data_0.parquet", orphan / "data_0.parquet")
+    assert totals(warehouse) == before  # the view reads the registry's folders only
+    write_cur_month(sample(CUR), landing / "billing" / "2023-12" / "cur.csv", "2023-12")
+    run(tmp_path, landing, warehouse)
+    assert not orphan.exists()
+    assert folders_on_disk(warehouse) == set(builds(warehouse).values())
+
+
+def test_a_warehouse_holding_cost_lines_as_a_table_moves_them_into_the_lake(tmp_path, landing):
+    """A warehouse made before core.cost_lines lived in the lake (or built by Spark) has it as a table:
+    the next run builds it into the lake and the view takes the table's place, the same lines."""
+    warehouse = tmp_path / "wh.duckdb"
+    run(tmp_path, landing, warehouse)
+    before = totals(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("CREATE TABLE main.lines AS SELECT * FROM core.cost_lines")
+        conn.execute("DROP VIEW core.cost_lines")
+        conn.execute("CREATE TABLE core.cost_lines AS SELECT * FROM main.lines")
+        conn.execute("DROP TABLE main.lines")
+        conn.execute("DELETE FROM core.lake_builds")
+    shutil.rmtree(lake_of(warehouse) / "core")
+    write_cur_month(sample(CUR), landing / "billing" / "2023-12" / "cur.csv", "2023-12")
+    run(tmp_path, landing, warehouse)
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.execute("SELECT table_type FROM information_schema.tables WHERE table_schema = 'core' "
+                            "AND table_name = 'cost_lines'").fetchall() == [("VIEW",)]
+    assert totals(warehouse)[0] == before[0] + 1281
+    assert sorted(builds(warehouse)) == ["2023-11", "2023-12", "2024-09", "2024-10", "_schema"]
