@@ -136,3 +136,19 @@ def test_a_warehouse_holding_cost_lines_as_a_table_moves_them_into_the_lake(tmp_
                             "AND table_name = 'cost_lines'").fetchall() == [("VIEW",)]
     assert totals(warehouse)[0] == before[0] + 1281
     assert sorted(builds(warehouse)) == ["2023-11", "2023-12", "2024-09", "2024-10", "_schema"]
+
+
+def test_a_column_parquet_cannot_hold_exactly_is_refused(tmp_path, monkeypatch):
+    """DuckDB writes HUGEINT to Parquet as DOUBLE: a lake table with one would come back rounded."""
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse import periods
+    from pipelines.warehouse.connection import connect, prepare
+
+    conn = connect(tmp_path / "wh.duckdb")
+    prepare(conn, always_set_up=True)
+    text = ("CREATE OR REPLACE TABLE core.cost_lines AS SELECT CAST(1 AS HUGEINT) AS weight, "
+            "DATE '2026-09-01' AS BillingPeriodStart WHERE list_contains($billing_months, '2026-09')")
+    monkeypatch.setattr(periods, "sql_text", lambda table: text)
+    params = FinopsSettings(landing_dir=str(tmp_path)).sql_params()
+    with pytest.raises(TypeError, match=r"core.cost_lines is kept in the lake.*weight.*HUGEINT"):
+        periods.build_fresh(conn, "core.cost_lines", params, [["2026-09"]])

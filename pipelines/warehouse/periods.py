@@ -469,9 +469,18 @@ def _copy_text(table: str, folder: Path) -> str:
 
 
 def _write_columns(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: dict[str, object]) -> Path:
-    """The model's zero-row file (no period asked for): the view's columns, whatever the builds hold."""
+    """The model's zero-row file (no period asked for): the view's columns, whatever the builds hold.
+    Refuses a column Parquet cannot hold exactly (DuckDB writes HUGEINT as DOUBLE): the model must
+    cast it, or money and weights would come back rounded."""
+    run_sql_text(conn, _model_text(model.table, "CREATE OR REPLACE TEMP TABLE lake_columns AS"), {**params, model.param: []})
+    inexact = conn.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'temp' "
+                           "AND table_name = 'lake_columns' AND data_type IN ('HUGEINT', 'UHUGEINT')").fetchall()
+    if inexact:
+        conn.execute("DROP TABLE lake_columns")
+        raise TypeError(f"{model.table} is kept in the lake, whose Parquet cannot hold {inexact} exactly: cast them in its SQL")
     folder = lake_tables.new_folder(lake_of_connection(conn), model.table, model.folder, lake_tables.SCHEMA_PERIOD)
-    run_sql_text(conn, _copy_text(model.table, folder), {**params, model.param: []})
+    conn.execute(f"COPY lake_columns {lake_tables.copy_to(folder)}").fetchall()
+    conn.execute("DROP TABLE lake_columns")
     return folder
 
 
