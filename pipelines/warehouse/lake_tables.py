@@ -21,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines.lake.layout import lake_of, lake_of_connection
+from pipelines.lake.layout import is_table, lake_of, lake_of_connection
 
 LAKE_BUILDS_DDL = """
 CREATE TABLE IF NOT EXISTS core.lake_builds (
@@ -68,15 +68,10 @@ def is_in_lake(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     schema, name = table.split(".")
     is_view = conn.execute("SELECT count(*) FROM duckdb_views() WHERE schema_name = ? AND view_name = ? "
                            "AND database_name = current_database()", [schema, name]).fetchall()[0][0]
-    if not is_view or not _registry_exists(conn):
+    if not is_view or not is_table(conn, "core.lake_builds"):
         return False
     return conn.execute("SELECT count(*) FROM core.lake_builds WHERE model = ? AND period = ?",
                         [table, SCHEMA_PERIOD]).fetchall()[0][0] > 0
-
-
-def _registry_exists(conn: duckdb.DuckDBPyConnection) -> bool:
-    return bool(conn.execute("SELECT 1 FROM duckdb_tables() WHERE schema_name = 'core' AND table_name = 'lake_builds' "
-                             "AND database_name = current_database()").fetchall())
 
 
 def register(conn: duckdb.DuckDBPyConnection, table: str, built: dict[str, Path | None], everything: bool = False) -> None:
@@ -101,16 +96,14 @@ def create_view(conn: duckdb.DuckDBPyConnection, table: str) -> None:
     folders = [r[0] for r in conn.execute(
         "SELECT folder FROM core.lake_builds WHERE model = ? ORDER BY period = ? DESC, period", [table, SCHEMA_PERIOD]).fetchall()]
     files = ", ".join(sql_string(str(lake / folder / DATA_FILE)) for folder in folders)
-    schema, name = table.split(".")
-    if conn.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = ? AND table_name = ? "
-                    "AND database_name = current_database()", [schema, name]).fetchall()[0][0]:
+    if is_table(conn, table):
         conn.execute(f"DROP TABLE {table}")
     conn.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet([{files}], hive_partitioning = false)")
 
 
 def refresh_views(conn: duckdb.DuckDBPyConnection) -> None:
     """Point every lake table's view at this warehouse's lake (a warehouse moved with its lake)."""
-    if not _registry_exists(conn):
+    if not is_table(conn, "core.lake_builds"):
         return
     lake = str(lake_of_connection(conn))
     for (table,) in conn.execute("SELECT DISTINCT model FROM core.lake_builds").fetchall():
