@@ -152,3 +152,29 @@ def test_a_column_parquet_cannot_hold_exactly_is_refused(tmp_path, monkeypatch):
     params = FinopsSettings(landing_dir=str(tmp_path)).sql_params()
     with pytest.raises(TypeError, match=r"core.cost_lines is kept in the lake.*weight.*HUGEINT"):
         periods.build_fresh(conn, "core.cost_lines", params, [["2026-09"]])
+
+
+def test_a_lake_write_holds_to_its_share_of_the_memory_limit_and_gives_it_back(tmp_path, monkeypatch):
+    """The write streams to Parquet and may spill what it holds: at the full limit DuckDB filled it
+    anyway, a 1M-line run's peak. The connection's own limit is back after it, even when it fails."""
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse import periods
+    from pipelines.warehouse.connection import connect, memory_limit_bytes, prepare
+
+    monkeypatch.setenv("FINOPS_DUCKDB_MEMORY_LIMIT", "500MB")
+    conn = connect(tmp_path / "wh.duckdb")
+    prepare(conn, always_set_up=True)
+    before = conn.execute("SELECT current_setting('memory_limit')").fetchall()
+    text = ("CREATE OR REPLACE TABLE core.cost_lines AS SELECT current_setting('memory_limit') AS limit_seen, "
+            "DATE '2026-09-01' AS BillingPeriodStart WHERE list_contains($billing_months, '2026-09')")
+    monkeypatch.setattr(periods, "sql_text", lambda table: text)
+    params = FinopsSettings(landing_dir=str(tmp_path)).sql_params()
+    periods.build_fresh(conn, "core.cost_lines", params, [["2026-09"]])
+    assert conn.execute("SELECT limit_seen FROM core.cost_lines").fetchall() == [("286.1 MiB",)]  # 60 % of 476.8 MiB
+    assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == before
+    assert memory_limit_bytes(conn) // 10**6 == 500
+
+    monkeypatch.setattr(periods, "sql_text", lambda table: text.replace("current_setting('memory_limit')", "error('boom')"))
+    with pytest.raises(duckdb.Error, match="boom"):
+        periods.build_periods(conn, "core.cost_lines", params, [["2026-09"]])
+    assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == before

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -321,6 +322,31 @@ DEFAULT_MEMORY_LIMIT = "1GB"
 
 def memory_limit() -> str:
     return os.environ.get("FINOPS_DUCKDB_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT
+
+
+_SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "PiB": 2**50}
+
+
+def memory_limit_bytes(conn: duckdb.DuckDBPyConnection) -> int:
+    """The connection's memory limit in bytes, from DuckDB's own spelling of it ('953.6 MiB', one
+    decimal cut, not rounded): read as the middle of that tenth, so setting it back prints the same."""
+    text = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    number, unit = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", text).groups()
+    tenth = 0.05 if "." in number else 0
+    return int((float(number) + tenth) * _SIZE_UNITS[unit])
+
+
+@contextmanager
+def memory_share(conn: duckdb.DuckDBPyConnection, share: float) -> Iterator[None]:
+    """Hold the statements inside to `share` of the connection's memory limit, restored after.
+    For statements that stream their result out and can spill what they hold: DuckDB otherwise
+    fills the whole limit with what it could have left on disk, and that is the run's peak."""
+    limit = memory_limit_bytes(conn)
+    conn.execute(f"SET memory_limit = '{int(limit * share)}B'").fetchall()  # a number we computed, not text from data
+    try:
+        yield
+    finally:
+        conn.execute(f"SET memory_limit = '{limit}B'").fetchall()
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:

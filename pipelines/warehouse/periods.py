@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from pipelines.lake.layout import lake_of_connection, table_root
 from pipelines.warehouse import lake_tables
-from pipelines.warehouse.connection import run_sql_text, sql_text, table_exists
+from pipelines.warehouse.connection import memory_share, run_sql_text, sql_text, table_exists
 
 UNKNOWN = "unknown"  # the lake's folder for rows without a date
 WHOLE = "*"  # core.period_builds' row for a model last built whole (with or without periods)
@@ -458,6 +458,13 @@ def build_periods(conn: duckdb.DuckDBPyConnection, table: str, params: dict[str,
 
 # --- tables kept in the lake (PeriodModel.in_lake) -------------------------------------------------
 
+# A lake table's build streams its rows out to Parquet; what it holds meanwhile (core.cost_lines'
+# conformed lines) DuckDB can spill. At the full limit it filled it anyway, and that was a 1M-line
+# run's peak: 1,168 MiB for the build at 1 GB, 817 MiB at 60 %, in the same 5.1-5.4 s (a 1M-line
+# month, the 2-core development machine); at 50 % it began to spill (6.6 s).
+LAKE_WRITE_MEMORY_SHARE = 0.6
+
+
 def _copy_text(table: str, folder: Path) -> str:
     """The model's SQL with its result written to one Parquet file in `folder` instead of a table."""
     target = f"CREATE OR REPLACE TABLE {table} AS"
@@ -492,24 +499,31 @@ def _write_in_lake(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: 
     out period by period (DuckDB's partitioned COPY took 20× as long on a 1M-line month)."""
     lake = lake_of_connection(conn)
     written: dict[str, Path | None] = {}
-    for batch in batches:
-        if len(batch) == 1:
-            folder = lake_tables.new_folder(lake, model.table, model.folder, batch[0])
-            run_sql_text(conn, _copy_text(model.table, folder), {**params, model.param: batch})
-            written[batch[0]] = folder
-            continue
-        run_sql_text(conn, _model_text(model.table, "CREATE OR REPLACE TEMP TABLE period_rows AS"), {**params, model.param: batch})
-        found = [r[0] for r in conn.execute(f"SELECT DISTINCT {model.row_period_sql} FROM period_rows").fetchall()]
-        if stray := sorted(set(found) - set(batch)):  # registering them would replace those periods' builds
-            raise RuntimeError(f"{model.table}: building periods {batch} gave rows of other periods {stray}")
-        written.update(dict.fromkeys(batch))
-        for period in found:
-            folder = lake_tables.new_folder(lake, model.table, model.folder, period)
-            conn.execute(f"COPY (SELECT * FROM period_rows WHERE {model.row_period_sql} = ?) {lake_tables.copy_to(folder)}",
-                         [period]).fetchall()
-            written[period] = folder
-        conn.execute("DROP TABLE period_rows")
+    with memory_share(conn, LAKE_WRITE_MEMORY_SHARE):
+        for batch in batches:
+            _write_batch(conn, model, params, batch, lake, written)
     return written
+
+
+def _write_batch(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: dict[str, object],
+                 batch: list[str], lake: Path, written: dict[str, Path | None]) -> None:
+    if len(batch) == 1:
+        folder = lake_tables.new_folder(lake, model.table, model.folder, batch[0])
+        run_sql_text(conn, _copy_text(model.table, folder), {**params, model.param: batch})
+        written[batch[0]] = folder
+        return
+    run_sql_text(conn, _model_text(model.table, "CREATE OR REPLACE TEMP TABLE period_rows AS"), {**params, model.param: batch})
+    found = [r[0] for r in conn.execute(f"SELECT DISTINCT {model.row_period_sql} FROM period_rows").fetchall()]
+    if stray := sorted(set(found) - set(batch)):  # registering them would replace those periods' builds
+        conn.execute("DROP TABLE period_rows")
+        raise RuntimeError(f"{model.table}: building periods {batch} gave rows of other periods {stray}")
+    written.update(dict.fromkeys(batch))
+    for period in found:
+        folder = lake_tables.new_folder(lake, model.table, model.folder, period)
+        conn.execute(f"COPY (SELECT * FROM period_rows WHERE {model.row_period_sql} = ?) {lake_tables.copy_to(folder)}",
+                     [period]).fetchall()
+        written[period] = folder
+    conn.execute("DROP TABLE period_rows")
 
 
 def _rebuild_in_lake(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: dict[str, object],
