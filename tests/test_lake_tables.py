@@ -178,3 +178,37 @@ def test_a_lake_write_holds_to_its_share_of_the_memory_limit_and_gives_it_back(t
     with pytest.raises(duckdb.Error, match="boom"):
         periods.build_periods(conn, "core.cost_lines", params, [["2026-09"]])
     assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == before
+
+
+def test_the_per_charge_marts_live_in_the_lake_and_a_new_month_attributes_only_its_own(tmp_path, landing):
+    """marts.cost_attribution and marts.egress_lines_by_billing_month grow with the lines: a build folder
+    per billing month too. Read from the Parquet alone, each month's parts add up to its charges, and
+    the GPU-second weights are whole numbers (BIGINT; Parquet would round a HUGEINT)."""
+    warehouse = tmp_path / "wh.duckdb"
+    run(tmp_path, landing, warehouse)
+
+    def mart_builds(model: str) -> dict[str, str]:
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            return dict(conn.execute("SELECT period, folder FROM core.lake_builds WHERE model = ?", [model]).fetchall())
+
+    first = mart_builds("marts.cost_attribution")
+    assert sorted(first) == ["2023-11", "2024-09", "2024-10", "_schema"]
+    assert sorted(mart_builds("marts.egress_lines_by_billing_month"))[-1] == "_schema"
+    lake = lake_of(warehouse)
+    parts = duckdb.connect().execute(
+        "SELECT strftime(billing_period_start, '%Y-%m'), sum(amount_billing) FROM read_parquet(?) GROUP BY ALL ORDER BY 1",
+        [[str(lake / f / "data_0.parquet") for f in first.values()]]).fetchall()
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        charges = conn.execute("SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(EffectiveCost) FROM core.cost_lines "
+                               "GROUP BY ALL ORDER BY 1").fetchall()
+        assert conn.execute("SELECT table_type FROM information_schema.tables WHERE table_schema = 'marts' "
+                            "AND table_name IN ('cost_attribution', 'egress_lines_by_billing_month')").fetchall() == [("VIEW",)] * 2
+        assert conn.execute("SELECT DISTINCT data_type FROM duckdb_columns() WHERE table_name = 'cost_attribution' "
+                            "AND column_name IN ('gpu_seconds', 'weight', 'total_weight')").fetchall() == [("BIGINT",)]
+    assert parts == charges
+    # A new month: its own attribution folder, the others' as they were.
+    write_cur_month(sample(CUR), landing / "billing" / "2023-12" / "cur.csv", "2023-12")
+    run(tmp_path, landing, warehouse)
+    second = mart_builds("marts.cost_attribution")
+    assert {p: f for p, f in second.items() if p != "2023-12"} == first
+    assert second["2023-12"].startswith("marts/cost_attribution/billing_period=2023-12/build=")

@@ -7,6 +7,8 @@
         raw/storage_events/file=<sha256>/data_N.parquet
         _staging/<sha256>-<pid>/...        a file being written (never read; removed if orphaned)
         core/cost_lines/...                built billing lines (pipelines/warehouse/lake_tables.py)
+        marts/cost_attribution/...         their phases, and the transfer lines of each month
+        marts/egress_lines_by_billing_month/...
 
 A landing file version (its sha256) is the unit of writing: its rows land in a folder of their
 own under every partition they touch, moved into place whole (a directory rename) once the

@@ -3,7 +3,8 @@
     <warehouse name>.lake/core/cost_lines/billing_period=<YYYY-MM>/build=<token>/data_0.parquet
     <warehouse name>.lake/core/cost_lines/_schema/build=<token>/data_0.parquet   (zero rows: the columns)
 
-A table that grows with history (`core.cost_lines`) is not kept in the warehouse file, which every
+A table that grows with history (`core.cost_lines`, `marts.cost_attribution`,
+`marts.egress_lines_by_billing_month`: a row per line or charge) is not kept in the warehouse file, which every
 run copies to stage its work (pipelines/warehouse/publish.py) and checkpoints: a run would cost
 the size of the history. Each build of a period writes a new folder, and `core.lake_builds`, in
 the warehouse file, names the folder that is current for each period. The table's name is a view

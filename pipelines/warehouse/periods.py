@@ -112,17 +112,20 @@ PERIOD_MODELS: dict[str, PeriodModel] = {
 # Marts built per billing month of their charges (see the module's docstring). Not in
 # PERIOD_MODELS: they are no Dagster partitions and need no day range of a run, because a run
 # builds every month of theirs whose inputs changed, wherever the run's days lie.
-def _monthly_mart(table: str, derived_from: str, reads_gpu_usage: bool = False) -> PeriodModel:
+def _monthly_mart(table: str, derived_from: str, reads_gpu_usage: bool = False, in_lake: bool = False) -> PeriodModel:
     """A mart of `derived_from`'s billing months, its rows' month in its column billing_period_start."""
     return PeriodModel(table, "billing", "billing_period", f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
-                       "billing_months", "billing_period_start", derived_from=derived_from, reads_gpu_usage=reads_gpu_usage)
+                       "billing_months", "billing_period_start", derived_from=derived_from, reads_gpu_usage=reads_gpu_usage,
+                       in_lake=in_lake)
 
 
+# The marts of a row per line or charge grow with the history, like core.cost_lines: in the lake.
+# Those of a row per day stay in the warehouse file (a few thousand rows a month).
 MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
-    _monthly_mart("marts.cost_attribution", "core.cost_lines", reads_gpu_usage=True),
+    _monthly_mart("marts.cost_attribution", "core.cost_lines", reads_gpu_usage=True, in_lake=True),
     _monthly_mart("marts.daily_cost_by_billing_month", "marts.cost_attribution"),
     _monthly_mart("marts.daily_series_by_billing_month", "marts.cost_attribution"),
-    _monthly_mart("marts.egress_lines_by_billing_month", "core.cost_lines"),
+    _monthly_mart("marts.egress_lines_by_billing_month", "core.cost_lines", in_lake=True),
 )}
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
 

@@ -20,7 +20,8 @@
 -- Built per billing month ($billing_months: YYYY-MM, 'unknown' for lines without a billing period;
 -- ['*'] builds every month): a run re-attributes only the months whose inputs changed
 -- (pipelines/warehouse/periods.py, MONTHLY_MARTS). The months are tested as a range first, which
--- skips the other months' row groups of core.cost_lines.
+-- skips the other months' row groups of core.cost_lines. Kept in the lake like core.cost_lines: a
+-- Parquet folder per billing month, read through a view (pipelines/warehouse/lake_tables.py).
 CREATE OR REPLACE TABLE marts.cost_attribution AS
 WITH charges AS (
     SELECT
@@ -208,15 +209,19 @@ SELECT
         THEN cost_units - sum(part_units) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_billing,
     from_units(part_reporting_units + CASE WHEN rank_in_charge = 1
         THEN reporting_units - sum(part_reporting_units) OVER (PARTITION BY x_ChargeId) ELSE 0 END) AS amount_reporting,
-    gpu_seconds,
-    weight,
-    total_weight,
+    -- GPU-seconds are whole numbers well inside BIGINT; their sums come out of DuckDB as HUGEINT,
+    -- which Parquet (the lake this mart is kept in) would hold only as DOUBLE.
+    CAST(gpu_seconds AS BIGINT) AS gpu_seconds,
+    CAST(weight AS BIGINT) AS weight,
+    CAST(total_weight AS BIGINT) AS total_weight,
     evidence
 FROM split
 UNION ALL
 SELECT p.x_ChargeId, utc_day(c.ChargePeriodStart) AS charge_day, c.BillingPeriodStart AS billing_period_start, p.phase, p.method,
        c.EffectiveCost AS amount_billing, c.x_EffectiveCostReporting AS amount_reporting,
-       p.gpu_seconds, p.weight, p.total_weight, p.evidence
+       CAST(p.gpu_seconds AS BIGINT), CAST(p.weight AS BIGINT), CAST(p.total_weight AS BIGINT), p.evidence
 FROM whole_parts AS p
 JOIN classified AS c USING (x_ChargeId)
-ORDER BY charge_day, x_ChargeId, phase;
+-- By day, so a query of some days reads only their row groups. Not by charge and phase too: sorting
+-- the wide parts by those held more than the write's memory (4.3 against 3.3-3.7 s at 1M lines).
+ORDER BY charge_day;

@@ -2,6 +2,7 @@
 -- path (internet, cross_region, cross_az, intra_region), per billing month: what findings.egress
 -- prices. Built per billing month ($billing_months) of core.cost_lines, so a new delivery finds
 -- its own month's transfer lines and findings.egress reads these lines, not the whole history.
+-- Kept in the lake, a Parquet folder per billing month (pipelines/warehouse/lake_tables.py).
 -- Which lines are egress, their GB and their path come from the macros in sql/macros.sql
 -- (data_gb, transfer_path): any data-size unit ('GB', 'GiB', '1 GB', bytes, gibibyte), outbound
 -- only (inbound 'data transfer in' lines are not egress), the path from the provider's own fields.
