@@ -504,29 +504,30 @@ def _write_in_lake(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: 
     written: dict[str, Path | None] = {}
     with memory_share(conn, LAKE_WRITE_MEMORY_SHARE):
         for batch in batches:
-            _write_batch(conn, model, params, batch, lake, written)
+            written.update(_write_batch(conn, model, params, batch, lake))
     return written
 
 
 def _write_batch(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: dict[str, object],
-                 batch: list[str], lake: Path, written: dict[str, Path | None]) -> None:
+                 batch: list[str], lake: Path) -> dict[str, Path | None]:
+    """One batch of `_write_in_lake`: each of its periods' new folder (None: no rows now)."""
     if len(batch) == 1:
         folder = lake_tables.new_folder(lake, model.table, model.folder, batch[0])
         run_sql_text(conn, _copy_text(model.table, folder), {**params, model.param: batch})
-        written[batch[0]] = folder
-        return
+        return {batch[0]: folder}
     run_sql_text(conn, _model_text(model.table, "CREATE OR REPLACE TEMP TABLE period_rows AS"), {**params, model.param: batch})
     found = [r[0] for r in conn.execute(f"SELECT DISTINCT {model.row_period_sql} FROM period_rows").fetchall()]
     if stray := sorted(set(found) - set(batch)):  # registering them would replace those periods' builds
         conn.execute("DROP TABLE period_rows")
         raise RuntimeError(f"{model.table}: building periods {batch} gave rows of other periods {stray}")
-    written.update(dict.fromkeys(batch))
+    written: dict[str, Path | None] = dict.fromkeys(batch)
     for period in found:
         folder = lake_tables.new_folder(lake, model.table, model.folder, period)
         conn.execute(f"COPY (SELECT * FROM period_rows WHERE {model.row_period_sql} = ?) {lake_tables.copy_to(folder)}",
                      [period]).fetchall()
         written[period] = folder
     conn.execute("DROP TABLE period_rows")
+    return written
 
 
 def _rebuild_in_lake(conn: duckdb.DuckDBPyConnection, model: PeriodModel, params: dict[str, object],
