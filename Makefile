@@ -25,7 +25,7 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per process at a time: most tests
 # run the pipeline, whose Python (Dagster, polars) holds one core, so two processes on a 2-core
-# machine take 14 min where one took 24. TEST_WORKERS=0 runs it in this process.
+# machine take 12 min where one took 24. TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
