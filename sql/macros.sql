@@ -301,6 +301,26 @@ CREATE OR REPLACE MACRO focus_subcategory_parent(sub) AS CASE
         'Identity', 'Integration', 'Internet of Things', 'Management and Governance', 'Media', 'Migration', 'Mobile',
         'Multicloud', 'Networking', 'Security', 'Storage', 'Web', 'Other') THEN regexp_extract(sub, '^Other \((.+)\)$', 1)
 END;
+-- The one ServiceCategory and ServiceSubcategory of each ServiceName (FOCUS ServiceName-C-005-C,
+-- -C-008-C), from `counts` (core.service_names_by_billing_month: lines per month, name, category
+-- and subcategory): the category most lines carry (ties: alphabetical); the subcategory most lines
+-- carry among those FOCUS allows under that category (NULL where none is: core.cost_lines then
+-- writes 'Other (<category>)'). Decided over every month, so a month built alone agrees with the rest.
+CREATE OR REPLACE MACRO service_name_labels(counts) AS TABLE
+WITH categories AS (
+    SELECT ServiceName, ServiceCategory
+    FROM (SELECT ServiceName, ServiceCategory, sum(lines) AS n FROM query_table(counts) GROUP BY ALL)
+    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceCategory) = 1
+),
+subcategories AS (
+    SELECT ServiceName, ServiceSubcategory
+    FROM (SELECT ServiceName, ServiceSubcategory, sum(lines) AS n
+          FROM query_table(counts) JOIN categories AS k USING (ServiceName)
+          WHERE focus_subcategory_parent(ServiceSubcategory) = k.ServiceCategory GROUP BY ALL)
+    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceSubcategory) = 1
+)
+SELECT k.ServiceName, k.ServiceCategory, s.ServiceSubcategory
+FROM categories AS k LEFT JOIN subcategories AS s USING (ServiceName);
 -- A unit in FOCUS's UnitFormat (`GB`, `GPU-Hours`, `GiB-Months`, `Requests/Second`): provider
 -- spellings such as 'gibibyte month', 'GB-Month', 'OCPU Per Hour' or 'Lambda-GB-Seconds' become
 -- the spec's form; a unit already in it is kept as it is.

@@ -183,8 +183,8 @@ def test_a_history_is_built_a_few_periods_per_statement_and_equals_one_statement
     statement, so its memory is a batch's, not the history's: 100M samples in one statement ran
     out of memory. Here every day is its own statement; the tables equal one statement's build,
     and a backfill rebuilding several periods in place, one per statement, leaves them equal too.
-    Billing months are built together (FOCUS: one ServiceCategory per ServiceName, decided over
-    the lines a statement builds)."""
+    Billing months too: each ServiceName's labels are decided over every month's counts, whatever
+    the months a statement builds."""
     from datetime import UTC, datetime
 
     from pipelines.warehouse import periods
@@ -204,7 +204,7 @@ def test_a_history_is_built_a_few_periods_per_statement_and_equals_one_statement
         assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
         events = instance.get_latest_materialization_events([AssetKey(["core", t]) for t in ("cost_lines", "gpu_minutes")])
         meta = {k.path[-1]: e.asset_materialization.metadata for k, e in events.items()}
-        assert meta["cost_lines"]["statements"].value == 1  # its months together: one ServiceCategory per ServiceName
+        assert meta["cost_lines"]["statements"].value == 2  # a month each
         assert meta["gpu_minutes"]["statements"].value == 5  # 31 October to 4 November: the days beside count
         assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF, days=(date(2026, 8, 1), date(2026, 11, 30))).success
 
@@ -251,7 +251,6 @@ def test_batches_cut_sorted_periods_by_their_rows_in_the_lake(tmp_path):
             ["2026-11-01", "2026-11-02"], ["2026-11-03"], ["2026-11-04", "2026-11-05"]]
         assert periods.batches(conn, "core.gpu_samples", days, max_rows=100) == [days]
         assert periods.batches(conn, "core.gpu_samples", []) == []
-        assert periods.batches(conn, "core.cost_lines", ["2026-09", "2026-11"], max_rows=1) == [["2026-09", "2026-11"]]
         # A gap, and rows without a date: each run is a time range, the undated rows alone.
         assert periods.batches(conn, "core.gpu_samples", ["2026-11-01", "2026-11-03", "2026-11-04", "unknown"], max_rows=100) == [
             ["2026-11-01"], ["2026-11-03", "2026-11-04"], ["unknown"]]
@@ -502,3 +501,69 @@ def test_egress_lines_are_found_per_billing_month_and_equal_a_fresh_build(tmp_pa
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert egress(fresh)[:2] == (lines, found)
+
+
+SERVICE_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+                  "ServiceName,ServiceCategory,ServiceSubcategory,ResourceId\n")
+
+
+def service_month(month: str, lines: list[tuple[str, str, str]]) -> str:
+    """A FOCUS export of `month`: one 1.00 line a day per (ServiceName, ServiceCategory, ServiceSubcategory)."""
+    first = date.fromisoformat(f"{month}-01")
+    rows = []
+    for day, (name, category, subcategory) in enumerate(lines):
+        start = first + timedelta(days=day)
+        rows.append(f"1.00,1.00,USD,Usage,{start}T00:00:00Z,{start + timedelta(days=1)}T00:00:00Z,AWS,"
+                    f"{name},{category},{subcategory},r-{day}\n")
+    return SERVICE_HEADER + "".join(rows)
+
+
+def service_labels(warehouse: Path) -> list[tuple]:
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return conn.execute("SELECT strftime(BillingPeriodStart, '%Y-%m') AS month, ServiceName, ServiceCategory, ServiceSubcategory, "
+                            "count(*) FROM core.cost_lines GROUP BY ALL ORDER BY ALL").fetchall()
+    finally:
+        conn.close()
+
+
+def test_one_category_per_service_name_across_months_built_apart(tmp_path):
+    """FOCUS wants one ServiceCategory and one ServiceSubcategory per ServiceName across the dataset
+    (ServiceName-C-005-C, -C-008-C); the most lines decide. A month delivered later that tips the
+    balance rebuilds the earlier months whose labels change, and the result equals a fresh build."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    august = [("Vector Store", "Databases", "NoSQL Databases")] * 3 + [("Model Garden", "AI and Machine Learning", "Machine Learning")] * 3
+    september = [("Vector Store", "AI and Machine Learning", "Generative AI")] * 5 \
+        + [("Model Garden", "AI and Machine Learning", "Generative AI")] * 5 + [("Other Thing", "Compute", "Virtual Machines")]
+    (landing / "focus-2026-08.csv").write_text(service_month("2026-08", august))
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        first = builds(warehouse)
+        assert service_labels(warehouse) == [("2026-08", "Model Garden", "AI and Machine Learning", "Machine Learning", 3),
+                                             ("2026-08", "Vector Store", "Databases", "NoSQL Databases", 3)]
+        (landing / "focus-2026-09.csv").write_text(service_month("2026-09", september))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        second = builds(warehouse)
+        # September tips both names: August is rebuilt with September's labels.
+        assert second["2026-08"] > first["2026-08"]
+        assert service_labels(warehouse) == [
+            ("2026-08", "Model Garden", "AI and Machine Learning", "Generative AI", 3),
+            ("2026-08", "Vector Store", "AI and Machine Learning", "Generative AI", 3),
+            ("2026-09", "Model Garden", "AI and Machine Learning", "Generative AI", 5),
+            ("2026-09", "Other Thing", "Compute", "Virtual Machines", 1),
+            ("2026-09", "Vector Store", "AI and Machine Learning", "Generative AI", 5)]
+        conn = duckdb.connect(str(warehouse), read_only=True)
+        daily = conn.execute("SELECT DISTINCT service_category FROM marts.daily_cost_by_billing_month "
+                             "WHERE service_name = 'Vector Store'").fetchall()
+        conn.close()
+        assert daily == [("AI and Machine Learning",)]  # the marts follow the rebuilt month
+        # Nothing new: nothing is rebuilt (the labels are stable once decided).
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        assert builds(warehouse) == second
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert service_labels(fresh) == service_labels(warehouse)

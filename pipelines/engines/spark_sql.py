@@ -621,7 +621,8 @@ def rw_tables(node):
 
 
 def referenced_tables(tree: exp.Expression) -> set[str]:
-    """The warehouse tables a model reads (schema.table)."""
+    """The warehouse tables a model reads (schema.table), a table macro's argument included."""
+    tree = expand_macros(tree.copy(), load_macros())
     return {f"{t.db}.{t.name}".lower() for t in tree.find_all(exp.Table)
             if t.args.get("db") is not None and t.db.lower() in WAREHOUSE_SCHEMAS}
 

@@ -9,7 +9,10 @@ user's files, the code). A day of `core.gpu_minutes` also reads the edges of the
 (a span crosses midnight), so its fingerprint covers theirs: new samples on a day rebuild that
 day's minutes and its two neighbours'. A period is dirty when its fingerprint differs from the
 one recorded when it was last built (`core.period_builds`), or when it was built and has no input
-any more (its rows must go).
+any more (its rows must go). A month of `core.cost_lines` also covers the labels (one category and
+subcategory per ServiceName, decided over every month's counts in
+`core.service_names_by_billing_month`) of the names it holds: a delivery that changes a label
+rebuilds every month holding that name, in the run's range or not.
 
 The fingerprints come from folder names and the small registry tables, never from the rows: a
 plan costs O(files), whatever the history.
@@ -57,10 +60,6 @@ class PeriodModel:
     # clearing periods also bounds it, a range DuckDB prunes the table's row groups by.
     time_column: str
     reach: int = 0  # a period's rows also read this many periods either side (days only)
-    # Its periods may be built in several statements (`batches`). Not core.cost_lines: FOCUS wants
-    # one ServiceCategory per ServiceName across the dataset, and the model decides it over the
-    # lines one statement builds, so its periods are built together, as before.
-    batched: bool = True
     # A mart built per period of the core table it reads (MONTHLY_MARTS): its periods are the ones
     # that table recorded as built, not the lake's folders.
     derived_from: str | None = None
@@ -69,6 +68,13 @@ class PeriodModel:
     # Kept in the lake, a build folder per period, read through a view (pipelines/warehouse/lake_tables.py),
     # instead of in the warehouse file every run copies.
     in_lake: bool = False
+    # Its rows carry each ServiceName's one category and subcategory, decided over every month
+    # (core.service_names_by_billing_month): a month's fingerprint covers the labels of the names
+    # it holds, so another month's lines that change a label rebuild it.
+    service_labels: bool = False
+    # A run builds every dirty period, in its range or not: the labels' months turn dirty only once
+    # the run has counted its new lines, after it chose its range.
+    every_dirty_period: bool = False
 
     def days(self, period: str) -> tuple[date, date] | None:
         """The first and last UTC day of a period (None for rows without a date)."""
@@ -100,9 +106,14 @@ class PeriodModel:
 
 
 PERIOD_MODELS: dict[str, PeriodModel] = {
+    "core.service_names_by_billing_month": PeriodModel(
+        "core.service_names_by_billing_month", "billing", "billing_period",
+        f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')", "billing_months", "billing_period_start",
+        every_dirty_period=True),
     "core.cost_lines": PeriodModel("core.cost_lines", "billing", "billing_period",
                                    f"coalesce(strftime(BillingPeriodStart, '%Y-%m'), '{UNKNOWN}')", "billing_months",
-                                   "BillingPeriodStart", batched=False, in_lake=True),
+                                   "BillingPeriodStart", in_lake=True, service_labels=True,
+                                   every_dirty_period=True),
     "core.gpu_samples": PeriodModel("core.gpu_samples", "telemetry", "day",
                                     f"coalesce(strftime(ts, '%Y-%m-%d'), '{UNKNOWN}')", "sample_days", "ts"),
     "core.gpu_minutes": PeriodModel("core.gpu_minutes", "telemetry", "day",
@@ -213,12 +224,10 @@ def batch_rows() -> int:
 
 def batches(conn: duckdb.DuckDBPyConnection, table: str, chosen: list[str], max_rows: int | None = None) -> list[list[str]]:
     """`chosen` (sorted) cut into runs of periods reading at most `max_rows` input rows each (a
-    period over it alone; a model that is not `batched`: one run), and without gaps: a run is then a time range, which the models and the
+    period over it alone), and without gaps: a run is then a time range, which the models and the
     clearing of old rows test without formatting each row's period (rows without a date go alone).
     (A day of GPU-minutes also reads the last and first minutes of the days beside it: not counted.)"""
     model = ANY_PERIOD_MODEL[table]
-    if not model.batched:
-        return [chosen] if chosen else []
     max_rows = batch_rows() if max_rows is None else max_rows
     rows = period_rows(conn, table, chosen)
     out: list[list[str]] = []
@@ -249,7 +258,30 @@ def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -
             states[period].append(state)
     if model.reach:
         states = _with_neighbours(states, model.reach)
+    if model.service_labels:
+        for period, labels in service_labels_by_period(conn).items():
+            if period in states:
+                states[period].append(f"labels:{labels}")
     return {period: hashlib.sha256("\n".join([salt, *sorted(s)]).encode()).hexdigest()[:32] for period, s in states.items()}
+
+
+# Per billing month, the labels (category, subcategory) of every ServiceName its lines carry.
+SERVICE_LABELS = f"""
+SELECT coalesce(strftime(n.billing_period_start, '%Y-%m'), '{UNKNOWN}') AS period,
+       string_agg(n.ServiceName || '=' || l.ServiceCategory || '/' || coalesce(l.ServiceSubcategory, ''), ';'
+                  ORDER BY n.ServiceName) AS labels
+FROM (SELECT DISTINCT billing_period_start, ServiceName FROM core.service_names_by_billing_month) AS n
+JOIN service_name_labels(core.service_names_by_billing_month) AS l USING (ServiceName)
+GROUP BY ALL
+"""
+
+
+def service_labels_by_period(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each billing month → the labels of the ServiceNames it holds, as core.cost_lines writes them
+    (none before core.service_names_by_billing_month is first built). A small table: O(months × names)."""
+    if not table_exists(conn, "core.service_names_by_billing_month"):
+        return {}
+    return dict(conn.execute(SERVICE_LABELS).fetchall())
 
 
 def _with_neighbours(states: dict[str, list[str]], reach: int) -> dict[str, list[str]]:
@@ -344,7 +376,7 @@ def plan(conn: duckdb.DuckDBPyConnection, table: str, salt: str, day_range: tupl
 
     candidates = dirty if only_changed else sorted(set(inputs) | set(built))
     chosen = [p for p in candidates if in_range(p)]
-    if table in MONTHLY_MARTS:
+    if table in MONTHLY_MARTS or model.every_dirty_period:
         chosen = sorted(set(chosen) | set(dirty))
     return PeriodPlan(table, chosen, {p: inputs[p] for p in chosen if p in inputs}, dirty)
 

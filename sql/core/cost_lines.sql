@@ -77,19 +77,10 @@ WITH
 -- Then per ServiceName, across the dataset: FOCUS wants one ServiceCategory and one
 -- ServiceSubcategory for each ServiceName (ServiceName-C-005-C, -C-008-C). The category most of
 -- its lines carry wins (ties: alphabetical); the subcategory is the provider's where FOCUS allows
--- it under that category (most lines first), else 'Other (<category>)'.
-service_category AS (
-    SELECT ServiceName, ServiceCategory
-    FROM (SELECT ServiceName, ServiceCategory, count(*) AS n FROM cost_lines_conformed WHERE ServiceName IS NOT NULL GROUP BY ALL)
-    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceCategory) = 1
-),
-service_subcategory AS (
-    SELECT ServiceName, ServiceSubcategory
-    FROM (SELECT l.ServiceName, l.ServiceSubcategory, count(*) AS n
-          FROM cost_lines_conformed AS l JOIN service_category AS s USING (ServiceName)
-          WHERE focus_subcategory_parent(l.ServiceSubcategory) = s.ServiceCategory GROUP BY ALL)
-    QUALIFY row_number() OVER (PARTITION BY ServiceName ORDER BY n DESC, ServiceSubcategory) = 1
-),
+-- it under that category (most lines first), else 'Other (<category>)'. Counted over every billing
+-- month (core.service_names_by_billing_month), not only the months this build writes, so a month
+-- built alone labels its lines as the rest of the history.
+labels AS (FROM service_name_labels(core.service_names_by_billing_month)),
 -- The day's rate, looked up once per currency and day (an ASOF join over the wide lines themselves
 -- took 14 of 23 s on a 1M-row CUR), then joined to the lines by that key.
 charge_days AS (SELECT DISTINCT BillingCurrency, utc_day(ChargePeriodStart) AS charge_day FROM cost_lines_conformed),
@@ -123,7 +114,7 @@ rated AS (
     SELECT c.* REPLACE (
                coalesce(s.ServiceCategory, c.ServiceCategory) AS ServiceCategory,
                CASE
-                   WHEN c.ServiceName IS NOT NULL THEN coalesce(t.ServiceSubcategory, 'Other (' || s.ServiceCategory || ')')
+                   WHEN c.ServiceName IS NOT NULL THEN coalesce(s.ServiceSubcategory, 'Other (' || coalesce(s.ServiceCategory, c.ServiceCategory) || ')')
                    WHEN focus_subcategory_parent(c.ServiceSubcategory) = c.ServiceCategory THEN c.ServiceSubcategory
                    ELSE 'Other (' || c.ServiceCategory || ')'
                END AS ServiceSubcategory,
@@ -134,8 +125,7 @@ rated AS (
     LEFT JOIN ordinals AS o ON o.line = c.rowid
     JOIN pricing_units AS u ON u.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
     JOIN gpu_models AS g ON g.x_GpuModel IS NOT DISTINCT FROM c.x_GpuModel
-    LEFT JOIN service_category AS s USING (ServiceName)
-    LEFT JOIN service_subcategory AS t USING (ServiceName)
+    LEFT JOIN labels AS s USING (ServiceName)
     LEFT JOIN day_rates AS r
       ON r.BillingCurrency IS NOT DISTINCT FROM c.BillingCurrency
      AND r.charge_day IS NOT DISTINCT FROM utc_day(c.ChargePeriodStart)
