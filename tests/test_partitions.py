@@ -32,13 +32,18 @@ def builds(warehouse: Path) -> dict[str, object]:
         conn.close()
 
 
-def month_totals(warehouse: Path) -> list[tuple]:
+def read(warehouse: Path, sql: str) -> list[tuple]:
+    """The rows of `sql` over the published warehouse, read-only."""
     conn = duckdb.connect(str(warehouse), read_only=True)
     try:
-        return conn.execute("SELECT strftime(BillingPeriodStart, '%Y-%m'), count(*), sum(BilledCost), sum(x_EffectiveCostReporting) "
-                            "FROM core.cost_lines GROUP BY 1 ORDER BY 1").fetchall()
+        return conn.execute(sql).fetchall()
     finally:
         conn.close()
+
+
+def month_totals(warehouse: Path) -> list[tuple]:
+    return read(warehouse, "SELECT strftime(BillingPeriodStart, '%Y-%m'), count(*), sum(BilledCost), sum(x_EffectiveCostReporting) "
+                           "FROM core.cost_lines GROUP BY 1 ORDER BY 1")
 
 
 def models_run_range(instance: DagsterInstance) -> tuple[str, str] | None:
@@ -519,12 +524,8 @@ def service_month(month: str, lines: list[tuple[str, str, str]]) -> str:
 
 
 def service_labels(warehouse: Path) -> list[tuple]:
-    conn = duckdb.connect(str(warehouse), read_only=True)
-    try:
-        return conn.execute("SELECT strftime(BillingPeriodStart, '%Y-%m') AS month, ServiceName, ServiceCategory, ServiceSubcategory, "
-                            "count(*) FROM core.cost_lines GROUP BY ALL ORDER BY ALL").fetchall()
-    finally:
-        conn.close()
+    return read(warehouse, "SELECT strftime(BillingPeriodStart, '%Y-%m') AS month, ServiceName, ServiceCategory, ServiceSubcategory, "
+                           "count(*) FROM core.cost_lines GROUP BY ALL ORDER BY ALL")
 
 
 def test_one_category_per_service_name_across_months_built_apart(tmp_path):
@@ -555,11 +556,8 @@ def test_one_category_per_service_name_across_months_built_apart(tmp_path):
             ("2026-09", "Model Garden", "AI and Machine Learning", "Generative AI", 5),
             ("2026-09", "Other Thing", "Compute", "Virtual Machines", 1),
             ("2026-09", "Vector Store", "AI and Machine Learning", "Generative AI", 5)]
-        conn = duckdb.connect(str(warehouse), read_only=True)
-        daily = conn.execute("SELECT DISTINCT service_category FROM marts.daily_cost_by_billing_month "
-                             "WHERE service_name = 'Vector Store'").fetchall()
-        conn.close()
-        assert daily == [("AI and Machine Learning",)]  # the marts follow the rebuilt month
+        assert read(warehouse, "SELECT DISTINCT service_category FROM marts.daily_cost_by_billing_month "
+                               "WHERE service_name = 'Vector Store'") == [("AI and Machine Learning",)]  # the marts follow
         # Nothing new: nothing is rebuilt (the labels are stable once decided).
         assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
         assert builds(warehouse) == second
