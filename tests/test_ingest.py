@@ -165,6 +165,7 @@ def current_total(warehouse):
     conn.execute((REPO / "sql" / "macros.sql").read_text())
     conn.execute("CREATE TABLE IF NOT EXISTS core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(24,10), source VARCHAR)")
     run_sql_file(conn, "core.billing_lines")
+    run_sql_file(conn, "core.service_names_by_billing_month", {"billing_months": [ALL_PERIODS]})
     run_sql_file(conn, "core.cost_lines", {"reporting_currency": "USD", "max_rate_age_days": 45,
                                            "billing_months": [ALL_PERIODS]})
     total = fetch_all(conn, "SELECT sum(EffectiveCost), count(*) FROM core.cost_lines")[0]
