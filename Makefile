@@ -26,9 +26,11 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per process at a time: most tests
 # run the pipeline, whose Python (Dagster, polars) holds one core, so two processes on a 2-core
 # machine take 12 min where one took 24. TEST_WORKERS=0 runs it in this process.
+# Files go out in collection order (tests/conftest.py puts the slowest first): xdist's default
+# reorder, files with the most tests first, left Spark's six long tests for the end (21 min).
 TEST_WORKERS ?= 2
 test: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Property-based fuzzing of every connector (tests/test_fuzz_connectors.py, marker `fuzz`), drawing
 # fresh examples until FUZZ_MINUTES are spent; `make test` runs the same properties on a small budget.
