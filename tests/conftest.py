@@ -75,8 +75,8 @@ def unbalanced_days(conn) -> list[tuple]:
 
 
 # The longest test files, started first: `make test` hands whole files to its worker processes in
-# the order they were collected (pytest-xdist --dist loadfile --no-loadscope-reorder), so the Spark engine's (6 of 24
-# minutes on 2 cores) must not be the last one a worker picks up.
+# the order they were collected (pytest-xdist --dist loadfile --no-loadscope-reorder), so the Spark
+# engine's (6 of 24 minutes on 2 cores) must not be the last one a worker picks up.
 SLOWEST_FIRST = ("test_spark_engine.py",)
 
 

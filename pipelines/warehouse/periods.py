@@ -72,8 +72,9 @@ class PeriodModel:
     # (core.service_names_by_billing_month): a month's fingerprint covers the labels of the names
     # it holds, so another month's lines that change a label rebuild it.
     service_labels: bool = False
-    # A run builds every dirty period, in its range or not: the labels' months turn dirty only once
-    # the run has counted its new lines, after it chose its range.
+    # A run builds every dirty period, in its range or not: a monthly mart records itself as built
+    # from its inputs as they are now, and core.cost_lines' months turn dirty by their labels only
+    # once the run has counted its new lines, after it chose its range.
     every_dirty_period: bool = False
 
     def days(self, period: str) -> tuple[date, date] | None:
@@ -127,7 +128,7 @@ def _monthly_mart(table: str, derived_from: str, reads_gpu_usage: bool = False, 
     """A mart of `derived_from`'s billing months, its rows' month in its column billing_period_start."""
     return PeriodModel(table, "billing", "billing_period", f"coalesce(strftime(billing_period_start, '%Y-%m'), '{UNKNOWN}')",
                        "billing_months", "billing_period_start", derived_from=derived_from, reads_gpu_usage=reads_gpu_usage,
-                       in_lake=in_lake)
+                       in_lake=in_lake, every_dirty_period=True)
 
 
 # The marts of a row per line or charge grow with the history, like core.cost_lines: in the lake.
@@ -359,9 +360,9 @@ class PeriodPlan:
 def plan(conn: duckdb.DuckDBPyConnection, table: str, salt: str, day_range: tuple[date, date] | None = None,
          only_changed: bool = True) -> PeriodPlan:
     """The periods of `table` to build: those overlapping `day_range` (None: any), and of those only
-    the dirty ones when `only_changed` (a backfill rebuilds its whole range). A monthly mart builds
-    every dirty month besides, in the range or not: it records itself as built from its inputs as
-    they are now, so no dirty month may be left for later."""
+    the dirty ones when `only_changed` (a backfill rebuilds its whole range). A model with
+    `every_dirty_period` (the monthly marts, core.cost_lines and its counts) builds every dirty
+    period besides, in the range or not."""
     model = ANY_PERIOD_MODEL[table]
     inputs, built = input_fingerprints(conn, table, salt), built_fingerprints(conn, table)
     dirty = sorted(p for p in set(inputs) | set(built) if inputs.get(p) != built.get(p))
@@ -376,7 +377,7 @@ def plan(conn: duckdb.DuckDBPyConnection, table: str, salt: str, day_range: tupl
 
     candidates = dirty if only_changed else sorted(set(inputs) | set(built))
     chosen = [p for p in candidates if in_range(p)]
-    if table in MONTHLY_MARTS or model.every_dirty_period:
+    if model.every_dirty_period:
         chosen = sorted(set(chosen) | set(dirty))
     return PeriodPlan(table, chosen, {p: inputs[p] for p in chosen if p in inputs}, dirty)
 

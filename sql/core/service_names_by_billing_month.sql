@@ -14,8 +14,6 @@ SELECT
     ServiceSubcategory,
     count(*) AS lines
 FROM core.billing_lines
-WHERE ServiceName IS NOT NULL
-  AND (list_contains($billing_months, '*')
-       OR list_contains($billing_months, coalesce(strftime(coalesce(BillingPeriodStart, ChargePeriodStart), '%Y-%m'), 'unknown')))
+WHERE ServiceName IS NOT NULL AND in_listed_months(coalesce(BillingPeriodStart, ChargePeriodStart), $billing_months)
 GROUP BY ALL
 ORDER BY ALL;
