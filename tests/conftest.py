@@ -82,3 +82,14 @@ SLOWEST_FIRST = ("test_spark_engine.py",)
 
 def pytest_collection_modifyitems(session, config, items):
     items.sort(key=lambda item: item.path.name not in SLOWEST_FIRST)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def great_expectations_imported_once():
+    """Great Expectations imported once in each test process, so the many runs of the suite judge
+    their tables here. Otherwise every run starts a worker process that imports it again (3-4 s of
+    CPU a run, on the two cores the test processes share; pipelines/orchestration/expectations.py),
+    which is what a one-run `finops` process wants and the suite does not. The worker itself is
+    tested in tests/test_expectations_worker.py."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations  # noqa: F401
