@@ -24,13 +24,14 @@ demo: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/finops demo
 
 # The suite in TEST_WORKERS processes (pytest-xdist), a test file per process at a time: most tests
-# run the pipeline, whose Python (Dagster, polars) holds one core, so two processes on a 2-core
-# machine take 12 min where one took 24. TEST_WORKERS=0 runs it in this process.
+# run the pipeline, whose Python (Dagster, polars) holds one core, so two processes suit a 2-core
+# machine (three were measured slower: 25 min against 23). TEST_WORKERS=0 runs it in this process.
 # Files go out in collection order (tests/conftest.py puts the slowest first): xdist's default
 # reorder, files with the most tests first, left Spark's six long tests for the end (21 min).
+# The 20 slowest tests are listed at the end, so a CI log says where the time went.
 TEST_WORKERS ?= 2
 test: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=20
 
 # Property-based fuzzing of every connector (tests/test_fuzz_connectors.py, marker `fuzz`), drawing
 # fresh examples until FUZZ_MINUTES are spent; `make test` runs the same properties on a small budget.
