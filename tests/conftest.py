@@ -91,5 +91,6 @@ def great_expectations_imported_once():
     CPU a run, on the two cores the test processes share; pipelines/orchestration/expectations.py),
     which is what a one-run `finops` process wants and the suite does not. The worker itself is
     tested in tests/test_expectations_worker.py."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations  # noqa: F401
+    from pipelines.orchestration.expectations import import_great_expectations
+
+    import_great_expectations()

@@ -65,7 +65,7 @@ def test_quoting_survives_quotes_in_descriptions_and_names():
     from pipelines.warehouse import table_docs
 
     statements = table_docs.comment_statements(conn, "core.t", doc)
-    conn.execute(";\n".join(statements))  # in one call, as apply_docs runs them: no text ends a statement
+    table_docs.write_comments(conn, statements)  # in one call, as apply_docs runs them: no text ends a statement
     assert conn.execute("SELECT comment FROM duckdb_tables() WHERE table_name = 't'").fetchall() == [
         ("Grain: one test row. The analyst's table; '; DROP TABLE core.t; -- stays text.",)]
     assert dict(conn.execute("SELECT column_name, comment FROM duckdb_columns() WHERE table_name = 't'").fetchall()) == {

@@ -41,9 +41,17 @@ def validate(frame, expectations: list[tuple[str, dict]], name: str) -> Expectat
     return validate_here(frame, expectations, name)
 
 
-def validate_here(frame, expectations: list[tuple[str, dict]], name: str) -> ExpectationOutcome:
+def import_great_expectations():
+    """great_expectations, imported here (lazily: see the module docstring), with its analytics off.
+    A process that runs many graphs (the test suite) calls it once, and then validates here."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx  # lazily: see module docstring
+    import great_expectations
+
+    return great_expectations
+
+
+def validate_here(frame, expectations: list[tuple[str, dict]], name: str) -> ExpectationOutcome:
+    gx = import_great_expectations()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context = gx.get_context(mode="ephemeral")

@@ -114,7 +114,12 @@ def apply_docs(conn, *tables: str) -> int:
     """Write the descriptions of `tables` (schema.table, tables or views) into the warehouse, in
     one transaction when none is open. Run it after building a table: CREATE OR REPLACE drops
     comments. Returns the number of comments written; an undocumented table gets none."""
-    statements = [s for t in tables for s in comment_statements(conn, t)]
+    return write_comments(conn, [s for t in tables for s in comment_statements(conn, t)])
+
+
+def write_comments(conn, statements: list[str]) -> int:
+    """Run COMMENT ON `statements` in one call (each call has its own overhead), in one transaction
+    when none is open."""
     if not statements:
         return 0
     try:
@@ -123,7 +128,7 @@ def apply_docs(conn, *tables: str) -> int:
     except duckdb.TransactionException:  # a transaction is already open: the caller's commit covers these too
         own_transaction = False
     try:
-        conn.execute(";\n".join(statements))  # one call for them all: each call has its own overhead
+        conn.execute(";\n".join(statements))
     except Exception:
         if own_transaction:
             conn.execute("ROLLBACK")
