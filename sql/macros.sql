@@ -20,6 +20,8 @@ CREATE OR REPLACE MACRO convert_money(amount, rate) AS CAST(round(
 -- The UTC calendar day and minute of a TIMESTAMPTZ, whatever the session's TimeZone setting.
 CREATE OR REPLACE MACRO utc_day(ts) AS CAST(timezone('UTC', ts) AS DATE);
 CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', timezone('UTC', ts)));
+-- The first whole UTC minute at or after ts.
+CREATE OR REPLACE MACRO utc_minute_ceil(ts) AS CASE WHEN utc_minute(ts) = ts THEN ts ELSE utc_minute(ts) + INTERVAL 1 MINUTE END;
 -- A list of UTC days a partitioned model builds ('YYYY-MM-DD'; '*' every day, 'unknown' rows
 -- without a timestamp) as a range: its first day, its last, and whether it leaves no day out.
 -- Written over the list alone, so DuckDB folds them to constants and pushes `ts >= first AND

@@ -170,6 +170,78 @@ def test_a_new_day_of_telemetry_rebuilds_its_minutes_and_its_neighbours_and_equa
     assert gpu_minutes(fresh) == minutes
 
 
+def smi_minutes(start: str, minutes: int, idle_gpu0: bool = True) -> str:
+    """nvidia-smi CSV, one sample a minute from `start` (UTC): GPU 0 idle (0 %) when `idle_gpu0`,
+    GPU 1 busy (80 %)."""
+    from datetime import datetime
+
+    first = datetime.fromisoformat(start)
+    return "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
+        f"{first + timedelta(minutes=t):%Y/%m/%d %H:%M:%S}.000, {i}, GPU-n{i}, NVIDIA A100, {util} %, 100 MiB, 300.00 W\n"
+        for t in range(minutes) for i, util in ((0, 0 if idle_gpu0 else 80), (1, 80)))
+
+
+def write_in(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def span_builds(warehouse: Path) -> dict[str, object]:
+    return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
+                                "WHERE model = 'marts.gpu_spans_by_day' AND period <> '*'"))
+
+
+def idle_runs(warehouse: Path) -> list[tuple]:
+    return read(warehouse, "SELECT resource, period_start, period_end, evidence->>'idle_minutes' FROM findings.unused_gpu "
+                           "WHERE subkind = 'idle_run' ORDER BY ALL")
+
+
+def test_idle_runs_are_judged_whole_across_days_built_apart_and_equal_a_fresh_build(tmp_path):
+    """findings.unused_gpu reads marts.gpu_spans_by_day, each GPU's stretches per UTC day, built for
+    the days core.gpu_minutes rebuilt: an idle run crossing midnight is joined back together and
+    judged whole, whichever run brought its days, and a new day rebuilds its own stretches only."""
+    from datetime import UTC, datetime
+
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    # GPU 0 idle from 20:00 on 1 November to 04:00 on the 2nd: 240 minutes a day, 480 in all
+    # (the shortest run reported is 360: neither day alone holds one).
+    write_in(landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480))
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        first = span_builds(warehouse)
+        assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}  # core.gpu_minutes' days
+        assert idle_runs(warehouse) == [("node-a/GPU-n0", datetime(2026, 11, 1, 20, tzinfo=UTC),
+                                         datetime(2026, 11, 2, 4, tzinfo=UTC), "480")]
+
+        # Two more idle hours on the 2nd: the run grows to 600 minutes. The stretches are rebuilt
+        # for the days core.gpu_minutes rebuilt (the 2nd and the days beside it), no others.
+        write_in(landing / "2" / "node-a.csv", smi_minutes("2026-11-02T04:00:00", 120))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        second = span_builds(warehouse)
+        assert {d for d in second if second[d] != first.get(d)} == {"2026-11-01", "2026-11-02", "2026-11-03"}
+        assert idle_runs(warehouse) == [("node-a/GPU-n0", datetime(2026, 11, 1, 20, tzinfo=UTC),
+                                         datetime(2026, 11, 2, 6, tzinfo=UTC), "600")]
+
+        # Two idle hours on the 5th, after a gap: a run of their own, too short to report; the
+        # days beside the 5th only.
+        write_in(landing / "3" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 120))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        third = span_builds(warehouse)
+        assert {d for d in third if third[d] != second.get(d)} == {"2026-11-04", "2026-11-05", "2026-11-06"}
+        assert len(idle_runs(warehouse)) == 1
+        spans = read(warehouse, "SELECT day, idle, count(*), sum(minutes) FROM marts.gpu_spans_by_day GROUP BY ALL ORDER BY ALL")
+        assert spans == [(date(2026, 11, 1), False, 1, 240), (date(2026, 11, 1), True, 1, 240),
+                         (date(2026, 11, 2), False, 1, 360), (date(2026, 11, 2), True, 1, 360),
+                         (date(2026, 11, 5), False, 1, 120), (date(2026, 11, 5), True, 1, 120)]
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    for table in ("marts.gpu_spans_by_day", "findings.unused_gpu"):
+        assert sorted(read(fresh, f"SELECT * FROM {table}"), key=repr) == sorted(read(warehouse, f"SELECT * FROM {table}"), key=repr)
+
+
 def rows_of(conn, table: str) -> list[tuple]:
     return sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
 

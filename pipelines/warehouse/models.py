@@ -111,11 +111,13 @@ _MODELS = [
              "marts.egress_lines_by_billing_month: each billing line that moves data out, its GB and path", "marts"),
     SqlModel("findings.egress", ("marts.egress_lines_by_billing_month", "core.storage_events", "core.price_catalog"),
              "findings.egress: egress money, with repeated downloads priced as avoidable", "findings"),
+    SqlModel("marts.gpu_spans_by_day", ("core.gpu_minutes",),
+             "marts.gpu_spans_by_day: each GPU's stretches of minutes with telemetry, idle or not, per UTC day", "marts"),
     SqlModel("findings.slow_disk_idle",
              ("core.storage_events", "core.workloads", "core.gpu_minutes", "marts.gpu_hour_prices", "core.price_catalog"),
              "findings.slow_disk_idle: GPUs waiting on checkpoint writes to slow disks", "findings"),
     SqlModel("findings.unused_gpu",
-             ("core.gpu_minutes", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"),
+             ("marts.gpu_spans_by_day", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog"),
              "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused GPU commitments", "findings"),
     SqlModel("findings.unused_commitment", ("core.cost_lines",),
              "findings.unused_commitment: unused commitments and reservations for anything but GPUs", "findings"),
@@ -189,8 +191,8 @@ def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[
         periods.record_built(conn, whole, everything=True)
         return {"built": "whole table", "periods": whole.periods, "statements": statements}
     fingerprint = builds.inputs_fingerprint(conn, table, model.deps, salt) if on_duckdb else None
-    if table in periods.MONTHLY_MARTS and on_duckdb:
-        return _build_monthly_mart(conn, model, settings, fingerprint, days, only_changed, log)
+    if table in periods.DERIVED_MARTS and on_duckdb:
+        return _build_derived_mart(conn, model, settings, fingerprint, days, only_changed, log)
     if builds.built_from(conn, table, fingerprint):
         return {"built": UNCHANGED}
     engine.build(conn, table, params, model.inputs(settings) if model.inputs else {})  # DuckDB or Spark
@@ -198,11 +200,12 @@ def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[
     return {"built": "whole table"}
 
 
-def _build_monthly_mart(conn, model: SqlModel, settings: FinopsSettings, fingerprint: str | None,
+def _build_derived_mart(conn, model: SqlModel, settings: FinopsSettings, fingerprint: str | None,
                         days: tuple[date, date] | None, only_changed: bool, log: Callable[[str], None]) -> dict:
-    """A mart built per billing month (periods.MONTHLY_MARTS) on DuckDB: left alone when no input
-    changed; else the months whose inputs changed (and, in a backfill, the months of its days) are
-    rebuilt in place; built whole when it is new, or its columns changed."""
+    """A mart built per billing month or UTC day of the table it reads (periods.DERIVED_MARTS) on
+    DuckDB: left alone when no input changed; else the periods whose inputs changed (and, in a
+    backfill, the periods of its days) are rebuilt in place; built whole when it is new, or its
+    columns changed."""
     table, salt, params = model.table, model_salt(settings), settings.sql_params()
     if only_changed and builds.built_from(conn, table, fingerprint):
         return {"built": UNCHANGED}
@@ -215,7 +218,7 @@ def _build_monthly_mart(conn, model: SqlModel, settings: FinopsSettings, fingerp
             batches = periods.batches(conn, table, plan.periods)
             if periods.build_periods(conn, table, params, batches):
                 periods.record_built(conn, plan, whole=fingerprint)
-                log(f"{table}: rebuilt {len(plan.periods)} month(s): {', '.join(plan.periods[:12])}")
+                log(f"{table}: rebuilt {len(plan.periods)} period(s): {', '.join(plan.periods[:12])}")
                 return {"built": "periods", "periods": plan.periods, "statements": len(batches)}
         whole = periods.everything_of(conn, table, salt)
         batches = periods.batches(conn, table, whole.periods)

@@ -24,6 +24,10 @@ of the days its GPU charges cover (what its joins read). A new delivery re-attri
 month; new telemetry the months whose GPU charges cover its days. `marts.daily_cost_by_billing_month`
 and `marts.daily_series_by_billing_month` follow the attribution's months;
 `marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
+
+`marts.gpu_spans_by_day` is built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's
+fingerprint is the one `core.gpu_minutes` recorded for it, so a new day of telemetry rebuilds the
+days whose minutes it rebuilt.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ class PeriodModel:
     # clearing periods also bounds it, a range DuckDB prunes the table's row groups by.
     time_column: str
     reach: int = 0  # a period's rows also read this many periods either side (days only)
-    # A mart built per period of the core table it reads (MONTHLY_MARTS): its periods are the ones
+    # A mart built per period of the core table it reads (DERIVED_MARTS): its periods are the ones
     # that table recorded as built, not the lake's folders.
     derived_from: str | None = None
     # Its rows read core.workloads and core.gpu_minutes for the GPU charges of a month (marts.cost_attribution).
@@ -139,7 +143,22 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _monthly_mart("marts.daily_series_by_billing_month", "marts.cost_attribution"),
     _monthly_mart("marts.egress_lines_by_billing_month", "core.cost_lines", in_lake=True),
 )}
-ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **MONTHLY_MARTS}
+
+
+def _daily_mart(table: str) -> PeriodModel:
+    """A mart of core.gpu_minutes' UTC days, its rows' day in its column `day`: a day's rows are
+    built from that day's minutes alone, so its fingerprint is the one core.gpu_minutes recorded
+    for it, and new telemetry rebuilds the days whose minutes were rebuilt."""
+    return PeriodModel(table, "telemetry", "day", f"coalesce(strftime(day, '%Y-%m-%d'), '{UNKNOWN}')", "span_days", "day",
+                       derived_from="core.gpu_minutes", every_dirty_period=True)
+
+
+# Marts built per UTC day of core.gpu_minutes: the findings over GPU-minutes read these small
+# tables (a few rows per GPU and day) instead of every minute of the history.
+DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (_daily_mart("marts.gpu_spans_by_day"),)}
+# The marts built per period of the table they read (the module's docstring).
+DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}
+ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **DERIVED_MARTS}
 
 # The input rows one statement of a period build reads at most (its periods' raw rows, from the
 # lake's Parquet footers), unless a single period holds more. The GPU-minute rollup's window over
@@ -422,8 +441,8 @@ def needs_full_build(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
         return True
     if ANY_PERIOD_MODEL[table].in_lake and not lake_tables.is_in_lake(conn, table):
         return True  # a table in the warehouse file (built before the lake, or by Spark)
-    recorded = "SELECT count(*) FROM core.period_builds WHERE model = ?" + (" AND period <> ?" if table in MONTHLY_MARTS else "")
-    return conn.execute(recorded, [table, WHOLE] if table in MONTHLY_MARTS else [table]).fetchall()[0][0] == 0
+    recorded = "SELECT count(*) FROM core.period_builds WHERE model = ?" + (" AND period <> ?" if table in DERIVED_MARTS else "")
+    return conn.execute(recorded, [table, WHOLE] if table in DERIVED_MARTS else [table]).fetchall()[0][0] == 0
 
 
 def _model_text(table: str, replacement: str) -> str:

@@ -5,8 +5,11 @@
 --                     Minutes come from core.gpu_minutes, where each sample covers the time until the
 --                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
 --                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
---                     sampling interval. A run crossing a month boundary is one row per UTC month
---                     (the run's length is judged whole), so each month's leaks hold that month's hours.
+--                     sampling interval. They are read as marts.gpu_spans_by_day's stretches (a few
+--                     rows per GPU and day, built per day) and joined across midnight, so the run is
+--                     the same as minute by minute. A run crossing a month boundary is one row per
+--                     UTC month (the run's length is judged whole), so each month's leaks hold that
+--                     month's hours.
 --   no_telemetry      a GPU charge whose host reported no telemetry at all in its period.
 --   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
 --                     capacity reservation went unused; other commitments are findings.unused_commitment.
@@ -15,25 +18,28 @@ CREATE OR REPLACE TABLE findings.unused_gpu AS
 WITH inference_minutes AS (
     SELECT DISTINCT w.host FROM core.workloads AS w WHERE w.phase = 'inference' AND w.gpu_count > 0
 ),
-idle_minutes AS (
-    SELECT m.gpu_key, m.host, m.gpu_model, m.minute,
-           m.minute - to_minutes(row_number() OVER (PARTITION BY m.gpu_key ORDER BY m.minute)) AS run_key,
-           date_trunc('month', timezone('UTC', m.minute)) AS month,
-           m.busy_fraction, m.coverage
-    FROM core.gpu_minutes AS m
-    WHERE m.busy_fraction < $idle_busy_threshold
-      AND m.host NOT IN (SELECT host FROM inference_minutes)
+idle_spans AS (
+    -- Idle stretches (marts.gpu_spans_by_day: a day's, never crossing midnight); one that starts
+    -- where the GPU's previous idle stretch ended continues its run.
+    SELECT s.*, coalesce(s.span_start = lag(s.span_end) OVER (PARTITION BY s.gpu_key ORDER BY s.span_start), false) AS continues
+    FROM marts.gpu_spans_by_day AS s
+    WHERE s.idle AND s.host NOT IN (SELECT host FROM inference_minutes)
+),
+idle_stretches AS (
+    SELECT *, sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER (PARTITION BY gpu_key ORDER BY span_start) AS run_no,
+           date_trunc('month', timezone('UTC', span_start)) AS month
+    FROM idle_spans
 ),
 long_runs AS (
-    SELECT gpu_key, run_key FROM idle_minutes GROUP BY ALL HAVING count(*) >= $idle_min_minutes
+    SELECT gpu_key, run_no FROM idle_stretches GROUP BY ALL HAVING sum(minutes) >= $idle_min_minutes
 ),
 runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
-           min(minute) AS period_start, max(minute) + INTERVAL 1 MINUTE AS period_end,
-           count(*) AS minutes, sum(coverage) / 60.0 AS idle_hours,
-           sum(busy_fraction * coverage) / sum(coverage) AS mean_busy
-    FROM idle_minutes SEMI JOIN long_runs USING (gpu_key, run_key)
-    GROUP BY gpu_key, run_key, month
+           min(span_start) AS period_start, max(span_end) AS period_end,
+           CAST(sum(minutes) AS BIGINT) AS minutes, sum(coverage_minutes) / 60.0 AS idle_hours,
+           sum(busy_minutes) / sum(coverage_minutes) AS mean_busy
+    FROM idle_stretches SEMI JOIN long_runs USING (gpu_key, run_no)
+    GROUP BY gpu_key, run_no, month
 ),
 catalog AS (
     SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
@@ -69,8 +75,11 @@ dark_charges AS (
     FROM marts.gpu_hour_prices AS p
     JOIN core.cost_lines AS c USING (x_ChargeId)
     WHERE NOT EXISTS (
-        SELECT 1 FROM core.gpu_minutes AS m
-        WHERE m.host IN (p.host, p.resource_host) AND m.minute >= p.period_start AND m.minute < p.period_end
+        -- A minute of the host's telemetry in [period_start, period_end): a stretch holding one.
+        -- Its first candidate is the stretch's first minute or the first whole minute of the period.
+        SELECT 1 FROM marts.gpu_spans_by_day AS s
+        WHERE s.host IN (p.host, p.resource_host)
+          AND greatest(s.span_start, utc_minute_ceil(p.period_start)) < least(s.span_end, p.period_end)
     )
 ),
 no_telemetry AS (

@@ -1,0 +1,36 @@
+-- marts.gpu_spans_by_day: each GPU's stretches of consecutive minutes with telemetry, per UTC day,
+-- idle (busy fraction under $idle_busy_threshold) or not (busy, or no busy signal).
+-- A stretch ends where the GPU's state changes, where a minute has no telemetry (core.gpu_minutes
+-- has no row for it), and at midnight: a day's stretches come from that day's minutes alone, so a
+-- new day of telemetry rebuilds its own rows, not the history's. findings.unused_gpu joins an idle
+-- stretch ending at midnight to the one starting there to judge an idle run whole, and tests a
+-- host's telemetry in a charge's period against the stretches (every minute with telemetry lies
+-- in exactly one).
+-- span_end is the minute after the stretch's last; coverage_minutes and busy_minutes sum the
+-- minutes' coverage and busy fraction × coverage (busy GPU-minutes), so a stretch carries what its
+-- minutes carried.
+--
+-- Built per UTC day ($span_days: YYYY-MM-DD days; ['*'] builds every day), the days
+-- core.gpu_minutes rebuilt.
+CREATE OR REPLACE TABLE marts.gpu_spans_by_day AS
+WITH minutes AS (
+    SELECT m.gpu_key, m.host, m.gpu_model, m.minute, utc_day(m.minute) AS day,
+           coalesce(m.busy_fraction < $idle_busy_threshold, false) AS idle,
+           m.coverage, m.busy_fraction * m.coverage AS busy_coverage
+    FROM core.gpu_minutes AS m
+    -- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's
+    -- day is formatted only when the list has gaps.
+    WHERE list_contains($span_days, '*')
+       OR (m.minute >= first_listed_day($span_days) AND m.minute < last_listed_day($span_days) + 1
+           AND (days_without_gap($span_days) OR list_contains($span_days, strftime(m.minute, '%Y-%m-%d'))))
+),
+stretches AS (
+    -- Consecutive minutes of one state share a key: the minute less its rank in that state.
+    SELECT *, minute - to_minutes(row_number() OVER (PARTITION BY gpu_key, host, day, idle ORDER BY minute)) AS stretch
+    FROM minutes
+)
+SELECT day, gpu_key, host, any_value(gpu_model) AS gpu_model, idle,
+       min(minute) AS span_start, max(minute) + INTERVAL 1 MINUTE AS span_end,
+       count(*) AS minutes, sum(coverage) AS coverage_minutes, sum(busy_coverage) AS busy_minutes
+FROM stretches
+GROUP BY day, gpu_key, host, idle, stretch;
