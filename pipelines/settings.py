@@ -133,6 +133,7 @@ class FinopsSettings(ConfigurableResource):
             "sample_days": [ALL_PERIODS],
             "minute_days": [ALL_PERIODS],
             "span_days": [ALL_PERIODS],
+            "busy_days": [ALL_PERIODS],
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),

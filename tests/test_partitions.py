@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import duckdb
+import pytest
 from dagster import AssetKey, DagsterInstance
 
 from pipelines.orchestration.runner import run_graph
@@ -240,6 +241,53 @@ def test_idle_runs_are_judged_whole_across_days_built_apart_and_equal_a_fresh_bu
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     for table in ("marts.gpu_spans_by_day", "findings.unused_gpu"):
         assert sorted(read(fresh, f"SELECT * FROM {table}"), key=repr) == sorted(read(warehouse, f"SELECT * FROM {table}"), key=repr)
+
+
+def busy_builds(warehouse: Path) -> dict[str, object]:
+    return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
+                                "WHERE model = 'marts.gpu_busy_by_phase_by_day' AND period <> '*'"))
+
+
+def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads_and_equal_a_fresh_build(tmp_path):
+    """marts.spend_by_phase sums marts.gpu_busy_by_phase_by_day, built per UTC day: new telemetry
+    rebuilds the days core.gpu_minutes rebuilt, a new workload file the days its workloads run on."""
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    # node-a: GPU 0 idle, GPU 1 busy at 80 %, from 20:00 on 1 November to 04:00 on the 2nd.
+    write_in(landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480))
+    write_in(landing / "jobs-a.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "pt-a,pretraining,node-a,2,2026-11-01T20:00:00Z,2026-11-01T22:00:00Z\n")
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        first = busy_builds(warehouse)
+        assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}
+        busy = dict(read(warehouse, "SELECT phase, gpu_hours_busy FROM marts.spend_by_phase WHERE period = 'all'"))
+        # pre-training held both GPUs 20:00-22:00 (GPU 1 busy at 80 %: 1.6 GPU-hours); after it GPU 1
+        # ran unattributed for 6 hours (4.8), GPU 0 sat idle.
+        assert (busy["pretraining"], busy["unattributed"], busy["idle"]) == (1.6, 4.8, 0.0)
+
+        # A fine-tuning job on the 2nd: that day only.
+        write_in(landing / "jobs-b.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                          "ft-b,finetuning,node-a,2,2026-11-02T02:00:00Z,2026-11-02T03:00:00Z\n")
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        second = busy_builds(warehouse)
+        assert {d for d in second if second[d] != first[d]} == {"2026-11-02"}
+        busy = dict(read(warehouse, "SELECT phase, gpu_hours_busy FROM marts.spend_by_phase WHERE period = 'all'"))
+        assert (busy["pretraining"], busy["finetuning"], busy["unattributed"]) == (1.6, 0.8, 4.0)
+
+        # Telemetry on the 5th: the days core.gpu_minutes rebuilt, the 4th to the 6th.
+        write_in(landing / "2" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 60))
+        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+        third = busy_builds(warehouse)
+        assert {d for d in third if third[d] != second.get(d)} == {"2026-11-04", "2026-11-05", "2026-11-06"}
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert read(fresh, "SELECT * FROM marts.spend_by_phase") == read(warehouse, "SELECT * FROM marts.spend_by_phase")
+    # Busy GPU-minutes are a float sum, whose last bits follow the order DuckDB's threads add in.
+    by_day = "SELECT day, phase, busy_gpu_minutes FROM marts.gpu_busy_by_phase_by_day ORDER BY day, phase"
+    assert [(d, p, pytest.approx(m, rel=1e-12)) for d, p, m in read(fresh, by_day)] == read(warehouse, by_day)
 
 
 def rows_of(conn, table: str) -> list[tuple]:

@@ -25,9 +25,11 @@ month; new telemetry the months whose GPU charges cover its days. `marts.daily_c
 and `marts.daily_series_by_billing_month` follow the attribution's months;
 `marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
 
-`marts.gpu_spans_by_day` is built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's
-fingerprint is the one `core.gpu_minutes` recorded for it, so a new day of telemetry rebuilds the
-days whose minutes it rebuilt.
+`marts.gpu_spans_by_day` and `marts.gpu_busy_by_phase_by_day` are built per UTC day of
+`core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it
+(and, for the busy GPU-minutes by phase, a digest of the workloads running that day), so a new day
+of telemetry rebuilds the days whose minutes it rebuilt, and a new workload file the days its
+workloads run on.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class PeriodModel:
     derived_from: str | None = None
     # Its rows read core.workloads and core.gpu_minutes for the GPU charges of a month (marts.cost_attribution).
     reads_gpu_usage: bool = False
+    # A daily mart whose rows read the workloads running on their day: a day's fingerprint covers them.
+    reads_workloads: bool = False
     # Kept in the lake, a build folder per period, read through a view (pipelines/warehouse/lake_tables.py),
     # instead of in the warehouse file every run copies.
     in_lake: bool = False
@@ -145,17 +149,21 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
 )}
 
 
-def _daily_mart(table: str) -> PeriodModel:
+def _daily_mart(table: str, param: str, reads_workloads: bool = False) -> PeriodModel:
     """A mart of core.gpu_minutes' UTC days, its rows' day in its column `day`: a day's rows are
     built from that day's minutes alone, so its fingerprint is the one core.gpu_minutes recorded
-    for it, and new telemetry rebuilds the days whose minutes were rebuilt."""
-    return PeriodModel(table, "telemetry", "day", f"coalesce(strftime(day, '%Y-%m-%d'), '{UNKNOWN}')", "span_days", "day",
-                       derived_from="core.gpu_minutes", every_dirty_period=True)
+    for it (and, with `reads_workloads`, the workloads overlapping that day), and new telemetry
+    rebuilds the days whose minutes were rebuilt."""
+    return PeriodModel(table, "telemetry", "day", f"coalesce(strftime(day, '%Y-%m-%d'), '{UNKNOWN}')", param, "day",
+                       derived_from="core.gpu_minutes", reads_workloads=reads_workloads, every_dirty_period=True)
 
 
-# Marts built per UTC day of core.gpu_minutes: the findings over GPU-minutes read these small
-# tables (a few rows per GPU and day) instead of every minute of the history.
-DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (_daily_mart("marts.gpu_spans_by_day"),)}
+# Marts built per UTC day of core.gpu_minutes: the findings and marts over GPU-minutes read these
+# small tables (a few rows per GPU or phase and day) instead of every minute of the history.
+DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
+    _daily_mart("marts.gpu_spans_by_day", "span_days"),
+    _daily_mart("marts.gpu_busy_by_phase_by_day", "busy_days", reads_workloads=True),
+)}
 # The marts built per period of the table they read (the module's docstring).
 DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}
 ANY_PERIOD_MODEL: dict[str, PeriodModel] = {**PERIOD_MODELS, **DERIVED_MARTS}
@@ -330,10 +338,33 @@ GROUP BY ALL
 """
 
 
+# Per UTC day, a digest of the workloads overlapping it (every column a daily mart's join reads):
+# a new workload file changes the days its workloads run on, not the history. A scan of core.workloads,
+# a small table (a row per job), never of the minutes.
+WORKLOADS_BY_DAY = """
+SELECT strftime(d.day, '%Y-%m-%d') AS period,
+       md5(string_agg(concat_ws('|', w.host, w.started_at, coalesce(CAST(w.ended_at AS VARCHAR), '-'), w.phase, w.gpu_count), ';'
+                      ORDER BY w.host, w.started_at, w.ended_at, w.phase, w.gpu_count)) AS digest
+FROM (SELECT unnest(CAST(? AS DATE[])) AS day) AS d
+JOIN core.workloads AS w
+  ON w.started_at < d.day + 1 AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > d.day
+GROUP BY ALL
+"""
+
+
+def workloads_by_day(conn: duckdb.DuckDBPyConnection, days: list[str]) -> dict[str, str]:
+    """Each of `days` (YYYY-MM-DD) with workloads running on it → their digest."""
+    dated = [d for d in days if d != UNKNOWN]
+    if not dated or not table_exists(conn, "core.workloads"):
+        return {}
+    return dict(conn.execute(WORKLOADS_BY_DAY, [dated]).fetchall())
+
+
 def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt: str) -> dict[str, str]:
-    """Each month of the table a monthly mart reads → the digest of what its rows are built from:
-    that month as the table recorded it and, where the mart reads GPU usage, for a month with GPU
-    charges, core.workloads' version and the GPU-minutes of the days those charges cover."""
+    """Each period (a month, or a day of a daily mart) of the table a derived mart reads → the
+    digest of what its rows are built from: that period as the table recorded it; where a monthly
+    mart reads GPU usage, for a month with GPU charges, core.workloads' version and the GPU-minutes
+    of the days those charges cover; where a daily mart reads workloads, those running that day."""
     months = built_fingerprints(conn, model.derived_from)
     if not months:
         return {}
@@ -341,9 +372,12 @@ def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt
     workloads = whole_fingerprint(conn, "core.workloads") if model.reads_gpu_usage else None
     spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()} \
         if model.reads_gpu_usage else {}
+    day_workloads = workloads_by_day(conn, list(months)) if model.reads_workloads else {}
     out = {}
     for month, upstream in months.items():
         parts = [salt, model.table, f"{model.derived_from}={upstream}"]
+        if model.reads_workloads:
+            parts.append(f"core.workloads:{month}={day_workloads.get(month, '')}")
         if month in spans:
             first, last = spans[month]
             parts.append(f"core.workloads={workloads}")

@@ -6,7 +6,8 @@
 -- GPU-hours busy come from core.gpu_minutes (busy fraction × coverage, so the same at any sampling
 -- interval): a busy minute on a host counts for the phases of the workloads running there (split
 -- by GPUs held); with no workload, a GPU-minute at or over $idle_busy_threshold counts as
--- 'unattributed' (something ran that no workload record names) and one under it as 'idle'.
+-- 'unattributed' (something ran that no workload record names) and one under it as 'idle'. They
+-- are summed per UTC day in marts.gpu_busy_by_phase_by_day, built per day, which this adds up.
 -- Parameter: $typical_ranges, a list of {phase, util_low, util_high, share_low, share_high}.
 CREATE OR REPLACE TABLE marts.spend_by_phase AS
 WITH phases AS (
@@ -32,30 +33,11 @@ by_currency AS (
     FROM (SELECT period, phase, billing_currency AS currency, sum(cost_billing) AS amount FROM attributed GROUP BY ALL)
     GROUP BY period, phase
 ),
-minute_phases AS (
-    -- Which phases ran on each GPU-minute's host, weighted by GPUs held.
-    SELECT m.gpu_key, m.minute, m.busy_fraction * m.coverage AS busy_fraction,
-           w.phase, w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.gpu_key, m.minute) AS phase_weight
-    FROM core.gpu_minutes AS m
-    JOIN core.workloads AS w
-      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
-    WHERE w.gpu_count > 0
-),
-busy_minutes AS (
-    SELECT minute, phase, busy_fraction * phase_weight AS busy FROM minute_phases
-    UNION ALL
-    SELECT m.minute, CASE WHEN m.busy_fraction >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END,
-           m.busy_fraction * m.coverage
-    FROM core.gpu_minutes AS m
-    WHERE NOT EXISTS (
-        SELECT 1 FROM core.workloads AS w
-        WHERE w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
-    )
-),
 busy AS (
-    SELECT p.period, b.phase, sum(b.busy) / 60.0 AS gpu_hours_busy
-    FROM busy_minutes AS b
-    CROSS JOIN unnest(['all', strftime(b.minute, '%Y-%m')]) AS p(period)
+    -- The busy side, per UTC day and phase (marts.gpu_busy_by_phase_by_day, built per day).
+    SELECT p.period, b.phase, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
+    FROM marts.gpu_busy_by_phase_by_day AS b
+    CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
     GROUP BY ALL
 ),
 periods AS (
