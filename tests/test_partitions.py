@@ -245,11 +245,11 @@ def test_idle_runs_are_judged_whole_across_days_built_apart_and_equal_a_fresh_bu
 
 def busy_builds(warehouse: Path) -> dict[str, object]:
     return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
-                                "WHERE model = 'marts.gpu_busy_by_phase_by_day' AND period <> '*'"))
+                                "WHERE model = 'marts.gpu_busy_by_hour' AND period <> '*'"))
 
 
 def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads_and_equal_a_fresh_build(tmp_path):
-    """marts.spend_by_phase sums marts.gpu_busy_by_phase_by_day, built per UTC day: new telemetry
+    """marts.spend_by_phase sums marts.gpu_busy_by_hour, built per UTC day: new telemetry
     rebuilds the days core.gpu_minutes rebuilt, a new workload file the days its workloads run on."""
     landing = tmp_path / "landing"
     warehouse = tmp_path / "wh.duckdb"
@@ -286,8 +286,8 @@ def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert read(fresh, "SELECT * FROM marts.spend_by_phase") == read(warehouse, "SELECT * FROM marts.spend_by_phase")
     # Busy GPU-minutes are a float sum, whose last bits follow the order DuckDB's threads add in.
-    by_day = "SELECT day, phase, busy_gpu_minutes FROM marts.gpu_busy_by_phase_by_day ORDER BY day, phase"
-    assert [(d, p, pytest.approx(m, rel=1e-12)) for d, p, m in read(fresh, by_day)] == read(warehouse, by_day)
+    by_hour = "SELECT hour, host, workload_id, phase, busy_gpu_minutes FROM marts.gpu_busy_by_hour ORDER BY ALL"
+    assert [(*r[:4], pytest.approx(r[4], rel=1e-12)) for r in read(fresh, by_hour)] == read(warehouse, by_hour)
 
 
 def rows_of(conn, table: str) -> list[tuple]:

@@ -25,9 +25,9 @@ month; new telemetry the months whose GPU charges cover its days. `marts.daily_c
 and `marts.daily_series_by_billing_month` follow the attribution's months;
 `marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
 
-`marts.gpu_spans_by_day` and `marts.gpu_busy_by_phase_by_day` are built per UTC day of
-`core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it
-(and, for the busy GPU-minutes by phase, a digest of the workloads running that day), so a new day
+`marts.gpu_spans_by_day` and `marts.gpu_busy_by_hour` are built per UTC day of `core.gpu_minutes`
+(DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it (and, for the busy
+GPU-minutes by workload, a digest of the workloads running that day), so a new day
 of telemetry rebuilds the days whose minutes it rebuilt, and a new workload file the days its
 workloads run on.
 """
@@ -162,7 +162,7 @@ def _daily_mart(table: str, param: str, reads_workloads: bool = False) -> Period
 # small tables (a few rows per GPU or phase and day) instead of every minute of the history.
 DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _daily_mart("marts.gpu_spans_by_day", "span_days"),
-    _daily_mart("marts.gpu_busy_by_phase_by_day", "busy_days", reads_workloads=True),
+    _daily_mart("marts.gpu_busy_by_hour", "busy_days", reads_workloads=True),
 )}
 # The marts built per period of the table they read (the module's docstring).
 DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}

@@ -23,7 +23,7 @@ phases AS (SELECT unnest(['pretraining', 'finetuning', 'inference', 'unattribute
 loads AS (SELECT unnest(['recurring', 'one_off']) AS load),
 telemetry_models AS (
     SELECT host, arg_max(gpu_model, minutes) AS gpu_model
-    FROM (SELECT host, gpu_model, count(*) AS minutes FROM core.gpu_minutes WHERE gpu_model IS NOT NULL GROUP BY ALL)
+    FROM (SELECT host, gpu_model, sum(minutes) AS minutes FROM marts.gpu_spans_by_day WHERE gpu_model IS NOT NULL GROUP BY ALL)
     GROUP BY host
 ),
 billed_models AS (
@@ -54,19 +54,10 @@ held AS (
     GROUP BY ALL
 ),
 busy AS (
-    SELECT timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, w.gpu_model, w.phase, w.load,
-           sum(m.busy_fraction * m.coverage * w.gpu_count / t.gpus) / 60.0 AS gpu_hours_busy
-    FROM core.gpu_minutes AS m
-    JOIN runs AS w
-      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
-    JOIN (
-        SELECT m2.gpu_key, m2.minute, sum(w2.gpu_count) AS gpus
-        FROM core.gpu_minutes AS m2
-        JOIN core.workloads AS w2
-          ON w2.host = m2.host AND w2.started_at <= m2.minute AND coalesce(w2.ended_at, 'infinity'::TIMESTAMPTZ) > m2.minute
-        WHERE w2.gpu_count > 0
-        GROUP BY ALL
-    ) AS t ON t.gpu_key = m.gpu_key AND t.minute = m.minute
+    -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_hour, built per day).
+    SELECT b.hour, w.gpu_model, w.phase, w.load, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
+    FROM marts.gpu_busy_by_hour AS b
+    JOIN runs AS w USING (workload_id)
     GROUP BY ALL
 ),
 paid AS (

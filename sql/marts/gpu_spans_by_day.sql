@@ -1,7 +1,7 @@
 -- marts.gpu_spans_by_day: each GPU's stretches of consecutive minutes with telemetry, per UTC day,
 -- idle (busy fraction under $idle_busy_threshold) or not (busy, or no busy signal).
--- A stretch ends where the GPU's state changes, where a minute has no telemetry (core.gpu_minutes
--- has no row for it), and at midnight: a day's stretches come from that day's minutes alone, so a
+-- A stretch ends where the GPU's state changes (or the model its telemetry names), where a minute
+-- has no telemetry (core.gpu_minutes has no row for it), and at midnight: a day's stretches come from that day's minutes alone, so a
 -- new day of telemetry rebuilds its own rows, not the history's. findings.unused_gpu joins an idle
 -- stretch ending at midnight to the one starting there to judge an idle run whole, and tests a
 -- host's telemetry in a charge's period against the stretches (every minute with telemetry lies
@@ -26,11 +26,11 @@ WITH minutes AS (
 ),
 stretches AS (
     -- Consecutive minutes of one state share a key: the minute less its rank in that state.
-    SELECT *, minute - to_minutes(row_number() OVER (PARTITION BY gpu_key, host, day, idle ORDER BY minute)) AS stretch
+    SELECT *, minute - to_minutes(row_number() OVER (PARTITION BY gpu_key, host, gpu_model, day, idle ORDER BY minute)) AS stretch
     FROM minutes
 )
-SELECT day, gpu_key, host, any_value(gpu_model) AS gpu_model, idle,
+SELECT day, gpu_key, host, gpu_model, idle,
        min(minute) AS span_start, max(minute) + INTERVAL 1 MINUTE AS span_end,
        count(*) AS minutes, sum(coverage) AS coverage_minutes, sum(busy_coverage) AS busy_minutes
 FROM stretches
-GROUP BY day, gpu_key, host, idle, stretch;
+GROUP BY day, gpu_key, host, gpu_model, idle, stretch;

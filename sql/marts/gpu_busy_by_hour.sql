@@ -1,0 +1,62 @@
+-- marts.gpu_busy_by_hour: busy GPU-minutes per UTC hour, host and workload, from core.gpu_minutes
+-- (busy fraction × coverage, so the same at any sampling interval). The busy side of
+-- marts.spend_by_phase, marts.gpu_hours_profile and findings.overprovisioned_inference, which add
+-- these rows up instead of joining every minute of the history to the workloads.
+-- A busy minute on a host counts for the workloads holding GPUs there, split by GPUs held (phase:
+-- the workload's); with no workload on the host, a GPU-minute at or over $idle_busy_threshold
+-- counts as 'unattributed' (something ran that no workload record names) and one under it as
+-- 'idle' (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
+-- (workload_id and phase NULL): the host's hour still holds it.
+--
+-- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
+-- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
+-- workloads overlapping it), so a new day of telemetry adds its own rows, not the history's.
+CREATE OR REPLACE TABLE marts.gpu_busy_by_hour AS
+WITH minutes AS NOT MATERIALIZED (
+    SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage AS busy, m.busy_fraction
+    FROM core.gpu_minutes AS m
+    -- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's
+    -- day is formatted only when the list has gaps.
+    WHERE list_contains($busy_days, '*')
+       OR (m.minute >= first_listed_day($busy_days) AND m.minute < last_listed_day($busy_days) + 1
+           AND (days_without_gap($busy_days) OR list_contains($busy_days, strftime(m.minute, '%Y-%m-%d'))))
+),
+held AS (
+    -- The workloads holding GPUs on each GPU-minute's host, each with its share of the GPUs held.
+    SELECT m.host, m.minute, m.busy * w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
+           w.workload_id, w.phase
+    FROM minutes AS m
+    JOIN core.workloads AS w
+      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+    WHERE w.gpu_count > 0
+),
+unheld AS (
+    -- Minutes no workload holding GPUs covers.
+    SELECT m.* FROM minutes AS m
+    WHERE NOT EXISTS (
+        SELECT 1 FROM core.workloads AS w
+        WHERE w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+          AND w.gpu_count > 0
+    )
+),
+no_workload AS (
+    SELECT u.host, u.minute, u.busy, NULL AS workload_id,
+           CASE WHEN u.busy_fraction >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
+    FROM unheld AS u
+    WHERE NOT EXISTS (
+        SELECT 1 FROM core.workloads AS w
+        WHERE w.host = u.host AND w.started_at <= u.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+    )
+),
+gpuless_workloads AS (
+    SELECT u.host, u.minute, u.busy, NULL AS workload_id, NULL AS phase
+    FROM unheld AS u
+    WHERE EXISTS (
+        SELECT 1 FROM core.workloads AS w
+        WHERE w.host = u.host AND w.started_at <= u.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+    )
+)
+SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', minute))) AS hour, host,
+       CAST(workload_id AS VARCHAR) AS workload_id, CAST(phase AS VARCHAR) AS phase, sum(busy) AS busy_gpu_minutes
+FROM (SELECT * FROM held UNION ALL BY NAME SELECT * FROM no_workload UNION ALL BY NAME SELECT * FROM gpuless_workloads)
+GROUP BY ALL;
