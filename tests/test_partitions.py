@@ -187,6 +187,17 @@ def write_in(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def deliver(settings: FinopsSettings, warehouse: Path, instance, path: Path, text: str, built) -> dict[str, object]:
+    """Write one landing file, run, and return `built(warehouse)`: each period → when it was built."""
+    write_in(path, text)
+    assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+    return built(warehouse)
+
+
+def rebuilt(before: dict[str, object], after: dict[str, object]) -> set[str]:
+    return {period for period in after if after[period] != before.get(period)}
+
+
 def span_builds(warehouse: Path) -> dict[str, object]:
     return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
                                 "WHERE model = 'marts.gpu_spans_by_day' AND period <> '*'"))
@@ -208,29 +219,26 @@ def test_idle_runs_are_judged_whole_across_days_built_apart_and_equal_a_fresh_bu
     settings = FinopsSettings(landing_dir=str(landing))
     # GPU 0 idle from 20:00 on 1 November to 04:00 on the 2nd: 240 minutes a day, 480 in all
     # (the shortest run reported is 360: neither day alone holds one).
-    write_in(landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480))
     with DagsterInstance.ephemeral() as instance:
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        first = span_builds(warehouse)
+        first = deliver(settings, warehouse, instance, landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480),
+                        span_builds)
         assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}  # core.gpu_minutes' days
         assert idle_runs(warehouse) == [("node-a/GPU-n0", datetime(2026, 11, 1, 20, tzinfo=UTC),
                                          datetime(2026, 11, 2, 4, tzinfo=UTC), "480")]
 
         # Two more idle hours on the 2nd: the run grows to 600 minutes. The stretches are rebuilt
         # for the days core.gpu_minutes rebuilt (the 2nd and the days beside it), no others.
-        write_in(landing / "2" / "node-a.csv", smi_minutes("2026-11-02T04:00:00", 120))
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        second = span_builds(warehouse)
-        assert {d for d in second if second[d] != first.get(d)} == {"2026-11-01", "2026-11-02", "2026-11-03"}
+        second = deliver(settings, warehouse, instance, landing / "2" / "node-a.csv", smi_minutes("2026-11-02T04:00:00", 120),
+                         span_builds)
+        assert rebuilt(first, second) == {"2026-11-01", "2026-11-02", "2026-11-03"}
         assert idle_runs(warehouse) == [("node-a/GPU-n0", datetime(2026, 11, 1, 20, tzinfo=UTC),
                                          datetime(2026, 11, 2, 6, tzinfo=UTC), "600")]
 
         # Two idle hours on the 5th, after a gap: a run of their own, too short to report; the
         # days beside the 5th only.
-        write_in(landing / "3" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 120))
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        third = span_builds(warehouse)
-        assert {d for d in third if third[d] != second.get(d)} == {"2026-11-04", "2026-11-05", "2026-11-06"}
+        third = deliver(settings, warehouse, instance, landing / "3" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 120),
+                        span_builds)
+        assert rebuilt(second, third) == {"2026-11-04", "2026-11-05", "2026-11-06"}
         assert len(idle_runs(warehouse)) == 1
         spans = read(warehouse, "SELECT day, idle, count(*), sum(minutes) FROM marts.gpu_spans_by_day GROUP BY ALL ORDER BY ALL")
         assert spans == [(date(2026, 11, 1), False, 1, 240), (date(2026, 11, 1), True, 1, 240),
@@ -248,7 +256,7 @@ def busy_builds(warehouse: Path) -> dict[str, object]:
                                 "WHERE model = 'marts.gpu_busy_by_hour' AND period <> '*'"))
 
 
-def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads_and_equal_a_fresh_build(tmp_path):
+def test_busy_gpu_minutes_rebuild_the_days_of_new_telemetry_and_new_workloads_and_equal_a_fresh_build(tmp_path):
     """marts.spend_by_phase sums marts.gpu_busy_by_hour, built per UTC day: new telemetry
     rebuilds the days core.gpu_minutes rebuilt, a new workload file the days its workloads run on."""
     landing = tmp_path / "landing"
@@ -256,11 +264,10 @@ def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads
     settings = FinopsSettings(landing_dir=str(landing))
     # node-a: GPU 0 idle, GPU 1 busy at 80 %, from 20:00 on 1 November to 04:00 on the 2nd.
     write_in(landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480))
-    write_in(landing / "jobs-a.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      "pt-a,pretraining,node-a,2,2026-11-01T20:00:00Z,2026-11-01T22:00:00Z\n")
+    jobs = "workload_id,phase,host,gpu_count,started_at,ended_at\n"
     with DagsterInstance.ephemeral() as instance:
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        first = busy_builds(warehouse)
+        first = deliver(settings, warehouse, instance, landing / "jobs-a.csv",
+                        jobs + "pt-a,pretraining,node-a,2,2026-11-01T20:00:00Z,2026-11-01T22:00:00Z\n", busy_builds)
         assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}
         busy = dict(read(warehouse, "SELECT phase, gpu_hours_busy FROM marts.spend_by_phase WHERE period = 'all'"))
         # pre-training held both GPUs 20:00-22:00 (GPU 1 busy at 80 %: 1.6 GPU-hours); after it GPU 1
@@ -268,19 +275,16 @@ def test_busy_hours_by_phase_rebuild_the_days_of_new_telemetry_and_new_workloads
         assert (busy["pretraining"], busy["unattributed"], busy["idle"]) == (1.6, 4.8, 0.0)
 
         # A fine-tuning job on the 2nd: that day only.
-        write_in(landing / "jobs-b.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                          "ft-b,finetuning,node-a,2,2026-11-02T02:00:00Z,2026-11-02T03:00:00Z\n")
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        second = busy_builds(warehouse)
-        assert {d for d in second if second[d] != first[d]} == {"2026-11-02"}
+        second = deliver(settings, warehouse, instance, landing / "jobs-b.csv",
+                         jobs + "ft-b,finetuning,node-a,2,2026-11-02T02:00:00Z,2026-11-02T03:00:00Z\n", busy_builds)
+        assert rebuilt(first, second) == {"2026-11-02"}
         busy = dict(read(warehouse, "SELECT phase, gpu_hours_busy FROM marts.spend_by_phase WHERE period = 'all'"))
         assert (busy["pretraining"], busy["finetuning"], busy["unattributed"]) == (1.6, 0.8, 4.0)
 
         # Telemetry on the 5th: the days core.gpu_minutes rebuilt, the 4th to the 6th.
-        write_in(landing / "2" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 60))
-        assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
-        third = busy_builds(warehouse)
-        assert {d for d in third if third[d] != second.get(d)} == {"2026-11-04", "2026-11-05", "2026-11-06"}
+        third = deliver(settings, warehouse, instance, landing / "2" / "node-a.csv", smi_minutes("2026-11-05T10:00:00", 60),
+                        busy_builds)
+        assert rebuilt(second, third) == {"2026-11-04", "2026-11-05", "2026-11-06"}
     fresh = tmp_path / "fresh.duckdb"
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
