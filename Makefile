@@ -45,7 +45,9 @@ ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -m pipelines.orchestration.definitions -h 127.0.0.1 -p 3000
 
 # Stage timings of the demo graph, then the GPU-minute rollup over 100 M samples against its floor
-# (about 7 min on 2 cores, half of it writing the samples; a model running out of memory is reported, not fatal), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
+# (about 7 min on 2 cores, half of it writing the samples; a model running out of memory is reported, not fatal),
+# a new day of telemetry after a month of it against the same day alone (tests/bench_history.py, about 2 min;
+# BENCH_HISTORY="--days 60" a longer history), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
 # (tests/bench_lake.py: a 1M-row CUR against the one-query floor, reruns, a second delivery, telemetry, and a
 # 10M-row CUR: BENCH_LAKE="" skips it), and the SQL
 # models over a 1M-row CUR on DuckDB and on Spark local mode (skipped, saying why, without Java or
@@ -53,10 +55,12 @@ ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 # BENCH_SPARK="--rows 100000" a smaller CUR.
 BENCH_ROLLUP ?= --gpus 1000 --days 12 --memory-limit 4GB
 BENCH_SPARK ?= --rows 1000000
+BENCH_HISTORY ?= --gpus 200 --days 30
 BENCH_LAKE ?= --huge-rows 10000000
 bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m tests.bench
 	$(BIN)/python -m tests.bench_rollup $(BENCH_ROLLUP)
+	$(BIN)/python -m tests.bench_history $(BENCH_HISTORY)
 	$(BIN)/python -m tests.bench_cur
 	$(BIN)/python -m tests.bench_anomalies --series 10000
 	$(BIN)/python -m tests.bench_lake $(BENCH_LAKE)
