@@ -4,7 +4,7 @@ build from scratch."""
 
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -253,11 +253,11 @@ def test_idle_runs_are_judged_whole_across_days_built_apart_and_equal_a_fresh_bu
 
 def busy_builds(warehouse: Path) -> dict[str, object]:
     return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
-                                "WHERE model = 'marts.gpu_busy_by_hour' AND period <> '*'"))
+                                "WHERE model = 'marts.gpu_busy_by_workload_hour' AND period <> '*'"))
 
 
 def test_busy_gpu_minutes_rebuild_the_days_of_new_telemetry_and_new_workloads_and_equal_a_fresh_build(tmp_path):
-    """marts.spend_by_phase sums marts.gpu_busy_by_hour, built per UTC day: new telemetry
+    """marts.spend_by_phase sums marts.gpu_busy_by_workload_hour, built per UTC day: new telemetry
     rebuilds the days core.gpu_minutes rebuilt, a new workload file the days its workloads run on."""
     landing = tmp_path / "landing"
     warehouse = tmp_path / "wh.duckdb"
@@ -290,8 +290,26 @@ def test_busy_gpu_minutes_rebuild_the_days_of_new_telemetry_and_new_workloads_an
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert read(fresh, "SELECT * FROM marts.spend_by_phase") == read(warehouse, "SELECT * FROM marts.spend_by_phase")
     # Busy GPU-minutes are a float sum, whose last bits follow the order DuckDB's threads add in.
-    by_hour = "SELECT hour, host, workload_id, phase, busy_gpu_minutes FROM marts.gpu_busy_by_hour ORDER BY ALL"
+    by_hour = "SELECT hour, host, workload_id, phase, busy_gpu_minutes FROM marts.gpu_busy_by_workload_hour ORDER BY ALL"
     assert [(*r[:4], pytest.approx(r[4], rel=1e-12)) for r in read(fresh, by_hour)] == read(warehouse, by_hour)
+
+
+def test_a_hosts_busy_hour_is_whole_minutes_never_shares(tmp_path):
+    """marts.gpu_busy_by_host_hour adds a host's busy GPU-minutes whole: three GPUs fully busy for an
+    hour under three one-GPU workloads are exactly 180 (thirds of each minute, added up, are not),
+    so findings.overprovisioned_inference rounds 3 busy GPUs up to 5 at 60 %, not 6."""
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    write_in(landing / "node-c.csv", "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
+        f"2026/11/01 10:{m:02d}:00.000, {i}, GPU-c{i}, NVIDIA A100, 100 %, 100 MiB, 300.00 W\n" for m in range(60) for i in range(3)))
+    write_in(landing / "jobs.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n" + "".join(
+        f"inf-{j},inference,node-c,1,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z\n" for j in range(3)))
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(FinopsSettings(landing_dir=str(landing)), warehouse, instance=instance, as_of=AS_OF).success
+    assert read(warehouse, "SELECT hour, host, busy_gpu_minutes FROM marts.gpu_busy_by_host_hour") == [
+        (datetime(2026, 11, 1, 10, tzinfo=UTC), "node-c", 180.0)]
+    split = read(warehouse, "SELECT workload_id, busy_gpu_minutes FROM marts.gpu_busy_by_workload_hour ORDER BY 1")
+    assert [w for w, _ in split] == ["inf-0", "inf-1", "inf-2"] and sum(m for _, m in split) == pytest.approx(180.0)
 
 
 def rows_of(conn, table: str) -> list[tuple]:

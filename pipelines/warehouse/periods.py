@@ -25,8 +25,8 @@ month; new telemetry the months whose GPU charges cover its days. `marts.daily_c
 and `marts.daily_series_by_billing_month` follow the attribution's months;
 `marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
 
-`marts.gpu_spans_by_day` and `marts.gpu_busy_by_hour` are built per UTC day of `core.gpu_minutes`
-(DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it (and, for the busy
+`marts.gpu_spans_by_day`, `marts.gpu_busy_by_workload_hour` and `marts.gpu_busy_by_host_hour` are
+built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it (and, for the busy
 GPU-minutes by workload, a digest of the workloads running that day), so a new day
 of telemetry rebuilds the days whose minutes it rebuilt, and a new workload file the days its
 workloads run on.
@@ -162,7 +162,8 @@ def _daily_mart(table: str, param: str, reads_workloads: bool = False) -> Period
 # small tables (a few rows per GPU or phase and day) instead of every minute of the history.
 DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _daily_mart("marts.gpu_spans_by_day", "span_days"),
-    _daily_mart("marts.gpu_busy_by_hour", "busy_days", reads_workloads=True),
+    _daily_mart("marts.gpu_busy_by_workload_hour", "busy_days", reads_workloads=True),
+    _daily_mart("marts.gpu_busy_by_host_hour", "host_hour_days"),
 )}
 # The marts built per period of the table they read (the module's docstring).
 DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}
@@ -343,8 +344,8 @@ GROUP BY ALL
 # a small table (a row per job), never of the minutes.
 WORKLOADS_BY_DAY = """
 SELECT strftime(d.day, '%Y-%m-%d') AS period,
-       md5(string_agg(concat_ws('|', w.host, w.started_at, coalesce(CAST(w.ended_at AS VARCHAR), '-'), w.phase, w.gpu_count), ';'
-                      ORDER BY w.host, w.started_at, w.ended_at, w.phase, w.gpu_count)) AS digest
+       md5(string_agg(concat_ws('|', w.workload_id, w.host, w.started_at, coalesce(CAST(w.ended_at AS VARCHAR), '-'), w.phase,
+                                w.gpu_count), ';' ORDER BY w.workload_id, w.host, w.started_at)) AS digest
 FROM (SELECT unnest(CAST(? AS DATE[])) AS day) AS d
 JOIN core.workloads AS w
   ON w.started_at < d.day + 1 AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > d.day

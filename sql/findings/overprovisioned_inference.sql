@@ -1,6 +1,6 @@
 -- findings.overprovisioned_inference: inference hosts paid for at their peak around the clock.
 -- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes, busy fraction ×
--- coverage: the same at any sampling interval, summed by hour in marts.gpu_busy_by_hour) against the GPUs
+-- coverage: the same at any sampling interval, summed by hour in marts.gpu_busy_by_host_hour) against the GPUs
 -- paid in that hour (from its charges). When the peak hour (95th percentile) is at least
 -- $inference_min_ratio times the valley (5th percentile), the host is over-provisioned.
 -- Wasted: what the fleet paid above a right-sized fleet serving the same load, at the fleet's own
@@ -17,11 +17,10 @@ WITH inference_hosts AS (
     SELECT DISTINCT host FROM core.workloads WHERE phase = 'inference' AND gpu_count > 0
 ),
 busy AS (
-    -- Every busy GPU-minute of the host's hour, whatever ran (marts.gpu_busy_by_hour, built per day).
-    SELECT b.host, b.hour, sum(b.busy_gpu_minutes) / 60.0 AS busy_gpus
-    FROM marts.gpu_busy_by_hour AS b
+    -- Every busy GPU-minute of the host's hour, whatever ran (marts.gpu_busy_by_host_hour, built per day).
+    SELECT b.host, b.hour, b.busy_gpu_minutes / 60.0 AS busy_gpus
+    FROM marts.gpu_busy_by_host_hour AS b
     WHERE b.host IN (SELECT host FROM inference_hosts)
-    GROUP BY ALL
 ),
 cheapest_card AS (
     SELECT currency, price_per_gpu_hour AS cheap_price, gpu_model || ' (' || provider || ')' AS cheap_card

@@ -54,9 +54,9 @@ held AS (
     GROUP BY ALL
 ),
 busy AS (
-    -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_hour, built per day).
+    -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_workload_hour, built per day).
     SELECT b.hour, w.gpu_model, w.phase, w.load, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
-    FROM marts.gpu_busy_by_hour AS b
+    FROM marts.gpu_busy_by_workload_hour AS b
     JOIN runs AS w USING (workload_id)
     GROUP BY ALL
 ),

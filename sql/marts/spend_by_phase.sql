@@ -7,7 +7,7 @@
 -- interval): a busy minute on a host counts for the phases of the workloads running there (split
 -- by GPUs held); with no workload, a GPU-minute at or over $idle_busy_threshold counts as
 -- 'unattributed' (something ran that no workload record names) and one under it as 'idle'. They
--- are summed per UTC hour, host and workload in marts.gpu_busy_by_hour, built per day, which this
+-- are summed per UTC hour, host and workload in marts.gpu_busy_by_workload_hour, built per day, which this
 -- adds up.
 -- Parameter: $typical_ranges, a list of {phase, util_low, util_high, share_low, share_high}.
 CREATE OR REPLACE TABLE marts.spend_by_phase AS
@@ -35,9 +35,9 @@ by_currency AS (
     GROUP BY period, phase
 ),
 busy AS (
-    -- The busy side, per UTC hour, host and workload (marts.gpu_busy_by_hour, built per day).
+    -- The busy side, per UTC hour, host and workload (marts.gpu_busy_by_workload_hour, built per day).
     SELECT p.period, b.phase, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
-    FROM marts.gpu_busy_by_hour AS b
+    FROM marts.gpu_busy_by_workload_hour AS b
     CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
     WHERE b.phase IS NOT NULL
     GROUP BY ALL

@@ -1,17 +1,18 @@
--- marts.gpu_busy_by_hour: busy GPU-minutes per UTC hour, host and workload, from core.gpu_minutes
--- (busy fraction × coverage, so the same at any sampling interval). The busy side of
--- marts.spend_by_phase, marts.gpu_hours_profile and findings.overprovisioned_inference, which add
--- these rows up instead of joining every minute of the history to the workloads.
+-- marts.gpu_busy_by_workload_hour: busy GPU-minutes per UTC hour, host and workload, from
+-- core.gpu_minutes (busy fraction × coverage, so the same at any sampling interval). The busy side
+-- of marts.spend_by_phase and marts.gpu_hours_profile, which add these rows up instead of joining
+-- every minute of the history to the workloads. (A host's hour whole, never split, is
+-- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by GPUs held (phase:
 -- the workload's); with no workload on the host, a GPU-minute at or over $idle_busy_threshold
 -- counts as 'unattributed' (something ran that no workload record names) and one under it as
 -- 'idle' (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
--- (workload_id and phase NULL): the host's hour still holds it.
+-- (workload_id and phase NULL).
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
 -- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
 -- workloads overlapping it), so a new day of telemetry adds its own rows, not the history's.
-CREATE OR REPLACE TABLE marts.gpu_busy_by_hour AS
+CREATE OR REPLACE TABLE marts.gpu_busy_by_workload_hour AS
 WITH minutes AS NOT MATERIALIZED (
     SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage AS busy, m.busy_fraction
     FROM core.gpu_minutes AS m

@@ -1,0 +1,20 @@
+-- marts.gpu_busy_by_host_hour: busy GPU-minutes per UTC hour and host, whatever ran, from
+-- core.gpu_minutes (busy fraction × coverage, so the same at any sampling interval): every minute's
+-- busy GPU-minutes whole, never split between workloads, so GPUs fully busy for an hour add up to
+-- exactly 60 each. findings.overprovisioned_inference sizes inference hosts hour by hour from it
+-- (marts.gpu_busy_by_workload_hour splits the same minutes between workloads: three workloads'
+-- thirds of 180 busy GPU-minutes add up to a hair over 180, and a GPU count rounded up from it to
+-- one GPU too many).
+--
+-- Built per UTC day ($host_hour_days: YYYY-MM-DD days; ['*'] builds every day), the days
+-- core.gpu_minutes rebuilt, so a new day of telemetry adds its own rows, not the history's.
+CREATE OR REPLACE TABLE marts.gpu_busy_by_host_hour AS
+SELECT utc_day(m.minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, m.host,
+       sum(m.busy_fraction * m.coverage) AS busy_gpu_minutes
+FROM core.gpu_minutes AS m
+-- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's day
+-- is formatted only when the list has gaps.
+WHERE list_contains($host_hour_days, '*')
+   OR (m.minute >= first_listed_day($host_hour_days) AND m.minute < last_listed_day($host_hour_days) + 1
+       AND (days_without_gap($host_hour_days) OR list_contains($host_hour_days, strftime(m.minute, '%Y-%m-%d'))))
+GROUP BY ALL;
