@@ -26,10 +26,10 @@ and `marts.daily_series_by_billing_month` follow the attribution's months;
 `marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
 
 `marts.gpu_spans_by_day`, `marts.gpu_busy_by_workload_hour` and `marts.gpu_busy_by_host_hour` are
-built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one `core.gpu_minutes` recorded for it (and, for the busy
-GPU-minutes by workload, a digest of the workloads running that day), so a new day
-of telemetry rebuilds the days whose minutes it rebuilt, and a new workload file the days its
-workloads run on.
+built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one
+`core.gpu_minutes` recorded for it (and, for the busy GPU-minutes by workload, a digest of the
+workloads running that day), so a new day of telemetry rebuilds the days whose minutes it rebuilt,
+and a new workload file the days its workloads run on.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 -- marts.gpu_spans_by_day: each GPU's stretches of consecutive minutes with telemetry, per UTC day,
 -- idle (busy fraction under $idle_busy_threshold) or not (busy, or no busy signal).
 -- A stretch ends where the GPU's state changes (or the model its telemetry names), where a minute
--- has no telemetry (core.gpu_minutes has no row for it), and at midnight: a day's stretches come from that day's minutes alone, so a
--- new day of telemetry rebuilds its own rows, not the history's. findings.unused_gpu joins an idle
+-- has no telemetry (core.gpu_minutes has no row for it), and at midnight: a day's stretches come
+-- from that day's minutes alone, so a new day of telemetry rebuilds its own rows, not the history's. findings.unused_gpu joins an idle
 -- stretch ending at midnight to the one starting there to judge an idle run whole, and tests a
 -- host's telemetry in a charge's period against the stretches (every minute with telemetry lies
 -- in exactly one).
