@@ -29,6 +29,12 @@ CREATE OR REPLACE MACRO utc_minute_ceil(ts) AS CASE WHEN utc_minute(ts) = ts THE
 CREATE OR REPLACE MACRO first_listed_day(days) AS try_cast(list_min(days) AS DATE);
 CREATE OR REPLACE MACRO last_listed_day(days) AS try_cast(list_max(days) AS DATE);
 CREATE OR REPLACE MACRO days_without_gap(days) AS array_length(days) = date_diff('day', first_listed_day(days), last_listed_day(days)) + 1;
+-- Whether a timestamp `ts` falls on a list of UTC days a daily model builds ('*': all): a range
+-- first, which DuckDB prunes row groups by, then each row's day only when the list has gaps.
+CREATE OR REPLACE MACRO in_listed_days(ts, days) AS
+    list_contains(days, '*')
+    OR (ts >= first_listed_day(days) AND ts < last_listed_day(days) + 1
+        AND (days_without_gap(days) OR list_contains(days, strftime(ts, '%Y-%m-%d'))));
 -- The same for a list of months ('YYYY-MM'): the first day of its first and of its last month.
 CREATE OR REPLACE MACRO first_listed_month(months) AS try_cast(list_min(months) || '-01' AS DATE);
 CREATE OR REPLACE MACRO last_listed_month(months) AS try_cast(list_max(months) || '-01' AS DATE);

@@ -12,9 +12,6 @@ CREATE OR REPLACE TABLE marts.gpu_busy_by_host_hour AS
 SELECT utc_day(m.minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, m.host,
        sum(m.busy_fraction * m.coverage) AS busy_gpu_minutes
 FROM core.gpu_minutes AS m
--- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's day
--- is formatted only when the list has gaps.
-WHERE list_contains($host_hour_days, '*')
-   OR (m.minute >= first_listed_day($host_hour_days) AND m.minute < last_listed_day($host_hour_days) + 1
-       AND (days_without_gap($host_hour_days) OR list_contains($host_hour_days, strftime(m.minute, '%Y-%m-%d'))))
+-- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
+WHERE in_listed_days(m.minute, $host_hour_days)
 GROUP BY ALL;

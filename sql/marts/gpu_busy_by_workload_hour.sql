@@ -16,11 +16,8 @@ CREATE OR REPLACE TABLE marts.gpu_busy_by_workload_hour AS
 WITH minutes AS NOT MATERIALIZED (
     SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage AS busy, m.busy_fraction
     FROM core.gpu_minutes AS m
-    -- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's
-    -- day is formatted only when the list has gaps.
-    WHERE list_contains($busy_days, '*')
-       OR (m.minute >= first_listed_day($busy_days) AND m.minute < last_listed_day($busy_days) + 1
-           AND (days_without_gap($busy_days) OR list_contains($busy_days, strftime(m.minute, '%Y-%m-%d'))))
+    -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
+    WHERE in_listed_days(m.minute, $busy_days)
 ),
 held AS (
     -- The workloads holding GPUs on each GPU-minute's host, each with its share of the GPUs held.

@@ -2,10 +2,10 @@
 -- idle (busy fraction under $idle_busy_threshold) or not (busy, or no busy signal).
 -- A stretch ends where the GPU's state changes (or the model its telemetry names), where a minute
 -- has no telemetry (core.gpu_minutes has no row for it), and at midnight: a day's stretches come
--- from that day's minutes alone, so a new day of telemetry rebuilds its own rows, not the history's. findings.unused_gpu joins an idle
--- stretch ending at midnight to the one starting there to judge an idle run whole, and tests a
--- host's telemetry in a charge's period against the stretches (every minute with telemetry lies
--- in exactly one).
+-- from that day's minutes alone, so a new day of telemetry rebuilds its own rows, not the
+-- history's. findings.unused_gpu joins an idle stretch ending at midnight to the one starting
+-- there to judge an idle run whole, and tests a host's telemetry in a charge's period against the
+-- stretches (every minute with telemetry lies in exactly one).
 -- span_end is the minute after the stretch's last; coverage_minutes and busy_minutes sum the
 -- minutes' coverage and busy fraction × coverage (busy GPU-minutes), so a stretch carries what its
 -- minutes carried.
@@ -18,11 +18,8 @@ WITH minutes AS (
            coalesce(m.busy_fraction < $idle_busy_threshold, false) AS idle,
            m.coverage, m.busy_fraction * m.coverage AS busy_coverage
     FROM core.gpu_minutes AS m
-    -- The days asked for as a range, which DuckDB prunes the table's row groups by; each minute's
-    -- day is formatted only when the list has gaps.
-    WHERE list_contains($span_days, '*')
-       OR (m.minute >= first_listed_day($span_days) AND m.minute < last_listed_day($span_days) + 1
-           AND (days_without_gap($span_days) OR list_contains($span_days, strftime(m.minute, '%Y-%m-%d'))))
+    -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
+    WHERE in_listed_days(m.minute, $span_days)
 ),
 stretches AS (
     -- Consecutive minutes of one state share a key: the minute less its rank in that state.
