@@ -25,6 +25,15 @@ def test_the_same_as_parse_utc(name, zone):
     assert_series_equal(parse_utc_series(frame, "t", zone), expected, check_names=False)  # in polars: year -1 has no Python datetime
 
 
+@pytest.mark.parametrize("name", COLUMNS)
+@pytest.mark.parametrize("zone", ["UTC", "America/St_Johns"])
+def test_a_column_of_repeated_values_is_parsed_once_per_value_with_the_same_result(name, zone):
+    # Each value three times, interleaved: the distinct values are parsed and joined back in row order.
+    frame = pl.DataFrame({"t": COLUMNS[name] * 3}, schema={"t": pl.String})
+    expected = frame.select(parse_utc("t", zone)).to_series()
+    assert_series_equal(parse_utc_series(frame, "t", zone), expected, check_names=False)
+
+
 def test_a_missing_column_or_an_empty_frame_gives_nulls():
     assert parse_utc_series(pl.DataFrame({"x": ["a", "b"]}), "t").to_list() == [None, None]
     assert parse_utc_series(pl.DataFrame({"t": []}, schema={"t": pl.String}), "t").to_list() == []
