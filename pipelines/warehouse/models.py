@@ -132,7 +132,7 @@ _MODELS = [
              ("findings.egress", "findings.slow_disk_idle", "findings.unused_gpu", "findings.unused_commitment",
               "findings.overprovisioned_inference", "core.fx_rates"),
              "findings.hidden_costs: one leak per kind, thing to act on and month, ranked by avoidable cost", "findings"),
-    SqlModel("marts.daily_series_by_billing_month", ("marts.cost_attribution", "core.cost_lines"),
+    SqlModel("marts.daily_series_by_billing_month", ("marts.cost_attribution", "core.cost_lines", "marts.egress_lines_by_billing_month"),
              "marts.daily_series_by_billing_month: day × billing month × series: usage cost, GPU-seconds, egress GB", "marts"),
     SqlModel("marts.daily_series", ("marts.daily_series_by_billing_month", "marts.daily_cost_by_billing_month"),
              "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB", "marts"),

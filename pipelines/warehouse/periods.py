@@ -23,7 +23,8 @@ Dagster: its months are `core.cost_lines`' months, and a month's fingerprint is 
 of the days its GPU charges cover (what its joins read). A new delivery re-attributes its own
 month; new telemetry the months whose GPU charges cover its days. `marts.daily_cost_by_billing_month`
 and `marts.daily_series_by_billing_month` follow the attribution's months;
-`marts.egress_lines_by_billing_month` follows `core.cost_lines`' months.
+`marts.egress_lines_by_billing_month` follows `core.cost_lines`' months, and the daily series read
+their egress GB from it (a month's lines that change it change the attribution's fingerprint too).
 
 `marts.gpu_spans_by_day`, `marts.gpu_busy_by_workload_hour` and `marts.gpu_busy_by_host_hour` are
 built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one

@@ -13,16 +13,19 @@
 -- exact: each day gets floor(amount × seconds ÷ period) in 10^-10 units and the remainder goes to
 -- the day with the most seconds (the first of them), so a charge's days add up to it exactly.
 -- GPU-hours and egress GB are spread the same way.
--- Speed (a 1M-row CUR): the transfer macros are string matching, so they run once per distinct
--- kind of line (`line_kinds`: a few hundred, not a million lines) and join back; and a charge
--- within one UTC day (hourly usage: nearly all lines) is its day as it is, so only multi-day
--- charges go through the spreading windows.
+-- Egress GB are marts.egress_lines_by_billing_month's (a line moving data out, and its GB, found
+-- once per month there), not the transfer macros' string matching again over every usage line.
+-- Speed (a 1M-row CUR): a charge within one UTC day (hourly usage: nearly all lines) is its day as
+-- it is, so only multi-day charges go through the spreading windows.
 CREATE OR REPLACE TABLE marts.daily_series_by_billing_month AS
 WITH usage_lines AS (
     SELECT * FROM core.cost_lines
     WHERE ChargeCategory = 'Usage' AND in_listed_months(BillingPeriodStart, $billing_months)
 ),
-line_kinds AS (FROM transfer_line_kinds(usage_lines)),
+egress_lines AS (
+    SELECT x_ChargeId, gb FROM marts.egress_lines_by_billing_month
+    WHERE in_listed_months(billing_period_start, $billing_months)
+),
 usage_parts AS (
     SELECT
         a.billing_period_start,
@@ -36,18 +39,13 @@ usage_parts AS (
         c.ChargePeriodEnd,
         a.amount_reporting,
         a.gpu_seconds,
-        CAST(egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path) AS DOUBLE)
-            * a.weight / a.total_weight AS egress_gb,
+        CAST(e.gb AS DOUBLE) * a.weight / a.total_weight AS egress_gb,
         -- Within one UTC day (charge_days gives it one day).
         c.ChargePeriodEnd IS NULL OR c.ChargePeriodEnd <= c.ChargePeriodStart
             OR utc_day(c.ChargePeriodStart) = utc_day(c.ChargePeriodEnd - INTERVAL 1 MICROSECOND) AS one_day
     FROM marts.cost_attribution AS a
     JOIN usage_lines AS c USING (x_ChargeId)
-    JOIN line_kinds AS k
-      ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
-     AND k.SkuId IS NOT DISTINCT FROM c.SkuId AND k.ChargeDescription IS NOT DISTINCT FROM c.ChargeDescription
-     AND k.ServiceName IS NOT DISTINCT FROM c.ServiceName AND k.ConsumedUnit IS NOT DISTINCT FROM c.ConsumedUnit
-     AND k.PricingUnit IS NOT DISTINCT FROM c.PricingUnit
+    LEFT JOIN egress_lines AS e USING (x_ChargeId)
     WHERE in_listed_months(a.billing_period_start, $billing_months)
 ),
 spread AS (
