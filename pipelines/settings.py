@@ -135,6 +135,7 @@ class FinopsSettings(ConfigurableResource):
             "span_days": [ALL_PERIODS],
             "busy_days": [ALL_PERIODS],
             "host_hour_days": [ALL_PERIODS],
+            "storage_write_days": [ALL_PERIODS],
             "phase_tag_keys": list(self.phase_tag_keys),
             "max_rate_age_days": self.max_rate_age_days,
             "util_kinds": list(UTIL_KINDS),

@@ -1,10 +1,10 @@
 """`make bench` part: a new day of telemetry after a month of history costs what the day costs alone.
 
 A fleet of `--gpus` GPUs (8 a host) sampled every `--interval` seconds for `--days` days, with a
-job a day on every host (pre-training, fine-tuning or inference, by host), is written into a
-warehouse's lake as the ingest lays it out, and every SQL model is built as a run's models step
-builds it (`pipelines.warehouse.models.build_model`, in dependency order). Then one more day (its
-samples and its jobs, a new file of each) is added and the models built again: that is the new
+job a day on every host (pre-training, fine-tuning or inference, by host) writing a checkpoint
+every 2 hours, is written into a warehouse's lake as the ingest lays it out, and every SQL model is
+built as a run's models step builds it (`pipelines.warehouse.models.build_model`, in dependency
+order). Then one more day (its samples, jobs and checkpoints, a new file of each) is added and the models built again: that is the new
 day's cost after the history. The same day alone, into an empty warehouse, is what the day costs
 by itself. Reports each model's seconds for both, and their ratio: a model whose time grows with the
 history stands out. No Dagster and no ingest here (bench_lake measures whole runs): the models alone.
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from models.schemas import WORKLOAD, duckdb_type
+from models.schemas import STORAGE_EVENT, WORKLOAD, duckdb_type
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of, table_root
 from pipelines.settings import FinopsSettings
@@ -40,6 +40,22 @@ WORKLOADS = {
     "source": "'bench'",
     "x_Connector": "'bench'",
     "x_SourceRow": "(d * 100000 + h)::BIGINT",
+    "x_IngestedAt": "TIMESTAMPTZ '2026-11-29 00:00:00+00'",
+}
+
+# Every 2 hours of the job, each host writes a 10-minute checkpoint of 200 GB (findings.slow_disk_idle).
+CHECKPOINTS = {
+    "event_id": "'ckpt-' || h::VARCHAR || '-' || d::VARCHAR || '-' || c::VARCHAR",
+    "kind": "'checkpoint'",
+    "host": "'node-' || lpad(h::VARCHAR, 3, '0')",
+    "workload_id": "'job-' || h::VARCHAR || '-' || d::VARCHAR",
+    "bytes": "200000000000",
+    "started_at": f"{START} + to_days(d) + to_hours(c * 2 + 1)",
+    "ended_at": f"{START} + to_days(d) + to_hours(c * 2 + 1) + INTERVAL 10 MINUTE",
+    "storage_class": "'cloud_disk'",
+    "path": "'/ckpt'",
+    "x_Connector": "'bench'",
+    "x_SourceRow": "(d * 100000 + h * 10 + c)::BIGINT",
     "x_IngestedAt": "TIMESTAMPTZ '2026-11-29 00:00:00+00'",
 }
 
@@ -84,6 +100,13 @@ class Fleet:
         self.conn.execute(f"COPY (SELECT {columns} FROM range({hosts}) AS hs(h), range({first_day}, {first_day + days}) AS ds(d)) "
                           f"TO '{folder / 'data_0.parquet'}' (FORMAT parquet)")
         self._register(f"{tag}-jobs", "workload", hosts * days)
+        writes = {**CHECKPOINTS, "x_SourceFile": f"'bench/{tag}-checkpoints'", "x_SourceSha256": f"'{tag}-checkpoints'"}
+        columns = ", ".join(f"({writes.get(f.name, 'NULL')})::{duckdb_type(f.type)} AS \"{f.name}\"" for f in STORAGE_EVENT)
+        folder = table_root(lake, "storage") / f"file={tag}-checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.conn.execute(f"COPY (SELECT {columns} FROM range({hosts}) AS hs(h), range({first_day}, {first_day + days}) AS ds(d), "
+                          f"range(8) AS cs(c)) TO '{folder / 'data_0.parquet'}' (FORMAT parquet)")
+        self._register(f"{tag}-checkpoints", "storage", hosts * days * 8)
         return self.gpus * days * per_day
 
     def build(self) -> dict[str, float]:

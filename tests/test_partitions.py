@@ -714,3 +714,49 @@ def test_one_category_per_service_name_across_months_built_apart(tmp_path):
     with DagsterInstance.ephemeral() as instance:
         assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
     assert service_labels(fresh) == service_labels(warehouse)
+
+
+def storage_write_builds(warehouse: Path) -> dict[str, object]:
+    return dict(read(warehouse, "SELECT period, built_at FROM core.period_builds "
+                                "WHERE model = 'marts.gpu_minutes_in_storage_writes' AND period <> '*'"))
+
+
+def checkpoint(start: str, end: str) -> str:
+    return ('{"job": "pt-a", "host": "node-a", "started_at": "%s", "ended_at": "%s", "bytes": 100000000000, '
+            '"path": "/ckpt", "storage_class": "cloud_disk"}\n' % (start, end))
+
+
+def test_checkpoint_stalls_read_the_minutes_of_their_writes_built_by_day_and_equal_a_fresh_build(tmp_path):
+    """findings.slow_disk_idle reads marts.gpu_minutes_in_storage_writes, the host-minutes storage
+    writes cover, built per UTC day: a checkpoint crossing midnight is judged whole, and a new storage
+    file rebuilds the days its writes cover, not the history's."""
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    settings = FinopsSettings(landing_dir=str(landing))
+    # node-a: GPU 0 idle, GPU 1 busy at 80 %, 20:00 on 1 November to 04:00 on the 2nd, both held by pt-a.
+    write_in(landing / "1" / "node-a.csv", smi_minutes("2026-11-01T20:00:00", 480))
+    write_in(landing / "jobs.csv", "workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                   "pt-a,pretraining,node-a,2,2026-11-01T20:00:00Z,2026-11-02T04:00:00Z\n")
+    stalls = "SELECT resource, period_start, evidence->>'idle_share', evidence->>'gpu_minutes_with_telemetry', " \
+             "evidence->>'wasted_gpu_hours' FROM findings.slow_disk_idle ORDER BY period_start"
+    with DagsterInstance.ephemeral() as instance:
+        # 23:50 to 00:10: twenty minutes over midnight, one of the job's two GPUs idle in each.
+        first = deliver(settings, warehouse, instance, landing / "ckpt-1" / "events.jsonl",
+                        checkpoint("2026-11-01T23:50:00Z", "2026-11-02T00:10:00Z"), storage_write_builds)
+        assert set(first) == {"2026-10-31", "2026-11-01", "2026-11-02", "2026-11-03"}  # core.gpu_minutes' days
+        assert read(warehouse, "SELECT day, count(*), sum(gpus_seen), sum(idle_gpus) FROM marts.gpu_minutes_in_storage_writes "
+                               "GROUP BY day ORDER BY day") == [(date(2026, 11, 1), 10, 20, 10), (date(2026, 11, 2), 10, 20, 10)]
+        rows = read(warehouse, stalls)
+        assert [(r[2], r[3], r[4]) for r in rows] == [("0.5", "40", "0.3333")]  # 2 GPUs × 1/3 h × half idle
+
+        # A second storage file, a write at 02:00 on the 2nd: that day only.
+        second = deliver(settings, warehouse, instance, landing / "ckpt-2" / "events.jsonl",
+                         checkpoint("2026-11-02T02:00:00Z", "2026-11-02T02:06:00Z"), storage_write_builds)
+        assert rebuilt(first, second) == {"2026-11-02"}
+        assert len(read(warehouse, stalls)) == 2
+    fresh = tmp_path / "fresh.duckdb"
+    with DagsterInstance.ephemeral() as instance:
+        assert run_graph(settings, fresh, instance=instance, as_of=AS_OF).success
+    assert read(fresh, "SELECT * FROM findings.slow_disk_idle ORDER BY ALL") == read(warehouse, "SELECT * FROM findings.slow_disk_idle ORDER BY ALL")
+    minutes = "SELECT day, host, minute, gpus_seen, idle_gpus, busy_sum, gpu_model FROM marts.gpu_minutes_in_storage_writes ORDER BY ALL"
+    assert read(fresh, minutes) == read(warehouse, minutes)

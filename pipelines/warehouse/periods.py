@@ -30,7 +30,9 @@ their egress GB from it (a month's lines that change it change the attribution's
 built per UTC day of `core.gpu_minutes` (DAILY_MARTS): a day's fingerprint is the one
 `core.gpu_minutes` recorded for it (and, for the busy GPU-minutes by workload, a digest of the
 workloads running that day), so a new day of telemetry rebuilds the days whose minutes it rebuilt,
-and a new workload file the days its workloads run on.
+and a new workload file the days its workloads run on. `marts.gpu_minutes_in_storage_writes` is
+built the same way, its days' fingerprints also covering the storage writes on them (a new storage
+file rebuilds the days its writes cover).
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ class PeriodModel:
     reads_gpu_usage: bool = False
     # A daily mart whose rows read the workloads running on their day: a day's fingerprint covers them.
     reads_workloads: bool = False
+    # A daily mart whose rows read the storage writes on their day: a day's fingerprint covers them.
+    reads_storage_writes: bool = False
     # Kept in the lake, a build folder per period, read through a view (pipelines/warehouse/lake_tables.py),
     # instead of in the warehouse file every run copies.
     in_lake: bool = False
@@ -150,13 +154,15 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
 )}
 
 
-def _daily_mart(table: str, param: str, reads_workloads: bool = False) -> PeriodModel:
+def _daily_mart(table: str, param: str, reads_workloads: bool = False, reads_storage_writes: bool = False) -> PeriodModel:
     """A mart of core.gpu_minutes' UTC days, its rows' day in its column `day`: a day's rows are
     built from that day's minutes alone, so its fingerprint is the one core.gpu_minutes recorded
-    for it (and, with `reads_workloads`, the workloads overlapping that day), and new telemetry
+    for it (and, with `reads_workloads`, the workloads overlapping that day; with
+    `reads_storage_writes`, the checkpoint and disk-write events overlapping it), and new telemetry
     rebuilds the days whose minutes were rebuilt."""
     return PeriodModel(table, "telemetry", "day", f"coalesce(strftime(day, '%Y-%m-%d'), '{UNKNOWN}')", param, "day",
-                       derived_from="core.gpu_minutes", reads_workloads=reads_workloads, every_dirty_period=True)
+                       derived_from="core.gpu_minutes", reads_workloads=reads_workloads,
+                       reads_storage_writes=reads_storage_writes, every_dirty_period=True)
 
 
 # Marts built per UTC day of core.gpu_minutes: the findings and marts over GPU-minutes read these
@@ -165,6 +171,7 @@ DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _daily_mart("marts.gpu_spans_by_day", "span_days"),
     _daily_mart("marts.gpu_busy_by_workload_hour", "busy_days", reads_workloads=True),
     _daily_mart("marts.gpu_busy_by_host_hour", "host_hour_days"),
+    _daily_mart("marts.gpu_minutes_in_storage_writes", "storage_write_days", reads_storage_writes=True),
 )}
 # The marts built per period of the table they read (the module's docstring).
 DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}
@@ -356,10 +363,34 @@ GROUP BY ALL
 
 def workloads_by_day(conn: duckdb.DuckDBPyConnection, days: list[str]) -> dict[str, str]:
     """Each of `days` (YYYY-MM-DD) with workloads running on it → their digest."""
+    return _digests_by_day(conn, days, "core.workloads", WORKLOADS_BY_DAY)
+
+
+# Per UTC day, a digest of the storage writes overlapping it (checkpoint events and disk-write
+# intervals, every column marts.gpu_minutes_in_storage_writes reads of them): a new storage file
+# changes the days its writes cover. A scan of core.storage_events, never of the minutes.
+STORAGE_WRITES_BY_DAY = """
+SELECT strftime(d.day, '%Y-%m-%d') AS period,
+       md5(string_agg(concat_ws('|', e.kind, e.host, coalesce(CAST(e.bytes AS VARCHAR), '-'), e.started_at,
+                                coalesce(CAST(e.ended_at AS VARCHAR), '-')), ';'
+                      ORDER BY e.host, e.started_at, e.ended_at, e.kind, e.bytes)) AS digest
+FROM (SELECT unnest(CAST(? AS DATE[])) AS day) AS d
+JOIN core.storage_events AS e
+  ON e.kind IN ('checkpoint', 'disk_write') AND e.started_at < d.day + 1 AND e.ended_at > d.day
+GROUP BY ALL
+"""
+
+
+def storage_writes_by_day(conn: duckdb.DuckDBPyConnection, days: list[str]) -> dict[str, str]:
+    """Each of `days` (YYYY-MM-DD) with storage writes on it → their digest."""
+    return _digests_by_day(conn, days, "core.storage_events", STORAGE_WRITES_BY_DAY)
+
+
+def _digests_by_day(conn: duckdb.DuckDBPyConnection, days: list[str], table: str, query: str) -> dict[str, str]:
     dated = [d for d in days if d != UNKNOWN]
-    if not dated or not table_exists(conn, "core.workloads"):
+    if not dated or not table_exists(conn, table):
         return {}
-    return dict(conn.execute(WORKLOADS_BY_DAY, [dated]).fetchall())
+    return dict(conn.execute(query, [dated]).fetchall())
 
 
 def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt: str) -> dict[str, str]:
@@ -375,11 +406,14 @@ def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt
     spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()} \
         if model.reads_gpu_usage else {}
     day_workloads = workloads_by_day(conn, list(months)) if model.reads_workloads else {}
+    day_writes = storage_writes_by_day(conn, list(months)) if model.reads_storage_writes else {}
     out = {}
     for month, upstream in months.items():
         parts = [salt, model.table, f"{model.derived_from}={upstream}"]
         if model.reads_workloads:
             parts.append(f"core.workloads:{month}={day_workloads.get(month, '')}")
+        if model.reads_storage_writes:
+            parts.append(f"core.storage_events:{month}={day_writes.get(month, '')}")
         if month in spans:
             first, last = spans[month]
             parts.append(f"core.workloads={workloads}")

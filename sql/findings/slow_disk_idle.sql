@@ -7,7 +7,9 @@
 -- share of the job's GPUs under $idle_busy_threshold (idle GPUs no workload held are set aside
 -- first), over the window's minutes with telemetry (how many GPU-minutes had telemetry is in the
 -- evidence; with none, the GPUs are taken as waiting, as a synchronous checkpoint makes them).
--- Minutes come from core.gpu_minutes, so the share is the same at any sampling interval. Wasted GPU-hours =
+-- Minutes come from core.gpu_minutes, so the share is the same at any sampling interval, through
+-- marts.gpu_minutes_in_storage_writes: the host-minutes storage writes cover, built per UTC day, so a
+-- rebuild reads those, not every minute of the history. Wasted GPU-hours =
 -- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
 -- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
@@ -22,7 +24,7 @@ fast_writes AS (
     FROM core.storage_events AS d
     WHERE d.kind = 'disk_write' AND d.ended_at > d.started_at
       AND d.bytes / (datediff('millisecond', d.started_at, d.ended_at) / 1000.0) >= $signature_write_mb_s * 1e6
-      AND (SELECT avg(m.busy_fraction) FROM core.gpu_minutes AS m
+      AND (SELECT sum(m.busy_sum) / sum(m.gpus_seen) FROM marts.gpu_minutes_in_storage_writes AS m
            WHERE m.host = d.host AND m.minute >= utc_minute(d.started_at) AND m.minute < d.ended_at) < $idle_busy_threshold
       AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.host = d.host AND e.started_at < d.ended_at AND e.ended_at > d.started_at)
 ),
@@ -61,14 +63,10 @@ job_gpus AS (
 telemetry_minutes AS (
     -- Per minute of the write: the host's GPUs with a busy signal, and those near zero (under the
     -- idle threshold), waiting on the write.
-    SELECT c.event_id, m.minute, count(m.busy_fraction) AS gpus_seen,
-           count(*) FILTER (WHERE m.busy_fraction < $idle_busy_threshold) AS idle_gpus,
-           any_value(m.gpu_model) AS gpu_model
+    SELECT c.event_id, m.minute, m.gpus_seen, m.idle_gpus, m.gpu_model
     FROM checkpoints AS c
-    JOIN core.gpu_minutes AS m
+    JOIN marts.gpu_minutes_in_storage_writes AS m
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
-    WHERE m.busy_fraction IS NOT NULL
-    GROUP BY ALL
 ),
 telemetry AS (
     -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the
