@@ -24,7 +24,9 @@ fast_writes AS (
     FROM core.storage_events AS d
     WHERE d.kind = 'disk_write' AND d.ended_at > d.started_at
       AND d.bytes / (datediff('millisecond', d.started_at, d.ended_at) / 1000.0) >= $signature_write_mb_s * 1e6
-      AND (SELECT sum(m.busy_sum) / sum(m.gpus_seen) FROM marts.gpu_minutes_in_storage_writes AS m
+      -- The window's average busy fraction, to 12 decimals: a float sum's last bit follows the order
+      -- it is added in, and whole-percent samples can average exactly the threshold.
+      AND (SELECT round(sum(m.busy_sum) / sum(m.gpus_seen), 12) FROM marts.gpu_minutes_in_storage_writes AS m
            WHERE m.host = d.host AND m.minute >= utc_minute(d.started_at) AND m.minute < d.ended_at) < $idle_busy_threshold
       AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.host = d.host AND e.started_at < d.ended_at AND e.ended_at > d.started_at)
 ),
@@ -63,10 +65,13 @@ job_gpus AS (
 telemetry_minutes AS (
     -- Per minute of the write: the host's GPUs with a busy signal, and those near zero (under the
     -- idle threshold), waiting on the write.
-    SELECT c.event_id, m.minute, m.gpus_seen, m.idle_gpus, m.gpu_model
+    -- (Two writes can share an id: signatures are named to the second.)
+    SELECT c.event_id, m.minute, sum(m.gpus_seen) AS gpus_seen, sum(m.idle_gpus) AS idle_gpus,
+           any_value(m.gpu_model) AS gpu_model
     FROM checkpoints AS c
     JOIN marts.gpu_minutes_in_storage_writes AS m
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
+    GROUP BY ALL
 ),
 telemetry AS (
     -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the
