@@ -74,10 +74,9 @@ class PeriodModel:
     derived_from: str | None = None
     # Its rows read core.workloads and core.gpu_minutes for the GPU charges of a month (marts.cost_attribution).
     reads_gpu_usage: bool = False
-    # A daily mart whose rows read the workloads running on their day: a day's fingerprint covers them.
-    reads_workloads: bool = False
-    # A daily mart whose rows read the storage writes on their day: a day's fingerprint covers them.
-    reads_storage_writes: bool = False
+    # A daily mart whose rows also read these tables' rows on their day (core.workloads,
+    # core.storage_events): a day's fingerprint covers their digest for that day (DAY_DIGESTS).
+    reads_by_day: tuple[str, ...] = ()
     # Kept in the lake, a build folder per period, read through a view (pipelines/warehouse/lake_tables.py),
     # instead of in the warehouse file every run copies.
     in_lake: bool = False
@@ -154,24 +153,22 @@ MONTHLY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
 )}
 
 
-def _daily_mart(table: str, param: str, reads_workloads: bool = False, reads_storage_writes: bool = False) -> PeriodModel:
+def _daily_mart(table: str, param: str, reads_by_day: tuple[str, ...] = ()) -> PeriodModel:
     """A mart of core.gpu_minutes' UTC days, its rows' day in its column `day`: a day's rows are
     built from that day's minutes alone, so its fingerprint is the one core.gpu_minutes recorded
-    for it (and, with `reads_workloads`, the workloads overlapping that day; with
-    `reads_storage_writes`, the checkpoint and disk-write events overlapping it), and new telemetry
-    rebuilds the days whose minutes were rebuilt."""
+    for it (and the digest of what `reads_by_day` holds on that day: the workloads or the storage
+    writes overlapping it), and new telemetry rebuilds the days whose minutes were rebuilt."""
     return PeriodModel(table, "telemetry", "day", f"coalesce(strftime(day, '%Y-%m-%d'), '{UNKNOWN}')", param, "day",
-                       derived_from="core.gpu_minutes", reads_workloads=reads_workloads,
-                       reads_storage_writes=reads_storage_writes, every_dirty_period=True)
+                       derived_from="core.gpu_minutes", reads_by_day=reads_by_day, every_dirty_period=True)
 
 
 # Marts built per UTC day of core.gpu_minutes: the findings and marts over GPU-minutes read these
 # small tables (a few rows per GPU or phase and day) instead of every minute of the history.
 DAILY_MARTS: dict[str, PeriodModel] = {m.table: m for m in (
     _daily_mart("marts.gpu_spans_by_day", "span_days"),
-    _daily_mart("marts.gpu_busy_by_workload_hour", "busy_days", reads_workloads=True),
+    _daily_mart("marts.gpu_busy_by_workload_hour", "busy_days", reads_by_day=("core.workloads",)),
     _daily_mart("marts.gpu_busy_by_host_hour", "host_hour_days"),
-    _daily_mart("marts.gpu_minutes_in_storage_writes", "storage_write_days", reads_storage_writes=True),
+    _daily_mart("marts.gpu_minutes_in_storage_writes", "storage_write_days", reads_by_day=("core.storage_events",)),
 )}
 # The marts built per period of the table they read (the module's docstring).
 DERIVED_MARTS: dict[str, PeriodModel] = {**MONTHLY_MARTS, **DAILY_MARTS}
@@ -361,11 +358,6 @@ GROUP BY ALL
 """
 
 
-def workloads_by_day(conn: duckdb.DuckDBPyConnection, days: list[str]) -> dict[str, str]:
-    """Each of `days` (YYYY-MM-DD) with workloads running on it → their digest."""
-    return _digests_by_day(conn, days, "core.workloads", WORKLOADS_BY_DAY)
-
-
 # Per UTC day, a digest of the storage writes overlapping it (checkpoint events and disk-write
 # intervals, every column marts.gpu_minutes_in_storage_writes reads of them): a new storage file
 # changes the days its writes cover. A scan of core.storage_events, never of the minutes.
@@ -380,24 +372,24 @@ JOIN core.storage_events AS e
 GROUP BY ALL
 """
 
-
-def storage_writes_by_day(conn: duckdb.DuckDBPyConnection, days: list[str]) -> dict[str, str]:
-    """Each of `days` (YYYY-MM-DD) with storage writes on it → their digest."""
-    return _digests_by_day(conn, days, "core.storage_events", STORAGE_WRITES_BY_DAY)
+# What a daily mart's `reads_by_day` names → the query giving its digest per day.
+DAY_DIGESTS = {"core.workloads": WORKLOADS_BY_DAY, "core.storage_events": STORAGE_WRITES_BY_DAY}
 
 
-def _digests_by_day(conn: duckdb.DuckDBPyConnection, days: list[str], table: str, query: str) -> dict[str, str]:
+def digests_by_day(conn: duckdb.DuckDBPyConnection, table: str, days: list[str]) -> dict[str, str]:
+    """Each of `days` (YYYY-MM-DD) with rows of `table` on it → their digest (DAY_DIGESTS)."""
     dated = [d for d in days if d != UNKNOWN]
     if not dated or not table_exists(conn, table):
         return {}
-    return dict(conn.execute(query, [dated]).fetchall())
+    return dict(conn.execute(DAY_DIGESTS[table], [dated]).fetchall())
 
 
 def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt: str) -> dict[str, str]:
     """Each period (a month, or a day of a daily mart) of the table a derived mart reads → the
     digest of what its rows are built from: that period as the table recorded it; where a monthly
     mart reads GPU usage, for a month with GPU charges, core.workloads' version and the GPU-minutes
-    of the days those charges cover; where a daily mart reads workloads, those running that day."""
+    of the days those charges cover; where a daily mart reads other tables by day (`reads_by_day`),
+    their rows on that day."""
     months = built_fingerprints(conn, model.derived_from)
     if not months:
         return {}
@@ -405,15 +397,11 @@ def _mart_fingerprints(conn: duckdb.DuckDBPyConnection, model: PeriodModel, salt
     workloads = whole_fingerprint(conn, "core.workloads") if model.reads_gpu_usage else None
     spans = {period: (first, last) for period, first, last in conn.execute(GPU_CHARGE_DAYS).fetchall()} \
         if model.reads_gpu_usage else {}
-    day_workloads = workloads_by_day(conn, list(months)) if model.reads_workloads else {}
-    day_writes = storage_writes_by_day(conn, list(months)) if model.reads_storage_writes else {}
+    by_day = {table: digests_by_day(conn, table, list(months)) for table in model.reads_by_day}
     out = {}
     for month, upstream in months.items():
         parts = [salt, model.table, f"{model.derived_from}={upstream}"]
-        if model.reads_workloads:
-            parts.append(f"core.workloads:{month}={day_workloads.get(month, '')}")
-        if model.reads_storage_writes:
-            parts.append(f"core.storage_events:{month}={day_writes.get(month, '')}")
+        parts += [f"{table}:{month}={digests.get(month, '')}" for table, digests in by_day.items()]
         if month in spans:
             first, last = spans[month]
             parts.append(f"core.workloads={workloads}")
