@@ -177,3 +177,25 @@ def test_complete_lines_never_split_a_line_at_a_read_boundary(tmp_path):
     read = list(CompleteLines(path).numbered_lines())
     assert [raw for _, raw in read] == lines
     assert [n for n, _ in read] == list(range(1, len(lines) + 1))
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("size", [7, 4096, 1 << 20, 8 << 20])
+def test_complete_lines_passes_on_exactly_the_bytes_up_to_the_last_newline(tmp_path, packed, size):
+    """Whatever size is asked for (Arrow asks 8 MB; a line may be longer than a read), the reads
+    together are the file up to its last newline, none longer than asked; the rest is the tail."""
+    from connectors._tabular import CompleteLines
+
+    long_line = b"x" * (3 * CompleteLines.CHUNK) + b"\n"  # longer than a read of 1 MB
+    body = b"".join(f"{i},{'y' * (i % 50)}\n".encode() for i in range(60_000)) + long_line + b"last,row\n"
+    data = body + b"cut,mid-r"
+    path = tmp_path / "t.csv"
+    path.write_bytes(gzip.compress(data) if packed else data)
+    lines = CompleteLines(path)
+    reads = []
+    while chunk := lines.read(size):
+        assert len(chunk) <= size
+        reads.append(bytes(chunk))
+    assert b"".join(reads) == body
+    assert lines.lines == body.count(b"\n") and lines.tail == b"cut,mid-r" and not lines.stream_cut
+    assert CompleteLines(path).read() == body  # everything at once
