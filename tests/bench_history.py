@@ -14,6 +14,7 @@ history stands out. No Dagster and no ingest here (bench_lake measures whole run
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -134,6 +135,15 @@ def main() -> None:
         history.build()
         first_build = time.perf_counter() - started
         minutes = fetch_all(history.conn, "SELECT count(*) FROM core.gpu_minutes")[0][0]
+        # What every later run copies to stage its work, then checkpoints and publishes
+        # (pipelines/warehouse/publish.py): it should not grow with the samples.
+        history.conn.execute("CHECKPOINT")
+        warehouse = history.warehouse
+        started = time.perf_counter()
+        shutil.copyfile(warehouse, warehouse.with_name("staging-copy.duckdb"))
+        staging_copy = time.perf_counter() - started
+        warehouse_mib = warehouse.stat().st_size / 2**20
+        warehouse.with_name("staging-copy.duckdb").unlink()
         history.add_days(args.days, 1, "next-day")
         after_history = history.build()
 
@@ -152,7 +162,8 @@ def main() -> None:
     total_history, total_alone = sum(after_history.values()), sum(alone_again.values())
     report = {
         "history": {"gpus": args.gpus, "days": args.days, "interval_s": args.interval, "samples": samples,
-                    "gpu_minutes": minutes, "first_build_s": round(first_build, 1)},
+                    "gpu_minutes": minutes, "first_build_s": round(first_build, 1),
+                    "warehouse_file_mib": round(warehouse_mib), "staging_copy_s": round(staging_copy, 2)},
         "new_day_samples": day_samples,
         "new_day_after_history_s": round(total_history, 2),
         "same_day_alone_s": round(total_alone, 2),
