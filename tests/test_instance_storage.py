@@ -2,14 +2,17 @@
 
 What must hold: the repo's dagster.yaml selects it; runs' events land where Dagster's own SQLite
 storage finds them (a stock instance over the same folder reads them); a process leaves no WAL
-file behind; wiping the event log closes what it kept open; and only a few engines are kept.
+file behind; a webserver watching a run sees each new event; wiping the event log closes what it
+kept open; and only a few engines are kept.
 """
 import inspect
 import shutil
+import time
 from pathlib import Path
 
 import yaml
 from dagster import AssetKey, DagsterInstance, asset, materialize
+from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
 from pipelines.orchestration.instance_storage import (
@@ -102,3 +105,28 @@ def test_only_a_few_engines_are_kept_however_many_runs_are_read(tmp_path):
         assert list(storage._engines)[-1] == "run-3"
     finally:
         storage.dispose()
+
+
+def test_a_watcher_in_another_process_sees_each_new_event_of_a_run(tmp_path):
+    # The webserver follows a running run through Dagster's watchdog on the run's .db file; events
+    # held in the WAL file alone would reach it only at the next checkpoint.
+    base = str(tmp_path / "runs")
+    writer = KeptOpenSqliteEventLogStorage(base)
+    webserver = SqliteEventLogStorage(base)  # Dagster's own, as a webserver without this module
+    seen: list[str] = []
+    try:
+        writer.store_event(log_entry("run-1", "first"))
+        webserver.watch("run-1", None, lambda entry, _cursor: seen.append(entry.user_message))
+        time.sleep(0.5)  # the observer thread starts watching
+        writer.store_event(log_entry("run-1", "second"))
+        deadline = time.monotonic() + 10
+        while "second" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "second" in seen
+    finally:
+        webserver.dispose()
+        writer.dispose()
+
+
+def log_entry(run_id: str, message: str) -> EventLogEntry:
+    return EventLogEntry(error_info=None, level="INFO", user_message=message, run_id=run_id, timestamp=time.time())
