@@ -3,7 +3,7 @@
 Dagster's SQLite event log opens a new SQLAlchemy engine for every event it records and closes it
 after the write; closing the last connection of a WAL database checkpoints it and deletes the WAL
 file. A `finops run` over 2M telemetry samples records ~216 events, and that open-write-close cost
-3.0-3.2 s of the run (4.3-14 ms an event, measured on the 2-core development machine). Here each
+3.0-3.2 s of the run (~14 ms an event, measured on the 2-core development machine). Here each
 database file (the index and a run's shard) keeps one engine while the process lives, and commits
 run at SQLite's `synchronous=NORMAL`: in WAL mode that is always consistent, and a process killed
 loses no committed event; only an operating-system crash or power loss may lose the last few.
