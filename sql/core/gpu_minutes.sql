@@ -70,15 +70,23 @@ names AS (
     FROM samples
     GROUP BY gpu_key
 ),
+kinds AS (
+    -- Each busy signal's kind once, numbered: the window and the groupings below carry its number,
+    -- not its name (an nvidia-smi or DCGM kind is 20-30 characters, held outside the row).
+    SELECT util_kind, row_number() OVER (ORDER BY util_kind) AS kind_no,
+           coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank
+    FROM (SELECT DISTINCT util_kind FROM samples WHERE util_kind IS NOT NULL)
+),
 model_keys AS (
     -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
     SELECT map_from_entries(list((name, gpu_model_key(name)))) AS keys
     FROM (SELECT DISTINCT gpu_model AS name FROM names WHERE gpu_model IS NOT NULL)
 ),
 steps AS (
-    SELECT day_no, gpu_no, source, t0_us, pod, namespace, util_pct, util_kind, mem_used_mib, power_w,
+    SELECT day_no, gpu_no, source, t0_us, pod, namespace, util_pct, k.kind_no, mem_used_mib, power_w,
            (lead(t0_us) OVER series) - t0_us AS gap_us
-    FROM wanted JOIN names AS n USING (gpu_key)
+    FROM wanted AS w JOIN names AS n USING (gpu_key)
+    LEFT JOIN kinds AS k ON k.util_kind = w.util_kind
     WINDOW series AS (PARTITION BY day_no, gpu_no, source ORDER BY t0_us)
 ),
 medians AS (
@@ -107,8 +115,7 @@ pieces AS (
     WHERE minute_no // 1440 = day_no
 ),
 per_kind AS (
-    SELECT gpu_no, minute_no, util_kind,
-           coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank,
+    SELECT gpu_no, minute_no, p.kind_no, any_value(k.kind_rank) AS kind_rank,
            any_value(pod) AS pod, any_value(namespace) AS namespace,
            count(*) AS samples,
            sum(overlap_us) AS covered_us,
@@ -116,17 +123,18 @@ per_kind AS (
            sum(mem_used_mib * overlap_us) AS mem_weighted, sum(overlap_us) FILTER (WHERE mem_used_mib IS NOT NULL) AS mem_us,
            max(mem_used_mib) AS mem_used_mib_max,
            sum(power_w * overlap_us) AS power_weighted, sum(overlap_us) FILTER (WHERE power_w IS NOT NULL) AS power_us
-    FROM pieces
-    GROUP BY gpu_no, minute_no, util_kind
+    FROM pieces AS p
+    LEFT JOIN kinds AS k ON k.kind_no = p.kind_no
+    GROUP BY gpu_no, minute_no, p.kind_no
 ),
 per_minute AS (
     SELECT
         gpu_no, minute_no, any_value(pod) AS pod, any_value(namespace) AS namespace,
         sum(samples) AS samples,
-        coalesce(arg_min(samples, kind_rank) FILTER (WHERE util_kind IS NOT NULL), 0) AS busy_samples,
-        arg_min(util_kind, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS util_kind,
-        arg_min(busy_fraction, kind_rank) FILTER (WHERE util_kind IS NOT NULL) AS busy_fraction,
-        coalesce(least(1.0, arg_min(covered_us, kind_rank) FILTER (WHERE util_kind IS NOT NULL) / 60000000.0), 0) AS coverage,
+        coalesce(arg_min(samples, kind_rank) FILTER (WHERE kind_no IS NOT NULL), 0) AS busy_samples,
+        arg_min(kind_no, kind_rank) FILTER (WHERE kind_no IS NOT NULL) AS kind_no,
+        arg_min(busy_fraction, kind_rank) FILTER (WHERE kind_no IS NOT NULL) AS busy_fraction,
+        coalesce(least(1.0, arg_min(covered_us, kind_rank) FILTER (WHERE kind_no IS NOT NULL) / 60000000.0), 0) AS coverage,
         sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
         sum(power_weighted) / sum(power_us) AS power_w
     FROM per_kind
@@ -135,8 +143,9 @@ per_minute AS (
 SELECT
     n.host, n.gpu_key, n.gpu_index, n.gpu_uuid, n.mig_instance, to_timestamp(m.minute_no * 60) AS minute,
     (SELECT keys FROM model_keys)[n.gpu_model] AS gpu_model, m.pod, m.namespace,
-    m.samples, m.busy_samples, m.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
+    m.samples, m.busy_samples, k.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
     n.gpu_model AS gpu_model_name,
     gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known
 FROM per_minute AS m
-JOIN names AS n ON n.gpu_no = m.gpu_no;
+JOIN names AS n ON n.gpu_no = m.gpu_no
+LEFT JOIN kinds AS k ON k.kind_no = m.kind_no;
