@@ -48,7 +48,7 @@ ui: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 # (about 7 min on 2 cores, half of it writing the samples; a model running out of memory is reported, not fatal),
 # a new day of telemetry after a month of it against the same day alone (tests/bench_history.py, about 2 min;
 # BENCH_HISTORY="--days 60" a longer history), the CUR reader, anomaly scoring of 10,000 daily series, the lake's targets
-# (tests/bench_lake.py: a 1M-row CUR against the one-query floor, reruns, a second delivery, telemetry, and a
+# (tests/bench_lake.py: a 1M-row CUR against the one-query floor, each connector alone, reruns, a second delivery, telemetry, and a
 # 10M-row CUR: BENCH_LAKE="" skips it), and the SQL
 # models over a 1M-row CUR on DuckDB and on Spark local mode (skipped, saying why, without Java or
 # the spark extra). BENCH_ROLLUP="--gpus 100" runs the rollup at 10 M samples instead;

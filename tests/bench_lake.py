@@ -9,7 +9,11 @@ Each measurement is a fresh `finops run` process (wall time and its own peak RSS
   delivery run into an empty warehouse (a new CUR delivery costs its own size, not the history's);
 - telemetry: nvidia-smi files (hosts x 8 GPUs x samples at 10 s) against the floor of one DuckDB
   query parsing them and grouping to GPU-minutes, and a second day of samples landed after the first
-  (against the same day's samples run into an empty warehouse).
+  (against the same day's samples run into an empty warehouse);
+- the connector alone, for the CUR and for the nvidia-smi files: a process that only reads the files
+  through it (parsing, checks, FOCUS or sample columns), writing nothing. A run reads its files
+  through the connector, so this is the least a run can take as the code stands: its ratio to the
+  floor says how close to the floor a run can come without a reader of its own.
 
     python -m tests.bench_lake [--rows 1000000] [--hosts 25 --samples 10000] [--huge-rows 10000000]
 """
@@ -86,6 +90,17 @@ def write_nvidia_smi(folder: Path, hosts: int, samples: int, start: datetime) ->
     return hosts * 8 * samples
 
 
+def connector_alone(name: str, paths: list[Path]) -> dict:
+    """A fresh process reading `paths` through the connector `name` and dropping the batches: its
+    wall time and peak RSS, starting up included, as the floors' processes include theirs."""
+    script = ("import sys; from datetime import UTC, datetime; from pathlib import Path; "
+              "from connectors.base import ReadContext; from connectors.registry import builtin_connectors; "
+              "c = next(c for c in builtin_connectors() if c.name == sys.argv[1]); "
+              "rows = sum(b.num_rows for p in sys.argv[2:] for b in c.read(Path(p), "
+              "ReadContext(source_file=p, ingested_at=datetime.now(UTC)))); print(rows)")
+    return timed([sys.executable, "-c", script, name, *map(str, paths)], cwd=REPO)
+
+
 def floor_telemetry(folder: Path) -> dict:
     sql = (f"SELECT count(*) FROM (SELECT regexp_extract(filename, '([^/]+)\\.csv$', 1) AS host, idx AS gpu, "
            f"date_trunc('minute', strptime(ts, '%Y/%m/%d %H:%M:%S.%g')) AS minute, "
@@ -113,6 +128,7 @@ def main() -> None:
         write_scaled(small / "cur.csv", args.rows // 5)
         write_scaled(big / "cur.csv", args.rows)
         out["floor_cur"] = floor_cur(big / "cur.csv", tmp / "floor.parquet")
+        out["connector_alone_cur"] = connector_alone("aws_cur", [big / "cur.csv"])
         out["run_cur_small"] = finops_run(small, tmp / "cur-small" / "warehouse.duckdb")
         out["run_cur_big"] = finops_run(big, tmp / "cur-big" / "warehouse.duckdb")
         out["rerun_no_new_file"] = finops_run(big, tmp / "cur-big" / "warehouse.duckdb")
@@ -129,6 +145,7 @@ def main() -> None:
         start = datetime(2026, 11, 1, tzinfo=UTC)
         out["samples"] = write_nvidia_smi(telemetry / "day1", args.hosts, args.samples, start)
         out["floor_telemetry"] = floor_telemetry(telemetry / "day1")
+        out["connector_alone_telemetry"] = connector_alone("nvidia_smi", sorted((telemetry / "day1").glob("*.csv")))
         out["run_telemetry"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
         write_nvidia_smi(telemetry / "day2", args.hosts, args.samples // 10, start + timedelta(days=2))
         out["run_telemetry_next_day"] = finops_run(telemetry, tmp / "telemetry" / "warehouse.duckdb")
@@ -145,12 +162,15 @@ def main() -> None:
     floor, big_run = out["floor_cur"], out["run_cur_big"]
     out["ratios"] = {
         "cur_run_vs_floor": round(big_run["s"] / floor["s"], 2),
+        # The least a run can take as the code stands: reading the file through its connector.
+        "cur_connector_alone_vs_floor": round(out["connector_alone_cur"]["s"] / floor["s"], 2),
         "cur_rss_big_vs_small": round(big_run["rss_mib"] / out["run_cur_small"]["rss_mib"], 2),
         "no_new_file_vs_empty": round(out["rerun_no_new_file"]["s"] / out["run_empty_landing"]["s"], 2),
         # A delivery of rows/5 lines into a warehouse holding rows lines, against the same size into an empty one.
         "second_delivery_vs_same_size_first": round(out["run_second_delivery"]["s"] / out["run_cur_small"]["s"], 2),
         "telemetry_run_minus_empty_vs_floor": round((out["run_telemetry"]["s"] - out["run_empty_landing"]["s"])
                                                     / out["floor_telemetry"]["s"], 2),
+        "telemetry_connector_alone_vs_floor": round(out["connector_alone_telemetry"]["s"] / out["floor_telemetry"]["s"], 2),
         "telemetry_next_day_vs_first": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry"]["s"], 2),
         # A day of samples landed after the first, against the same day into an empty warehouse.
         "telemetry_next_day_vs_same_day_alone": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry_day_alone"]["s"], 2),
