@@ -72,7 +72,8 @@ names AS (
 ),
 kinds AS (
     -- Each busy signal's kind once, numbered: the window and the groupings below carry its number,
-    -- not its name (an nvidia-smi or DCGM kind is 20-30 characters, held outside the row).
+    -- not its name (13-26 characters, which DuckDB keeps outside the row past 12: 90-100 MB of a
+    -- 2M-sample run's peak), and the name comes back at the end.
     SELECT util_kind, row_number() OVER (ORDER BY util_kind) AS kind_no,
            coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank
     FROM (SELECT DISTINCT util_kind FROM samples WHERE util_kind IS NOT NULL)
