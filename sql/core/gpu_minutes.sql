@@ -73,9 +73,9 @@ names AS (
 kinds AS (
     -- Each busy signal's kind once, numbered: the window and the groupings below carry its number,
     -- not its name (13-26 characters, which DuckDB keeps outside the row past 12: 90-100 MB of a
-    -- 2M-sample run's peak), and the name comes back at the end.
-    SELECT util_kind, row_number() OVER (ORDER BY util_kind) AS kind_no,
-           coalesce(list_position($util_kinds, util_kind), 99) AS kind_rank
+    -- 2M-sample run's peak), and the name comes back at the end. Numbered best first ($util_kinds'
+    -- order, then other kinds by name), so the number is also the rank the minutes choose by.
+    SELECT util_kind, row_number() OVER (ORDER BY coalesce(list_position($util_kinds, util_kind), 99), util_kind) AS kind_no
     FROM (SELECT DISTINCT util_kind FROM samples WHERE util_kind IS NOT NULL)
 ),
 model_keys AS (
@@ -116,7 +116,7 @@ pieces AS (
     WHERE minute_no // 1440 = day_no
 ),
 per_kind AS (
-    SELECT gpu_no, minute_no, p.kind_no, any_value(k.kind_rank) AS kind_rank,
+    SELECT gpu_no, minute_no, kind_no,
            any_value(pod) AS pod, any_value(namespace) AS namespace,
            count(*) AS samples,
            sum(overlap_us) AS covered_us,
@@ -124,18 +124,17 @@ per_kind AS (
            sum(mem_used_mib * overlap_us) AS mem_weighted, sum(overlap_us) FILTER (WHERE mem_used_mib IS NOT NULL) AS mem_us,
            max(mem_used_mib) AS mem_used_mib_max,
            sum(power_w * overlap_us) AS power_weighted, sum(overlap_us) FILTER (WHERE power_w IS NOT NULL) AS power_us
-    FROM pieces AS p
-    LEFT JOIN kinds AS k ON k.kind_no = p.kind_no
-    GROUP BY gpu_no, minute_no, p.kind_no
+    FROM pieces
+    GROUP BY gpu_no, minute_no, kind_no
 ),
 per_minute AS (
     SELECT
         gpu_no, minute_no, any_value(pod) AS pod, any_value(namespace) AS namespace,
         sum(samples) AS samples,
-        coalesce(arg_min(samples, kind_rank) FILTER (WHERE kind_no IS NOT NULL), 0) AS busy_samples,
-        arg_min(kind_no, kind_rank) FILTER (WHERE kind_no IS NOT NULL) AS kind_no,
-        arg_min(busy_fraction, kind_rank) FILTER (WHERE kind_no IS NOT NULL) AS busy_fraction,
-        coalesce(least(1.0, arg_min(covered_us, kind_rank) FILTER (WHERE kind_no IS NOT NULL) / 60000000.0), 0) AS coverage,
+        coalesce(arg_min(samples, kind_no) FILTER (WHERE kind_no IS NOT NULL), 0) AS busy_samples,
+        min(kind_no) AS kind_no,
+        arg_min(busy_fraction, kind_no) FILTER (WHERE kind_no IS NOT NULL) AS busy_fraction,
+        coalesce(least(1.0, arg_min(covered_us, kind_no) FILTER (WHERE kind_no IS NOT NULL) / 60000000.0), 0) AS coverage,
         sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
         sum(power_weighted) / sum(power_us) AS power_w
     FROM per_kind
