@@ -249,17 +249,33 @@ def test_a_run_without_a_date_keeps_the_demos_dated_anomaly_state(tmp_path, monk
 
 def test_every_connection_the_pipeline_opens_is_held_to_the_memory_limit(tmp_path, monkeypatch):
     """The run's, the readers' (the summary's 10M-line joins) and the publishing checkpoint's alike:
-    left at DuckDB's default (80 % of the machine), a reader alone outgrew the whole run."""
+    left at DuckDB's default (80 % of the machine), a reader alone outgrew the whole run. Each keeps
+    its blocks' memory for reuse up to that limit (`keep_block_memory`), not beyond it."""
     monkeypatch.setenv("FINOPS_DUCKDB_MEMORY_LIMIT", "300MB")
     reference = duckdb.connect(config={"memory_limit": "300MB"})
     expected = reference.execute("SELECT current_setting('memory_limit')").fetchall()
     reference.close()
+    settings = "SELECT current_setting('memory_limit'), current_setting('block_allocator_memory')"
     path = tmp_path / "warehouse.duckdb"
     for read_only in (False, True):
         conn = connect(path, read_only=read_only)
         try:
-            assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == expected
+            assert conn.execute(settings).fetchall() == [expected[0] * 2]
         finally:
             conn.close()
     with warehouse_resource(str(path)).get_connection() as conn:
-        assert conn.execute("SELECT current_setting('memory_limit')").fetchall() == expected
+        assert conn.execute(settings).fetchall() == [expected[0] * 2]
+
+
+def test_a_connection_opened_while_a_write_holds_a_share_keeps_the_block_memory(tmp_path):
+    """The block memory belongs to the database, which connections to one file share, and DuckDB
+    refuses to lower it: a connection opened under a lowered limit leaves it as it is."""
+    from pipelines.warehouse.connection import keep_block_memory, memory_share
+
+    conn = connect(tmp_path / "warehouse.duckdb")
+    block = "SELECT current_setting('block_allocator_memory')"
+    before = conn.execute(block).fetchall()
+    with memory_share(conn, 0.5):
+        keep_block_memory(conn)  # no error: the limit is lower now, the block memory stays
+        assert conn.execute(block).fetchall() == before
+    conn.close()

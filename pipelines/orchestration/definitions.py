@@ -18,7 +18,7 @@ from pipelines.orchestration.daily_assets import WEBHOOK_OP
 from pipelines.engines.resource import SqlEngineResource
 from pipelines.lake.layout import lake_of
 from pipelines.settings import FinopsSettings, is_demo_deployment, settings_from_env
-from pipelines.warehouse.connection import memory_limit
+from pipelines.warehouse.connection import keep_block_memory, memory_limit
 from pipelines.warehouse.publish import StagedWrite
 
 
@@ -75,6 +75,7 @@ class WarehouseResource(DuckDBResource):
         conn = duckdb.connect(self._staging(), config={"custom_user_agent": "dagster", "temp_directory": spill,
                                                        **self.connection_config})
         try:
+            keep_block_memory(conn)
             yield conn
         finally:
             conn.close()

@@ -330,7 +330,11 @@ _SIZE_UNITS = {"bytes": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**4
 def memory_limit_bytes(conn: duckdb.DuckDBPyConnection) -> int:
     """The connection's memory limit in bytes, from DuckDB's own spelling of it ('953.6 MiB', one
     decimal cut, not rounded): read as the middle of that tenth, so setting it back prints the same."""
-    text = conn.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    return _setting_bytes(conn, "memory_limit")
+
+
+def _setting_bytes(conn: duckdb.DuckDBPyConnection, setting: str) -> int:
+    text = conn.execute("SELECT current_setting(?)", [setting]).fetchall()[0][0]
     number, unit = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*", text).groups()
     tenth = 0.05 if "." in number else 0
     return int((float(number) + tenth) * _SIZE_UNITS[unit])
@@ -349,12 +353,29 @@ def memory_share(conn: duckdb.DuckDBPyConnection, share: float) -> Iterator[None
         conn.execute(f"SET memory_limit = '{limit}B'").fetchall()
 
 
+def keep_block_memory(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Let DuckDB's block allocator keep the connection's working memory for reuse (DuckDB's
+    default gives it none), up to the memory limit: the peak stays the limit's.
+
+    Why: a large build works at the limit, where DuckDB evicts blocks, and each eviction handed
+    the freed pages back to the system (a jemalloc purge, malloc_trim) for the next block to fault
+    in again. On a 1M-line CUR `core.cost_lines` gave back 4 GB that way and took 0.8M page faults,
+    a quarter of its CPU time in the kernel (perf and gdb on the madvise calls: BufferPool::EvictBlocks
+    → TryFlushDeallocated). Kept, the whole run took 15 % fewer faults and 0.3-0.9 s less."""
+    limit = memory_limit_bytes(conn)
+    # The setting belongs to the database instance, which connections to one file share, and DuckDB
+    # refuses to lower it: a second connection, or one opened while a write holds a share, keeps it.
+    if _setting_bytes(conn, "block_allocator_memory") < limit:
+        conn.execute(f"SET block_allocator_memory = '{limit}B'").fetchall()  # a number we read, not text from data
+    return conn
+
+
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection whose timestamps come back in UTC, whatever the machine's zone, held to the
     pipeline's memory limit."""
     conn = duckdb.connect(str(path), read_only=read_only, config={"memory_limit": memory_limit()})
     conn.execute("SET TimeZone = 'UTC'")
-    return conn
+    return keep_block_memory(conn)
 
 
 FILE_SLICES_SQL = Path(__file__).resolve().parents[1] / "lake" / "facts.sql"
