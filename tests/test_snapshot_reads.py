@@ -279,3 +279,14 @@ def test_a_connection_opened_while_a_write_holds_a_share_keeps_the_block_memory(
         keep_block_memory(conn)  # no error: the limit is lower now, the block memory stays
         assert conn.execute(block).fetchall() == before
     conn.close()
+
+
+def test_a_memory_limit_beyond_what_the_block_allocator_may_have_still_connects(tmp_path, monkeypatch):
+    """DuckDB lets the block allocator have at most 80 % of the machine's memory, and a memory limit
+    may be set above that: the connection then works without the reuse instead of failing."""
+    monkeypatch.setenv("FINOPS_DUCKDB_MEMORY_LIMIT", "1000TB")
+    conn = connect(tmp_path / "warehouse.duckdb")
+    try:
+        assert conn.execute("SELECT current_setting('block_allocator_memory'), 42").fetchall() == [("0 bytes", 42)]
+    finally:
+        conn.close()

@@ -366,7 +366,12 @@ def keep_block_memory(conn: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnect
     # The setting belongs to the database instance, which connections to one file share, and DuckDB
     # refuses to lower it: a second connection, or one opened while a write holds a share, keeps it.
     if _setting_bytes(conn, "block_allocator_memory") < limit:
-        conn.execute(f"SET block_allocator_memory = '{limit}B'").fetchall()  # a number we read, not text from data
+        try:
+            conn.execute(f"SET block_allocator_memory = '{limit}B'").fetchall()  # a number we read, not text from data
+        except duckdb.InvalidInputException:
+            # A memory limit above what DuckDB lets the block allocator have (80 % of the machine's
+            # memory): the connection works as DuckDB's default has it, only without the reuse.
+            pass
     return conn
 
 
