@@ -11,13 +11,16 @@ and an inference host (gpu-inf, 1 GPU, 1.00 USD per hour) at 2 % by night and 50
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from decimal import Decimal
 
 import pytest
 
 from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
 from tests.conftest import run_pipeline
+
+REPO = Path(__file__).resolve().parent.parent
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
 MINUTES = 48 * 60
@@ -75,11 +78,11 @@ def smi_file(interval: int, gpus: int, util, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_at(root, interval):
+def run_at(root, interval, workloads=WORKLOADS):
     landing = root / f"landing-{interval}"
     landing.mkdir()
     (landing / "charges.csv").write_text(CHARGES)
-    (landing / "jobs.csv").write_text(WORKLOADS)
+    (landing / "jobs.csv").write_text(workloads)
     (landing / "checkpoints.jsonl").write_text(CHECKPOINT)
     (landing / "gpu-t.csv").write_text(smi_file(interval, 8, training_util, "t"))
     (landing / "gpu-inf.csv").write_text(smi_file(interval, 1, lambda s, g: serving_util(s), "inf"))
@@ -142,6 +145,39 @@ def test_busy_telemetry_without_a_workload_is_unattributed_with_its_evidence(run
         assert evidence["gpu_hours_busy_without_workload"] == pytest.approx(8 * (MINUTES - GAP_END) / 60, abs=1e-3)
         assert evidence["busy_minutes"] == MINUTES - GAP_END and evidence["busy_threshold"] == 0.05
         assert run["spend"]["unattributed"] > 0  # the busy hours say the same
+
+
+def test_a_workload_without_a_phase_and_busy_telemetry_are_two_unattributed_parts_of_one_charge(tmp_path):
+    """marts.cost_attribution has a part per charge, phase and method: the fine-tuning job, unnamed
+    and unlabelled, is unattributed by workload overlap, and the busy hours nobody held are
+    unattributed by busy telemetry, two parts of one phase. The daily marts count the charge once,
+    and spread both parts over the charge's two days (the daily series, which the anomalies score,
+    and an anomaly's contributors had spread the two as one, losing 120.00 USD of the 298.67)."""
+    workloads = WORKLOADS.replace("ft-t,finetuning,", "job-t,,")
+    run = run_at(tmp_path, 300, workloads)
+    assert split_of(run, "ins-t") == {
+        ("pretraining", "workload_overlap"): Decimal("360.0000000001"),
+        ("unattributed", "workload_overlap"): Decimal("120.000000"),
+        ("unattributed", "busy_telemetry"): Decimal("178.6666666666"),
+        ("idle", "no_workload"): Decimal("109.3333333333"),
+    }
+    conn = connect(tmp_path / "wh-300.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, """SELECT cost_reporting, charge_lines FROM marts.daily_cost
+                                  WHERE day = DATE '2026-09-01' AND phase = 'unattributed'""") == [(Decimal("298.6666666666"), 1)]
+        assert fetch_all(conn, """SELECT day, cost, charge_lines FROM marts.daily_series_by_billing_month
+                                  WHERE phase = 'unattributed' ORDER BY day""") == [
+            (date(2026, 9, 1), Decimal("149.3333333333"), 1), (date(2026, 9, 2), Decimal("149.3333333333"), 1)]
+        # Every part's money is in the daily series, to the 10^-10 unit.
+        assert fetch_all(conn, "SELECT sum(cost) FROM marts.daily_series_by_billing_month") == [(Decimal("816.0000000000"),)]
+        key = {"provider": "GpuCloud", "sub_account": "(none)", "service": "GPU", "phase": "unattributed"}
+        movers = fetch_dicts(conn, (REPO / "sql" / "queries" / "anomaly_contributors.sql").read_text(),
+                             {**key, "day": date(2026, 9, 2), "baseline_days": [], "baseline_count": 0})
+        assert {(m["dimension"], m["value"]): m["actual"] for m in movers} == {
+            ("resource", "gpu-t"): Decimal("149.3333333333"), ("sku", "SKU-P5"): Decimal("149.3333333333"),
+            ("region", "(none)"): Decimal("149.3333333333")}
+    finally:
+        conn.close()
 
 
 def test_a_twenty_minute_gap_is_missing_not_zero(runs):

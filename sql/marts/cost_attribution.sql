@@ -1,4 +1,6 @@
--- marts.cost_attribution: every charge split into ML phases, one row per charge and phase.
+-- marts.cost_attribution: every charge split into ML phases, one row per charge, phase and method:
+-- a part per phase, except that a GPU charge's time held by workloads without a phase and its busy
+-- time nobody held are both 'unattributed' (methods workload_overlap and busy_telemetry).
 --
 -- Order of evidence:
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'

@@ -35,6 +35,7 @@ usage_parts AS (
         a.phase,
         c.x_ReportingCurrency AS reporting_currency,
         a.x_ChargeId,
+        a.method,  -- with the charge and phase, names the part: one phase can have two (see below)
         c.ChargePeriodStart,
         c.ChargePeriodEnd,
         a.amount_reporting,
@@ -53,17 +54,20 @@ spread AS (
            d.cd.day AS day,
            d.cd.seconds AS seconds,
            sum(d.cd.seconds) OVER part AS period_seconds,
-           row_number() OVER (PARTITION BY p.x_ChargeId, p.phase ORDER BY d.cd.seconds DESC, d.cd.day) AS day_rank,
+           row_number() OVER (PARTITION BY p.x_ChargeId, p.phase, p.method ORDER BY d.cd.seconds DESC, d.cd.day) AS day_rank,
            to_units(p.amount_reporting) AS units,
            to_units(p.amount_reporting) * d.cd.seconds // sum(d.cd.seconds) OVER part AS day_units
     FROM usage_parts AS p, unnest(charge_days(p.ChargePeriodStart, p.ChargePeriodEnd)) AS d(cd)
     WHERE NOT p.one_day
-    WINDOW part AS (PARTITION BY p.x_ChargeId, p.phase)
+    -- One part of a charge: its charge, phase and method. A charge's GPU time held by a workload
+    -- without a phase and its busy time nobody held are two 'unattributed' parts; spreading by
+    -- charge and phase alone summed both parts' seconds and dropped one part's money.
+    WINDOW part AS (PARTITION BY p.x_ChargeId, p.phase, p.method)
 ),
 daily_parts AS (
     SELECT day, billing_period_start, provider, sub_account, service, phase, reporting_currency, x_ChargeId,
            from_units(day_units + CASE WHEN day_rank = 1
-               THEN units - sum(day_units) OVER (PARTITION BY x_ChargeId, phase) ELSE 0 END) AS amount_reporting,
+               THEN units - sum(day_units) OVER (PARTITION BY x_ChargeId, phase, method) ELSE 0 END) AS amount_reporting,
            gpu_seconds * seconds / period_seconds AS gpu_seconds,
            egress_gb * seconds / period_seconds AS egress_gb
     FROM spread

@@ -3,7 +3,7 @@
 -- the three largest movers per dimension. Usage charges only, spread over their charge period's
 -- days, as in marts.daily_series.
 WITH parts AS (
-    SELECT a.x_ChargeId, a.amount_reporting, c.ChargePeriodStart, c.ChargePeriodEnd,
+    SELECT a.x_ChargeId, a.method, a.amount_reporting, c.ChargePeriodStart, c.ChargePeriodEnd,
            coalesce(c.ResourceName, c.ResourceId, '(none)') AS resource,
            coalesce(c.SkuId, c.ChargeDescription, '(none)') AS sku,
            coalesce(c.RegionId, c.RegionName, '(none)') AS region
@@ -18,7 +18,7 @@ WITH parts AS (
 lines AS (
     SELECT d.cd.day AS day,
            from_units(to_units(p.amount_reporting) * d.cd.seconds
-                      // sum(d.cd.seconds) OVER (PARTITION BY p.x_ChargeId)) AS cost,
+                      // sum(d.cd.seconds) OVER (PARTITION BY p.x_ChargeId, p.method)) AS cost,  -- per part: a phase can have two
            p.resource, p.sku, p.region
     FROM parts AS p, unnest(charge_days(p.ChargePeriodStart, p.ChargePeriodEnd)) AS d(cd)
 ),
