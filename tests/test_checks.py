@@ -62,6 +62,7 @@ def test_a_value_outside_focus_fails_with_its_line_count_and_sample(warehouse):
 
 
 @pytest.mark.parametrize("table, name", [("marts.cost_attribution", "attribution_conserves_money"),
+                                         ("marts.daily_series_by_billing_month", "daily_series_conserve_money"),
                                          ("raw.files", "billing_money_reconciles")])
 def test_a_failing_blocking_check_stops_its_step_and_the_run_publishes_nothing(tmp_path, table, name):
     """The checks run inside the steps that build their tables: a blocking one that fails is
@@ -126,6 +127,49 @@ def test_the_money_check_judges_the_billing_months_the_run_attributed(tmp_path):
     assert unbalanced([]) == (True, [])  # nothing attributed in this run
     conn.execute("DELETE FROM marts.cost_attribution WHERE x_ChargeId = 'sep-1'")
     assert unbalanced(["2026-09"]) == (False, ["sep-1"])  # a charge without parts
+
+
+def test_the_daily_series_check_finds_a_month_whose_series_lost_or_gained_money(tmp_path):
+    """Per billing month, the series' cost against the usage parts' reporting amounts: purchases are
+    not in the series, a part without an FX rate is in neither sum, and a month the run did not
+    build is not judged."""
+    from pipelines.orchestration.checks import daily_series_conserve_money
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect(str(tmp_path / "wh.duckdb"))
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute("CREATE SCHEMA core; CREATE SCHEMA marts")
+    conn.execute("""CREATE TABLE core.cost_lines AS SELECT * FROM (VALUES
+        ('aug-1', 'Usage'), ('aug-2', 'Purchase'), ('aug-3', 'Usage'), ('sep-1', 'Usage'))
+        AS t(x_ChargeId, ChargeCategory)""")
+    conn.execute("""CREATE TABLE marts.cost_attribution AS SELECT * FROM (VALUES
+        ('aug-1', TIMESTAMPTZ '2026-08-01 00:00:00+00', 4.00::DECIMAL(38, 10)),
+        ('aug-1', TIMESTAMPTZ '2026-08-01 00:00:00+00', 6.00::DECIMAL(38, 10)),
+        ('aug-2', TIMESTAMPTZ '2026-08-01 00:00:00+00', 100.00::DECIMAL(38, 10)),
+        ('aug-3', TIMESTAMPTZ '2026-08-01 00:00:00+00', NULL::DECIMAL(38, 10)),
+        ('sep-1', TIMESTAMPTZ '2026-09-01 00:00:00+00', 7.00::DECIMAL(38, 10)))
+        AS t(x_ChargeId, billing_period_start, amount_reporting)""")
+    # August's series holds 6.00 of its usage parts' 10.00 (a part lost, as a charge's two parts of
+    # one phase were); September's holds its 7.00 over two days.
+    conn.execute("""CREATE TABLE marts.daily_series_by_billing_month AS SELECT * FROM (VALUES
+        (TIMESTAMPTZ '2026-08-01 00:00:00+00', 6.00::DECIMAL(38, 10)),
+        (TIMESTAMPTZ '2026-09-01 00:00:00+00', 3.50::DECIMAL(38, 10)),
+        (TIMESTAMPTZ '2026-09-01 00:00:00+00', 3.50::DECIMAL(38, 10)))
+        AS t(billing_period_start, cost)""")
+
+    def unbalanced(months):
+        result = daily_series_conserve_money(conn, months)
+        return result.passed, [(b["attributed"], b["in_series"]) for b in result.metadata["unbalanced_months"].value]
+
+    assert unbalanced(["2026-09"]) == (True, [])
+    assert unbalanced(["2026-08"]) == (False, [("10.0000000000", "6.0000000000")])
+    assert unbalanced(None) == (False, [("10.0000000000", "6.0000000000")])  # built whole: every month
+    assert unbalanced([]) == (True, [])  # nothing built in this run
+    conn.execute("UPDATE marts.daily_series_by_billing_month SET cost = 4.00 WHERE cost = 6.00")
+    conn.execute("INSERT INTO marts.daily_series_by_billing_month VALUES (TIMESTAMPTZ '2026-08-01 00:00:00+00', 6.00)")
+    assert unbalanced(None) == (True, [])
+    conn.execute("DELETE FROM marts.daily_series_by_billing_month WHERE billing_period_start = TIMESTAMPTZ '2026-09-01 00:00:00+00'")
+    assert unbalanced(["2026-09"]) == (False, [("7.0000000000", "None")])  # a month without its series
 
 
 def test_only_a_blocking_check_may_judge_just_the_periods_built():

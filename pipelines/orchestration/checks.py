@@ -191,6 +191,34 @@ def attribution_conserves_money(conn, months: list[str] | None) -> AssetCheckRes
         "unbalanced_charges": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
+@check("marts.daily_series_by_billing_month", blocking=True, by_period=True,
+       description="the daily series the anomalies score hold every usage part's money: per billing month, "
+                   "their cost adds up to the usage charges' attributed amounts (reporting currency) exactly")
+def daily_series_conserve_money(conn, months: list[str] | None) -> AssetCheckResult:
+    months = ["*"] if months is None else months  # '*': every month (macro in_listed_months)
+    # Parts without an FX rate have no reporting amount and no cost in the series: both sums skip them.
+    broken = fetch_dicts(conn, """
+        WITH parts AS (
+            SELECT a.billing_period_start, sum(a.amount_reporting) AS attributed
+            FROM marts.cost_attribution AS a
+            JOIN core.cost_lines AS c USING (x_ChargeId)
+            WHERE c.ChargeCategory = 'Usage' AND in_listed_months(a.billing_period_start, $months)
+            GROUP BY ALL
+        ),
+        series AS (
+            SELECT billing_period_start, sum(cost) AS in_series FROM marts.daily_series_by_billing_month
+            WHERE in_listed_months(billing_period_start, $months)
+            GROUP BY ALL
+        )
+        SELECT billing_period_start, attributed, in_series
+        FROM parts FULL JOIN series USING (billing_period_start)
+        WHERE attributed IS DISTINCT FROM in_series
+        ORDER BY billing_period_start""", {"months": months}) if months else []
+    return AssetCheckResult(passed=not broken, metadata={
+        "months_checked": MetadataValue.json(months),
+        "unbalanced_months": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+
+
 @check("marts.spend_by_phase", "in every period the phases add up to that period's cost lines (reporting currency)")
 def phases_add_up(conn) -> AssetCheckResult:
     phases, lines = fetch_all(conn, """
