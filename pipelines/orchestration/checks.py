@@ -174,8 +174,7 @@ def gpu_minutes_consistent(conn) -> AssetCheckResult:
        description="money is conserved: each charge's phase parts add up to its EffectiveCost exactly "
                    "(in the billing months the run attributed)")
 def attribution_conserves_money(conn, months: list[str] | None) -> AssetCheckResult:
-    months = ["*"] if months is None else months  # '*': every month (macro in_listed_months)
-    broken = fetch_dicts(conn, """
+    return _money_in_months(conn, months, "unbalanced_charges", """
         SELECT c.x_ChargeId, c.EffectiveCost, sum(a.amount_billing) AS attributed,
                c.x_EffectiveCostReporting, sum(a.amount_reporting) AS attributed_reporting
         FROM core.cost_lines AS c
@@ -185,19 +184,15 @@ def attribution_conserves_money(conn, months: list[str] | None) -> AssetCheckRes
         GROUP BY ALL
         HAVING attributed IS DISTINCT FROM c.EffectiveCost
             OR attributed_reporting IS DISTINCT FROM c.x_EffectiveCostReporting
-        LIMIT 20""", {"months": months}) if months else []
-    return AssetCheckResult(passed=not broken, metadata={
-        "months_checked": MetadataValue.json(months),
-        "unbalanced_charges": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+        LIMIT 20""")
 
 
 @check("marts.daily_series_by_billing_month", blocking=True, by_period=True,
        description="the daily series the anomalies score hold every usage part's money: per billing month, "
                    "their cost adds up to the usage charges' attributed amounts (reporting currency) exactly")
 def daily_series_conserve_money(conn, months: list[str] | None) -> AssetCheckResult:
-    months = ["*"] if months is None else months  # '*': every month (macro in_listed_months)
     # Parts without an FX rate have no reporting amount and no cost in the series: both sums skip them.
-    broken = fetch_dicts(conn, """
+    return _money_in_months(conn, months, "unbalanced_months", """
         WITH parts AS (
             SELECT a.billing_period_start, sum(a.amount_reporting) AS attributed
             FROM marts.cost_attribution AS a
@@ -213,10 +208,18 @@ def daily_series_conserve_money(conn, months: list[str] | None) -> AssetCheckRes
         SELECT billing_period_start, attributed, in_series
         FROM parts FULL JOIN series USING (billing_period_start)
         WHERE attributed IS DISTINCT FROM in_series
-        ORDER BY billing_period_start""", {"months": months}) if months else []
+        ORDER BY billing_period_start""")
+
+
+def _money_in_months(conn, months: list[str] | None, listed_as: str, sql: str) -> AssetCheckResult:
+    """A money check of the billing months a run built: `sql` lists what does not add up in `$months`
+    (None: a whole build, every month, '*' to macro in_listed_months; []: nothing built, nothing to
+    judge). The months judged and what broke are the result's metadata."""
+    months = ["*"] if months is None else months
+    broken = fetch_dicts(conn, sql, {"months": months}) if months else []
     return AssetCheckResult(passed=not broken, metadata={
         "months_checked": MetadataValue.json(months),
-        "unbalanced_months": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+        listed_as: MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
 
 
 @check("marts.spend_by_phase", "in every period the phases add up to that period's cost lines (reporting currency)")
