@@ -6,15 +6,17 @@
 -- Most samples are alone at their instant (an nvidia-smi or DCGM row holds every metric): they
 -- pass through as they are, and only the instants seen twice go through the merge (aggregating
 -- every row took 3× as long on 2M samples).
--- `current` is read three times; NOT MATERIALIZED has each reader scan the lake again instead of
+-- A source that names GPUs by index only (nvidia-smi dmon) keys its samples by the uuid another
+-- source on the same host gives that index that UTC day (nvidia-smi --query-gpu, DCGM), when it gives
+-- exactly one: both sources of one card are one GPU, not two (measured on an H200 logging both).
+-- Without such a source, or with two uuids for one index that day (a card swapped), the key stays
+-- host/gpu<index>.
+-- `loaded` is read five times; NOT MATERIALIZED has each reader scan the lake again instead of
 -- DuckDB keeping a copy of every row in memory: half the peak memory at 3.5M samples (1.27 →
 -- 0.70 GB), the same time.
 CREATE OR REPLACE TABLE core.gpu_samples AS
-WITH current AS NOT MATERIALIZED (
-    SELECT s.*,
-           s.host || '/' || coalesce(s.gpu_uuid, 'gpu' || s.gpu_index::VARCHAR, 'gpu?')
-               || coalesce('/mig' || s.mig_instance, '') AS gpu_key,
-           coalesce(list_position($util_kinds, s.util_kind), 99) AS kind_rank
+WITH loaded AS NOT MATERIALIZED (
+    SELECT s.*, epoch_us(s.ts) // 86400000000 AS day_no
     FROM raw.gpu_samples AS s
     JOIN raw.files AS f
       ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
@@ -27,6 +29,32 @@ WITH current AS NOT MATERIALIZED (
            AND list_contains($sample_days, coalesce(strftime(s.ts, '%Y-%m-%d'), 'unknown')))
        OR (s.ts >= first_listed_day($sample_days) AND s.ts < last_listed_day($sample_days) + 1
            AND (days_without_gap($sample_days) OR list_contains($sample_days, strftime(s.ts, '%Y-%m-%d'))))
+),
+index_only AS (
+    SELECT DISTINCT host, gpu_index, day_no FROM loaded
+    WHERE gpu_uuid IS NULL AND gpu_index IS NOT NULL AND day_no IS NOT NULL
+),
+uuid_of_index AS (
+    -- host/index/day number → the one uuid other sources give it, for the indexes some source gives
+    -- without one (usually none: then nothing is grouped); looked up only for samples without a uuid.
+    SELECT map_from_entries(list((index_key, uuid))) AS uuids
+    FROM (
+        SELECT host || '/' || gpu_index::VARCHAR || '/' || day_no::VARCHAR AS index_key, min(gpu_uuid) AS uuid
+        FROM loaded SEMI JOIN index_only USING (host, gpu_index, day_no)
+        WHERE gpu_uuid IS NOT NULL
+        GROUP BY host, gpu_index, day_no
+        HAVING count(DISTINCT gpu_uuid) = 1
+    )
+),
+current AS NOT MATERIALIZED (
+    SELECT s.* EXCLUDE (day_no),
+           s.host || '/' || coalesce(
+               s.gpu_uuid,
+               (SELECT uuids FROM uuid_of_index)[s.host || '/' || s.gpu_index::VARCHAR || '/' || s.day_no::VARCHAR],
+               'gpu' || s.gpu_index::VARCHAR, 'gpu?')
+               || coalesce('/mig' || s.mig_instance, '') AS gpu_key,
+           coalesce(list_position($util_kinds, s.util_kind), 99) AS kind_rank
+    FROM loaded AS s
 ),
 seen_twice AS (
     SELECT gpu_key, ts FROM current GROUP BY gpu_key, ts HAVING count(*) > 1
