@@ -1,25 +1,43 @@
--- core.workloads: one job or service, from every workload file currently loaded. A workload
--- exported again keeps its latest version. Its phase is, in order: the phase the source states
--- (a phase column or a phase / ml-phase label), else the first phase rule whose conditions all
--- match (phase_rules: one row per condition), else 'unattributed'. `phase_rule` says which.
+-- core.workloads: one job or service per node, from every workload file currently loaded. A
+-- workload exported again keeps its latest version: the newest file's copy wins whole (ended on
+-- every node over still running, the latest end, then the latest load), with a row for each node
+-- it names, so a multi-node job written once per host holds GPUs on every host. (Keeping one row
+-- per id lost all but one node: its hosts' charges went unattributed.) Its phase is, in order: the
+-- phase the source states (a phase column or a phase / ml-phase label), else the first phase rule
+-- whose conditions all match (phase_rules: one row per condition), else 'unattributed'.
+-- `phase_rule` says which.
 CREATE OR REPLACE TABLE core.workloads AS
-WITH current AS (
+WITH loaded AS (
     SELECT w.*
     FROM raw.workloads AS w
     JOIN raw.files AS f
       ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status = 'loaded'
-    -- The newest state wins: an ended copy over a still-running one, the latest end, then the
-    -- latest load (files of one run share their load time).
+),
+newest_version AS (
+    -- Each file's copy of a workload, judged whole; the newest one per workload.
+    SELECT workload_id, x_SourceFile, x_SourceSha256
+    FROM loaded
+    GROUP BY workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt
     QUALIFY row_number() OVER (
-        PARTITION BY w.workload_id
-        ORDER BY w.ended_at IS NOT NULL DESC, w.ended_at DESC, w.x_IngestedAt DESC, w.x_SourceFile DESC, w.x_SourceRow DESC
+        PARTITION BY workload_id
+        ORDER BY bool_and(ended_at IS NOT NULL) DESC, max(ended_at) DESC, x_IngestedAt DESC, x_SourceFile DESC
+    ) = 1
+),
+current AS (
+    SELECT w.*
+    FROM loaded AS w
+    SEMI JOIN newest_version USING (workload_id, x_SourceFile, x_SourceSha256)
+    -- A file naming one node twice: its newest line (an ended one over a running one, then the later line).
+    QUALIFY row_number() OVER (
+        PARTITION BY w.workload_id, w.host
+        ORDER BY w.ended_at IS NOT NULL DESC, w.ended_at DESC, w.x_SourceRow DESC
     ) = 1
 ),
 rule_hits AS (
-    SELECT w.workload_id, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
+    SELECT w.workload_id, w.host, r.rule_order, any_value(r.rule_name) AS rule_name, any_value(r.phase) AS phase
     FROM current AS w
     CROSS JOIN phase_rules AS r
-    GROUP BY w.workload_id, r.rule_order
+    GROUP BY w.workload_id, w.host, r.rule_order
     HAVING bool_and(coalesce(regexp_matches(
         CASE r.field
             WHEN 'name' THEN coalesce(w.name, w.workload_id)
@@ -30,7 +48,7 @@ rule_hits AS (
         END, r.pattern), false))
 ),
 first_hit AS (
-    SELECT * FROM rule_hits QUALIFY row_number() OVER (PARTITION BY workload_id ORDER BY rule_order) = 1
+    SELECT * FROM rule_hits QUALIFY row_number() OVER (PARTITION BY workload_id, host ORDER BY rule_order) = 1
 )
 SELECT
     w.* EXCLUDE (phase),
@@ -41,5 +59,5 @@ SELECT
         ELSE 'no rule matched'
     END AS phase_rule
 FROM current AS w
-LEFT JOIN first_hit AS h USING (workload_id)
-ORDER BY w.started_at, w.workload_id;
+LEFT JOIN first_hit AS h ON h.workload_id = w.workload_id AND h.host IS NOT DISTINCT FROM w.host
+ORDER BY w.started_at, w.workload_id, w.host;

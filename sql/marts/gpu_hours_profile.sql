@@ -37,7 +37,7 @@ billed_models AS (
 runs AS (
     SELECT w.*,
            coalesce(t.gpu_model, b.gpu_model, b2.gpu_model, 'unknown') AS gpu_model,
-           CASE WHEN w.phase = 'inference' OR count(*) OVER (PARTITION BY w.family) >= 2 THEN 'recurring' ELSE 'one_off' END AS load
+           CASE WHEN w.phase = 'inference' OR count(DISTINCT w.workload_id) OVER (PARTITION BY w.family) >= 2 THEN 'recurring' ELSE 'one_off' END AS load
     FROM (SELECT *, regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '') AS family
           FROM core.workloads WHERE gpu_count > 0) AS w
     LEFT JOIN telemetry_models AS t ON t.host = norm_host(w.host)
@@ -57,7 +57,7 @@ busy AS (
     -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_workload_hour, built per day).
     SELECT b.hour, w.gpu_model, w.phase, w.load, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
     FROM marts.gpu_busy_by_workload_hour AS b
-    JOIN runs AS w USING (workload_id)
+    JOIN runs AS w ON w.workload_id = b.workload_id AND w.host = b.host  -- a multi-node job has a row per host
     GROUP BY ALL
 ),
 paid AS (
