@@ -64,6 +64,34 @@ def test_a_re_export_at_the_same_path_replaces_the_earlier_file(tmp_path, landin
     assert current == [(500,)]
 
 
+def test_the_same_file_rewritten_in_place_with_crlf_line_endings_keeps_counting(tmp_path, landing):
+    """A sync tool or an editor rewrites a file with other line endings: the same content at the same
+    path. The loaded version keeps counting; the rewrite is a duplicate of it (it once replaced it
+    and, being a duplicate, left nothing of the file loaded)."""
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    for path in (landing / "billing" / "focus.csv", landing / "host=h100-01" / "smi.csv"):
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    second = ingest_landing(conn, landing)
+    assert sorted((o.path, o.status, o.detail) for o in second.outcomes if o.status != "unrecognized") == [
+        ("billing/focus.csv", "duplicate", "same content as the version of this file already loaded"),
+        ("host=h100-01/smi.csv", "duplicate", "same content as the version of this file already loaded")]
+    assert fetch_all(conn, "SELECT path, status, rows_loaded FROM raw.files WHERE status <> 'unrecognized' ORDER BY path, ingested_at") == [
+        ("billing/focus.csv", "loaded", 1000), ("billing/focus.csv", "duplicate", 0),
+        ("host=h100-01/smi.csv", "loaded", 8), ("host=h100-01/smi.csv", "duplicate", 0)]
+    assert fetch_all(conn, """SELECT f.kind, count(*) FROM raw.files AS f
+                              JOIN (SELECT x_SourceFile, x_SourceSha256 FROM raw.cost_lines
+                                    UNION ALL SELECT x_SourceFile, x_SourceSha256 FROM raw.gpu_samples) AS r
+                                ON f.path = r.x_SourceFile AND f.sha256 = r.x_SourceSha256
+                              WHERE f.status = 'loaded' GROUP BY 1 ORDER BY 1""") == [("billing", 1000), ("telemetry", 8)]
+    # Changed again, for real this time: the new content replaces both earlier versions.
+    path = landing / "billing" / "focus.csv"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:501]))
+    ingest_landing(conn, landing)
+    assert fetch_all(conn, "SELECT status, rows_loaded FROM raw.files WHERE path = 'billing/focus.csv' ORDER BY ingested_at") == [
+        ("replaced", 1000), ("replaced", 0), ("loaded", 500)]
+
+
 def test_a_claimed_file_that_cannot_be_parsed_fails_alone_naming_file_and_line(tmp_path, landing):
     broken = landing / "billing" / "broken.csv"
     broken.write_bytes(b"BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd\n"

@@ -323,14 +323,18 @@ def _start_file(conn, path: Path, rel: str, digest: FileDigest, timezone: str, c
 
 def _duplicate_of(conn, rel: str, sha: str, size: int, connector: Connector, content: str, now: datetime,
                   extra: dict) -> FileOutcome | None:
-    """Record the file as a duplicate if its content is loaded already, under another name."""
+    """Record the file as a duplicate if its content is loaded already, under another name or as an
+    earlier version of this path (rewritten with other line endings, a BOM, or compressed)."""
     twin = fetch_all(conn, "SELECT path FROM raw.files WHERE coalesce(content_sha256, sha256) = ? "
                            "AND status IN ('loaded', 'incomplete', 'superseded') ORDER BY ingested_at, path LIMIT 1", [content])
     if not twin:
         return None
-    detail = f"same content as {twin[0][0]}, already loaded"
+    detail = (f"same content as the version of this file already loaded" if twin[0][0] == rel
+              else f"same content as {twin[0][0]}, already loaded")
     _record(conn, rel, sha, size, connector.name, connector.kind, "duplicate", 0, 0, detail, now, **extra)
-    _replace_older_versions(conn, rel, sha)
+    # The versions of this path holding the same content keep counting: replacing them by this
+    # duplicate of themselves would leave nothing loaded at the path.
+    _replace_older_versions(conn, rel, sha, keep_content=content)
     return FileOutcome(rel, "duplicate", connector.name, detail=detail)
 
 
@@ -383,14 +387,16 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
     settle(reading.position, reading.path, outcome, reading.started)
 
 
-def _replace_older_versions(conn, rel: str, sha: str) -> None:
+def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None = None) -> None:
     """New content at a path already loaded is a re-export of that file (or the provider's
-    overwritten manifest): it replaces the old version, which no longer counts."""
+    overwritten manifest): it replaces the old version, which no longer counts. Versions whose
+    content is `keep_content` are kept."""
     conn.execute(
         """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
            WHERE path = ? AND sha256 <> ?
-             AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest')""",
-        [sha[:12], rel, sha],
+             AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest')
+             AND coalesce(content_sha256, sha256) IS DISTINCT FROM ?""",
+        [sha[:12], rel, sha, keep_content],
     )
 
 
