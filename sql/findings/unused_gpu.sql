@@ -10,10 +10,12 @@
 --                     the same as minute by minute. A run crossing a month boundary is one row per
 --                     UTC month (the run's length is judged whole), so each month's leaks hold that
 --                     month's hours.
---   no_telemetry      a GPU charge whose host reported no telemetry at all in its period.
+--   no_telemetry      a GPU usage charge whose host reported no telemetry at all in its period, at
+--                     what was paid for it (net of its hours' credits and negations, as priced below).
 --   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
 --                     capacity reservation went unused; other commitments are findings.unused_commitment.
--- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
+-- Priced at what the host's GPU-hours were paid (marts.gpu_hour_prices: net of credits and negations,
+-- one price per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.unused_gpu AS
 WITH inference_minutes AS (
     SELECT DISTINCT w.host FROM core.workloads AS w WHERE w.phase = 'inference' AND w.gpu_count > 0
@@ -47,12 +49,15 @@ catalog AS (
     QUALIFY row_number() OVER (PARTITION BY gpu_model ORDER BY price_per_gpu_hour) = 1
 ),
 run_prices AS (
-    -- A run may span several daily charges: price it at the mean of their GPU-hour prices.
+    -- A run may span several stretches of the host's charges: each prices the part of the run it
+    -- covers (a stretch is one row per resource however many charges and credits it holds, so no
+    -- hour counts twice and no credit is averaged in as if it were a price).
     SELECT r.gpu_key, r.period_start, any_value(p.currency) AS currency,
-           from_units(sum(to_units(p.price_per_gpu_hour)) // count(*)) AS price_per_gpu_hour
+           from_units(sum(to_units(p.price_per_gpu_hour) * o.seconds) // sum(o.seconds)) AS price_per_gpu_hour
     FROM runs AS r
     JOIN marts.gpu_hour_prices AS p
-      ON r.host IN (p.host, p.resource_host) AND p.period_start < r.period_end AND p.period_end > r.period_start
+      ON r.host IN (p.host, p.resource_host) AND p.period_start < r.period_end AND p.period_end > r.period_start,
+    LATERAL (SELECT datediff('second', greatest(p.period_start, r.period_start), least(p.period_end, r.period_end)) AS seconds) AS o
     GROUP BY ALL
 ),
 idle_runs AS (
@@ -70,16 +75,47 @@ idle_runs AS (
     LEFT JOIN run_prices AS p USING (gpu_key, period_start)
     LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)
 ),
+stretches AS (
+    SELECT row_number() OVER () AS stretch, * FROM marts.gpu_hour_prices
+),
+stretch_adjustments AS (
+    -- Each stretch's credits and negations as money: each line's EffectiveCost spread over its period.
+    SELECT s.stretch, sum(to_units(a.EffectiveCost) * datediff('second', s.period_start, s.period_end)
+                          // datediff('second', a.ChargePeriodStart, a.ChargePeriodEnd)) AS units
+    FROM (SELECT stretch, period_start, period_end, unnest(adjustment_ids) AS x_ChargeId FROM stretches) AS s
+    JOIN core.cost_lines AS a USING (x_ChargeId)
+    GROUP BY s.stretch
+),
+charge_parts AS (
+    -- Each GPU usage charge's part of each of its stretches (marts.gpu_hour_prices: a credit or a
+    -- negation pays for no GPU, so it is no charge here).
+    SELECT s.stretch, s.x_ChargeId, s.host, s.resource_host,
+           to_units(c.EffectiveCost) * datediff('second', s.period_start, s.period_end)
+               // datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd) AS units
+    FROM (SELECT *, unnest(charge_ids) AS x_ChargeId FROM stretches) AS s
+    JOIN core.cost_lines AS c USING (x_ChargeId)
+),
+charge_costs AS (
+    -- What was paid for the charge: its stretches' credits and negations shared among the usage
+    -- charges there by cost (all of them where it is alone), never below zero, as the stretch's price.
+    SELECT p.x_ChargeId, any_value(p.host) AS host, any_value(p.resource_host) AS resource_host,
+           sum(greatest(-p.units, coalesce(a.units, 0) * p.units // nullif(p.stretch_units, 0))) AS adjustment_units
+    FROM (SELECT *, sum(units) OVER (PARTITION BY stretch) AS stretch_units FROM charge_parts) AS p
+    LEFT JOIN stretch_adjustments AS a USING (stretch)
+    GROUP BY p.x_ChargeId
+),
 dark_charges AS (
-    SELECT p.*, c.EffectiveCost
-    FROM marts.gpu_hour_prices AS p
+    SELECT p.x_ChargeId, p.host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
+           c.ChargePeriodStart AS period_start, c.ChargePeriodEnd AS period_end, c.BillingCurrency AS currency,
+           from_units(to_units(c.EffectiveCost) + p.adjustment_units) AS EffectiveCost
+    FROM charge_costs AS p
     JOIN core.cost_lines AS c USING (x_ChargeId)
     WHERE NOT EXISTS (
         -- A minute of the host's telemetry in [period_start, period_end): a stretch holding one.
         -- Its first candidate is the stretch's first minute or the first whole minute of the period.
         SELECT 1 FROM marts.gpu_spans_by_day AS s
         WHERE s.host IN (p.host, p.resource_host)
-          AND greatest(s.span_start, utc_minute_ceil(p.period_start)) < least(s.span_end, p.period_end)
+          AND greatest(s.span_start, utc_minute_ceil(c.ChargePeriodStart)) < least(s.span_end, c.ChargePeriodEnd)
     )
 ),
 no_telemetry AS (
