@@ -1,8 +1,9 @@
 -- findings.overprovisioned_inference: inference hosts paid for at their peak around the clock.
 -- Per host serving inference: busy GPUs hour by hour (from core.gpu_minutes, busy fraction ×
 -- coverage: the same at any sampling interval, summed by hour in marts.gpu_busy_by_host_hour) against the GPUs
--- paid in that hour (from its charges). When the peak hour (95th percentile) is at least
--- $inference_min_ratio times the valley (5th percentile), the host is over-provisioned.
+-- paid in that hour and what each cost, net of credits (marts.gpu_hour_prices: each hour once).
+-- When the peak hour (95th percentile) is at least $inference_min_ratio times the valley (5th
+-- percentile), the host is over-provisioned.
 -- Wasted: what the fleet paid above a right-sized fleet serving the same load, at the fleet's own
 -- price per GPU-hour. A right-sized fleet runs, each hour, the busy GPUs ÷ $inference_target_util,
 -- rounded up (never more than were paid), and no GPU in a valley hour (busy under
@@ -29,13 +30,21 @@ cheapest_card AS (
     QUALIFY row_number() OVER (PARTITION BY currency ORDER BY price_per_gpu_hour, provider) = 1
 ),
 hours AS (
-    SELECT b.host, b.hour, b.busy_gpus, p.gpu_count AS paid_gpus, p.price_per_gpu_hour, p.currency,
-           least(p.price_per_gpu_hour, coalesce(k.cheap_price, p.price_per_gpu_hour)) AS valley_price,
-           k.cheap_card
+    -- The GPUs paid in the hour and their price, from the stretch of the host's charges the hour
+    -- starts in (marts.gpu_hour_prices: one row per resource, net of credits and negations), so a
+    -- charge and its credit are one hour at the net price, not two. Two resources answering to the
+    -- host add up.
+    SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, CAST(sum(p.gpu_count) AS INTEGER) AS paid_gpus,
+           from_units(sum(p.gpu_count * to_units(p.price_per_gpu_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
     FROM busy AS b
     JOIN marts.gpu_hour_prices AS p
       ON b.host IN (p.host, p.resource_host) AND p.period_start <= b.hour AND p.period_end > b.hour
-    LEFT JOIN cheapest_card AS k ON k.currency = p.currency
+    GROUP BY b.host, b.hour, p.currency
+),
+valley_prices AS (
+    SELECT h.*, least(h.price_per_gpu_hour, coalesce(k.cheap_price, h.price_per_gpu_hour)) AS valley_price, k.cheap_card
+    FROM hours AS h
+    LEFT JOIN cheapest_card AS k ON k.currency = h.currency
 ),
 sized AS (
     SELECT *,
@@ -43,7 +52,7 @@ sized AS (
            CAST(least(paid_gpus, greatest(1, ceil(busy_gpus / $inference_target_util))) AS INTEGER) AS autoscaled_gpus,
            CAST(CASE WHEN busy_gpus < $inference_valley_busy THEN 0
                      ELSE least(paid_gpus, ceil(busy_gpus / $inference_target_util)) END AS INTEGER) AS right_sized_gpus
-    FROM hours
+    FROM valley_prices
 ),
 per_host AS (
     SELECT host, any_value(currency) AS currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end,
