@@ -11,7 +11,8 @@
 -- marts.gpu_minutes_in_storage_writes: the host-minutes storage writes cover, built per UTC day, so a
 -- rebuild reads those, not every minute of the history. Wasted GPU-hours =
 -- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
--- Priced at the charge's own GPU-hour price where one covers the host, else the catalog's.
+-- Priced at what the host's GPU-hour was paid when the write started (marts.gpu_hour_prices: net of
+-- credits and negations, one row per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
 WITH events AS (
     SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path, 'checkpoint' AS subkind
@@ -95,6 +96,7 @@ priced AS (
     LEFT JOIN telemetry AS t USING (event_id)
     LEFT JOIN marts.gpu_hour_prices AS p
       ON c.host IN (p.host, p.resource_host) AND p.period_start <= c.started_at AND p.period_end > c.started_at
+    -- Two resources answering to the host: the dearer (one price per resource, so never a credit's).
     QUALIFY row_number() OVER (PARTITION BY c.event_id ORDER BY p.price_per_gpu_hour DESC NULLS LAST) = 1
 ),
 catalog AS (
