@@ -24,32 +24,38 @@ WITH lines AS (
     WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
       AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction'
 ),
-bounds AS (
-    SELECT DISTINCT host, resource_host, resource_id, currency, unnest([period_start, period_end]) AS t FROM lines
+keyed AS (
+    -- One text key per resource and currency, so every join below is an equality.
+    SELECT *, concat_ws('|', host, resource_host, resource_id, currency) AS resource_key FROM lines
 ),
-stretches AS (
-    -- Between consecutive starts and ends of the resource's lines: every line covers a stretch whole or not at all.
-    SELECT * FROM (
-        SELECT host, resource_host, resource_id, currency, t AS period_start,
-               lead(t) OVER (PARTITION BY host, resource_host, resource_id, currency ORDER BY t) AS period_end
-        FROM bounds)
-    WHERE period_end IS NOT NULL
+bounds AS (
+    -- The resource's line starts and ends in order: stretch n runs from bound n to bound n + 1.
+    SELECT resource_key, t, row_number() OVER (PARTITION BY resource_key ORDER BY t) AS n,
+           lead(t) OVER (PARTITION BY resource_key ORDER BY t) AS next_t
+    FROM (SELECT DISTINCT resource_key, unnest([period_start, period_end]) AS t FROM keyed)
+),
+line_stretches AS (
+    -- Each line on the stretches it covers, found by its own start and end bounds: linear in what
+    -- the lines cover (matching every line with every stretch of its resource was quadratic:
+    -- 9.6 s for 720,000 hourly lines of 1,000 hosts, against 0.6 s for a row per line).
+    SELECT l.*, unnest(range(a.n, b.n)) AS n
+    FROM keyed AS l
+    JOIN bounds AS a ON a.resource_key = l.resource_key AND a.t = l.period_start
+    JOIN bounds AS b ON b.resource_key = l.resource_key AND b.t = l.period_end
 ),
 priced AS (
-    SELECT s.host, s.resource_host, s.resource_id, s.currency, s.period_start, s.period_end,
+    SELECT any_value(l.host) AS host, any_value(l.resource_host) AS resource_host, any_value(l.resource_id) AS resource_id,
+           any_value(l.currency) AS currency, s.t AS period_start, s.next_t AS period_end,
            max(l.gpu_model) FILTER (WHERE l.usage_charge) AS gpu_model,
            -- Two usage charges of one resource at once bill the same GPUs (say, instance and accelerator lines).
            max(l.gpu_count) FILTER (WHERE l.usage_charge) AS gpu_count,
            sum(l.units_per_hour) FILTER (WHERE l.usage_charge) AS usage_units_per_hour,
            greatest(0, sum(l.units_per_hour)) AS units_per_hour,
-           list(l.x_ChargeId ORDER BY l.x_ChargeId) FILTER (WHERE l.usage_charge) AS charge_ids,
-           coalesce(list(l.x_ChargeId ORDER BY l.x_ChargeId) FILTER (WHERE NOT l.usage_charge), []) AS adjustment_ids
-    FROM stretches AS s
-    JOIN lines AS l
-      ON l.host = s.host AND l.resource_host IS NOT DISTINCT FROM s.resource_host
-     AND l.resource_id IS NOT DISTINCT FROM s.resource_id AND l.currency = s.currency
-     AND l.period_start <= s.period_start AND l.period_end >= s.period_end
-    GROUP BY ALL
+           list_sort(list(l.x_ChargeId) FILTER (WHERE l.usage_charge)) AS charge_ids,
+           coalesce(list_sort(list(l.x_ChargeId) FILTER (WHERE NOT l.usage_charge)), []) AS adjustment_ids
+    FROM line_stretches AS l
+    JOIN bounds AS s USING (resource_key, n)
+    GROUP BY l.resource_key, s.t, s.next_t
     HAVING bool_or(l.usage_charge)
 )
 SELECT host, resource_host, resource_id, gpu_model, gpu_count, period_start, period_end, currency,
