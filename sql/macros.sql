@@ -102,6 +102,13 @@ CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200'
 -- price's), then rounded to money's 10 decimals.
 CREATE OR REPLACE MACRO price_times(quantity, price) AS
     CAST(round(CAST(round(quantity, 10) AS DECIMAL(28, 10)) * price, 10) AS DECIMAL(38, 10));
+-- A line that pays for GPUs running, so its GPUs count as GPU-hours paid: a Usage line, not negative,
+-- not a correction (a refund, a restated invoice), not a commitment's or reservation's unused part.
+-- Credits, negations and refunds change what the hours cost, not how many were paid
+-- (marts.gpu_hour_prices, marts.cost_attribution's gpu_seconds, marts.gpu_hours_profile).
+CREATE OR REPLACE MACRO pays_for_gpu_hours(category, charge_class, effective_cost, billed_cost, commitment_status, reservation_status) AS
+    category = 'Usage' AND charge_class IS DISTINCT FROM 'Correction' AND effective_cost >= 0 AND billed_cost >= 0
+    AND coalesce(commitment_status, '') <> 'Unused' AND coalesce(reservation_status, '') <> 'Unused';
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));

@@ -26,8 +26,9 @@ SELECT
     sum(a.amount_reporting) AS cost_reporting,
     count(a.amount_billing) - count(a.amount_reporting) AS lines_without_fx_rate,
     count(DISTINCT a.x_ChargeId) AS charge_lines,
-    -- GPU-seconds paid (the parts a GPU charge's paid time went to): marts.spend_by_phase's GPU-hours paid.
-    sum(a.gpu_seconds) FILTER (WHERE a.method IN ('workload_overlap', 'no_workload', 'tag')) AS gpu_seconds_paid
+    -- GPU-seconds paid (the parts a GPU charge's paid time went to, busy time nobody held included;
+    -- a credit's or negation's parts carry none): marts.spend_by_phase's GPU-hours paid.
+    sum(a.gpu_seconds) AS gpu_seconds_paid
 FROM attribution AS a
 JOIN lines AS c USING (x_ChargeId)
 GROUP BY ALL

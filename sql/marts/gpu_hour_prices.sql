@@ -17,8 +17,8 @@ WITH lines AS (
            norm_host(coalesce(ResourceName, ResourceId)) AS host, norm_host(ResourceId) AS resource_host,
            ResourceId AS resource_id, BillingCurrency AS currency, x_GpuModel AS gpu_model, x_GpuCount AS gpu_count,
            ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
-           ChargeCategory = 'Usage' AND EffectiveCost >= 0 AND BilledCost >= 0
-               AND coalesce(CommitmentDiscountStatus, '') <> 'Unused' AND coalesce(CapacityReservationStatus, '') <> 'Unused' AS usage_charge,
+           pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
+                              CapacityReservationStatus) AS usage_charge,
            to_units(EffectiveCost) * 3600 // datediff('second', ChargePeriodStart, ChargePeriodEnd) AS units_per_hour
     FROM core.cost_lines
     WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart

@@ -67,6 +67,8 @@ paid AS (
     FROM hours AS h
     JOIN core.cost_lines AS c
       ON c.ChargePeriodStart < h.hour + INTERVAL 1 HOUR AND c.ChargePeriodEnd > h.hour AND coalesce(c.x_GpuCount, 0) > 0
+     AND pays_for_gpu_hours(c.ChargeCategory, c.ChargeClass, c.EffectiveCost, c.BilledCost, c.CommitmentDiscountStatus,
+                            c.CapacityReservationStatus)
     GROUP BY ALL
 ),
 models AS (

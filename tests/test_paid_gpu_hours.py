@@ -1,0 +1,62 @@
+"""GPU-hours paid count the hours usage lines pay for: a credit on a GPU charge lowers its cost, not
+doubles its hours, and busy time nobody held is paid time too.
+
+One host (h-1, 8 GPUs) for a day at 480 USD, with a 96 USD credit on the same instance; a
+pre-training job holds its GPUs 00:00-12:00, and telemetry shows them busy at 90 % 12:00-24:00
+with no job (busy_telemetry, unattributed)."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from pipelines.warehouse.connection import connect, fetch_all
+from tests.conftest import run_pipeline
+
+DETAILS = "\"{\"\"GpuCount\"\": 8, \"\"InstanceType\"\": \"\"p5.48xlarge\"\"}\""
+CHARGES = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+           "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,SkuId,SkuPriceDetails\n"
+           f"480.00,480.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-1,h-1,,SKU-P5,{DETAILS}\n"
+           f"-96.00,-96.00,USD,Credit,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-1,h-1,,SKU-P5,{DETAILS}\n")
+JOBS = "workload_id,phase,host,gpu_count,started_at,ended_at\npt-1,pretraining,h-1,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z\n"
+
+
+def telemetry() -> str:
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    start = datetime(2026, 9, 1, 12, tzinfo=UTC)
+    for minute in range(12 * 60):
+        stamp = (start + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
+        lines += [f"{stamp}, {g}, GPU-h1-{g}, NVIDIA H100 80GB HBM3, 90 %, 1000 MiB, 600.00 W" for g in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):
+    landing = tmp_path / "landing"
+    (landing / "host=h-1").mkdir(parents=True)
+    (landing / "charges.csv").write_text(CHARGES)
+    (landing / "jobs.csv").write_text(JOBS)
+    (landing / "host=h-1" / "smi.csv").write_text(telemetry())
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        # The credit is split like its charge, money only.
+        assert fetch_all(conn, """SELECT c.ChargeCategory, a.phase, a.method, a.amount_billing, a.gpu_seconds
+                                  FROM marts.cost_attribution AS a JOIN core.cost_lines AS c USING (x_ChargeId)
+                                  ORDER BY 1, 2""") == [
+            ("Credit", "pretraining", "workload_overlap", Decimal("-48.0000000000"), None),
+            ("Credit", "unattributed", "busy_telemetry", Decimal("-48.0000000000"), None),
+            ("Usage", "pretraining", "workload_overlap", Decimal("240.0000000000"), 345600),
+            ("Usage", "unattributed", "busy_telemetry", Decimal("240.0000000000"), 345600),
+        ]
+        # 96 GPU-hours paid each (they were 192 and 0: the credit's hours doubled the job's, and the
+        # busy part's were left out).
+        assert fetch_all(conn, """SELECT phase, cost_reporting, gpu_hours_paid, gpu_hours_busy, utilization_pct
+                                  FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed')
+                                  ORDER BY phase""") == [
+            ("pretraining", Decimal("192.0000000000"), 96.0, 0.0, None),  # no telemetry while it ran
+            ("unattributed", Decimal("192.0000000000"), 96.0, 86.4, 90.0),
+        ]
+        # The purchasing model sees 8 GPUs paid each hour of the day, not 16.
+        assert fetch_all(conn, """SELECT count(*), sum(gpus_paid) FROM (SELECT DISTINCT hour, gpu_model, gpus_paid
+                                  FROM marts.gpu_hours_profile WHERE gpus_paid > 0)""") == [(24, 192.0)]
+    finally:
+        conn.close()
