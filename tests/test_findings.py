@@ -17,6 +17,7 @@ CHARGES = [
     f"44.40,44.40,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-dark,gpu-dark,24,GPU-Hours,,,,A100 80G,1",  # nobody reports
     f"10.00,10.00,USD,Usage,{DAY},AWS,EC2,Compute,,,,,sp-123,Unused,,,",
     f"2.70,2.70,USD,Usage,{DAY},AWS,AWS Data Transfer,Networking,arn:aws:s3:::bucket-e,bucket-e,30,GB,,,,,",
+    f"0.90,0.90,USD,Usage,{DAY},AWS,AWS Data Transfer,Networking,arn:aws:s3:::bucket-e,,10,GB,,,,,",  # same bucket, ARN only
     f"24.00,24.00,CNY,Usage,{DAY},GpuCloud,GPU,Compute,ins-i,gpu-i,24,GPU-Hours,,,,RTX 6000 Ada,1",  # 1.00 per hour
 ]
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
@@ -165,6 +166,7 @@ def test_repeated_downloads_from_outside_are_avoidable_egress(findings):
     assert f["resource"] == "bucket-e"  # the bucket is what one acts on; the object is in the detail
     evidence = detail(f)
     assert (evidence["downloads"], evidence["total_gb"], evidence["price_per_gb"]) == (3, 30.0, 0.09)
+    # One finding priced once, though the bucket's egress lines name it two ways (bucket-e, and only its ARN).
     assert (f["wasted_cost"], f["avoidable_cost"], f["price_source"]) == (Decimal("2.700000"), Decimal("1.800000"), "charge")
     assert ("egress", "internet") not in findings  # the log explains the resource's egress: no second count
 

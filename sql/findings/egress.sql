@@ -13,10 +13,10 @@ WITH egress_lines AS (
     SELECT * FROM marts.egress_lines_by_billing_month
 ),
 per_resource AS (
-    -- The resource's own internet price: what a download from outside cost it.
-    SELECT provider, resource, resource_id, BillingCurrency AS currency, sum(gb) AS gb, sum(EffectiveCost) AS cost,
-           from_units(to_units(sum(EffectiveCost) FILTER (WHERE EffectiveCost > 0)) * 10000000000
-                      // nullif(to_units(sum(gb) FILTER (WHERE EffectiveCost > 0)), 0)) AS price_per_gb
+    -- Each resource's internet egress: what downloads from outside cost it.
+    SELECT provider, resource, resource_id, BillingCurrency AS currency,
+           sum(EffectiveCost) FILTER (WHERE EffectiveCost > 0) AS paid_cost,
+           sum(gb) FILTER (WHERE EffectiveCost > 0) AS paid_gb
     FROM egress_lines WHERE path = 'internet' GROUP BY ALL
 ),
 catalog AS (
@@ -37,6 +37,17 @@ pulls AS (
     GROUP BY ALL
     HAVING count(*) > 1
 ),
+bucket_prices AS (
+    -- One internet price per logged bucket. Its lines can name it (ResourceName) or carry only its
+    -- ARN (ResourceId), two resources above: each matched alone, a pull became two findings.
+    -- Priced over all of them; a bucket billed in two currencies takes the one most GB were paid in.
+    SELECT p.bucket, r.provider, r.currency,
+           from_units(to_units(sum(r.paid_cost)) * 10000000000 // nullif(to_units(sum(r.paid_gb)), 0)) AS price_per_gb
+    FROM (SELECT DISTINCT bucket FROM pulls) AS p
+    JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+    GROUP BY p.bucket, r.provider, r.currency
+    QUALIFY row_number() OVER (PARTITION BY p.bucket ORDER BY sum(r.paid_gb) DESC NULLS LAST, r.provider, r.currency) = 1
+),
 object_findings AS (
     SELECT 'egress' AS kind, 'repeated_download' AS subkind, p.bucket || '/' || p.object AS resource, NULL AS host,
            p.first_pull AS period_start, p.last_pull AS period_end,
@@ -54,7 +65,7 @@ object_findings AS (
                   || '(%.0f GB) repeat the first. Serve it from a local cache or an internal NAS.',
                   p.object, p.downloads, p.total_gb, p.downloads - 1, p.total_gb - p.gb_per_pull) AS recommendation
     FROM pulls AS p
-    LEFT JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+    LEFT JOIN bucket_prices AS r USING (bucket)
     LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS') AND c.path = 'internet'
 ),
 explained AS (
