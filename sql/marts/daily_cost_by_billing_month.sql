@@ -9,7 +9,7 @@ WITH attribution AS (
     SELECT * FROM marts.cost_attribution WHERE in_listed_months(billing_period_start, $billing_months)
 ),
 lines AS (
-    SELECT x_ChargeId, ProviderName, SubAccountId, ServiceCategory, ServiceName, BillingCurrency, x_ReportingCurrency
+    SELECT x_ChargeId, ProviderName, SubAccountId, ServiceCategory, ServiceName, BillingCurrency, x_ReportingCurrency, x_GpuCount
     FROM core.cost_lines WHERE in_listed_months(BillingPeriodStart, $billing_months)
 )
 SELECT
@@ -28,7 +28,10 @@ SELECT
     count(DISTINCT a.x_ChargeId) AS charge_lines,
     -- GPU-seconds paid (the parts a GPU charge's paid time went to, busy time nobody held included;
     -- a credit's or negation's parts carry none): marts.spend_by_phase's GPU-hours paid.
-    sum(a.gpu_seconds) AS gpu_seconds_paid
+    sum(a.gpu_seconds) AS gpu_seconds_paid,
+    -- Every part of the GPU charges (lines with a GPU count), whatever its phase or method: the report's
+    -- GPU spend. A row can mix them with other lines of its service (storage, a purchase).
+    sum(a.amount_reporting) FILTER (WHERE c.x_GpuCount > 0) AS gpu_cost_reporting
 FROM attribution AS a
 JOIN lines AS c USING (x_ChargeId)
 GROUP BY ALL

@@ -4,8 +4,10 @@
 --   a forecast to month end: month-to-date plus the mean day of the last 7 days (fewer when the data
 --   starts later) for each day left, so a fee booked on the 1st is not multiplied by the month;
 --   avoidable spend this month: findings.hidden_costs of $day's month;
---   idle share and cost per busy GPU-hour from marts.spend_by_phase for $day's month (GPU spend,
---   idle included, over busy GPU-hours). Integer units keep every division exact (sql/macros.sql).
+--   idle share and cost per busy GPU-hour from marts.spend_by_phase for $day's month: GPU spend (every
+--   part of the month's GPU charges, idle and busy-without-workload included; not the other lines of
+--   their phases) over the busy GPU-hours of every phase. Integer units keep every division exact
+--   (sql/macros.sql).
 WITH bounds AS (
     SELECT d AS day, m AS month_start, CAST(m - INTERVAL 1 MONTH AS DATE) AS prev_start, last_day(d) AS month_end,
            strftime(d, '%Y-%m') AS period
@@ -27,9 +29,15 @@ spend AS (
 phases AS (
     SELECT sum(cost_reporting) AS month_cost,
            sum(cost_reporting) FILTER (WHERE phase = 'idle') AS idle_cost,
-           sum(cost_reporting) FILTER (WHERE gpu_hours_paid > 0) AS gpu_cost,
            sum(gpu_hours_busy) AS busy_gpu_hours, sum(gpu_hours_paid) AS paid_gpu_hours
     FROM marts.spend_by_phase WHERE period = (SELECT period FROM bounds)
+),
+gpu AS (
+    -- By line, not by phase: a phase's storage or purchase is no GPU spend, and the part of a GPU charge
+    -- busy with no workload ('unattributed') is, as its busy hours are in busy_gpu_hours.
+    SELECT sum(gpu_cost_reporting) AS gpu_cost
+    FROM marts.daily_cost_by_billing_month
+    WHERE day BETWEEN (SELECT month_start FROM bounds) AND (SELECT month_end FROM bounds)
 ),
 leaks AS (
     SELECT coalesce(sum(avoidable_cost_reporting), 0) AS avoidable, count(*) AS findings,
@@ -48,8 +56,8 @@ SELECT (SELECT any_value(reporting_currency) FROM marts.daily_cost) AS currency,
        l.avoidable AS avoidable_this_month, l.findings AS leaks_this_month, l.unrated AS unrated_leaks,
        p.month_cost, p.idle_cost,
        CASE WHEN p.month_cost > 0 THEN round(100.0 * p.idle_cost / p.month_cost, 1) END AS idle_share_pct,
-       p.gpu_cost, p.busy_gpu_hours, p.paid_gpu_hours,
+       g.gpu_cost, p.busy_gpu_hours, p.paid_gpu_hours,
        CASE WHEN p.busy_gpu_hours > 0
-            THEN from_units(to_units(p.gpu_cost) * 1000000 // CAST(round(p.busy_gpu_hours * 1000000) AS HUGEINT)) END
+            THEN from_units(to_units(g.gpu_cost) * 1000000 // CAST(round(p.busy_gpu_hours * 1000000) AS HUGEINT)) END
            AS cost_per_busy_gpu_hour
-FROM spend AS s, leaks AS l, phases AS p;
+FROM spend AS s, leaks AS l, phases AS p, gpu AS g;

@@ -1,0 +1,61 @@
+"""The daily report's header figures (sql/queries/report_kpis.sql) on a small bill worked out by hand."""
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from pipelines.report.daily import SQL_DIR
+from pipelines.warehouse.connection import connect, fetch_dicts
+from tests.conftest import run_pipeline
+
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+          "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n")
+DAY = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+CHARGES = [
+    f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,h-1,h-1,,8",  # busy all day, no workload: unattributed
+    f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,h-2,h-2,,8",  # pretraining 12 h, then idle 12 h
+    f'100.00,100.00,USD,Usage,{DAY},GpuCloud,Disk,Storage,vol-1,vol-1,"{{""phase"": ""pretraining""}}",',
+    f"50.00,50.00,USD,Tax,{DAY},GpuCloud,Tax,Other,,,,",
+]
+WORKLOADS = """workload_id,name,phase,host,gpu_count,started_at,ended_at
+pt-1,pt-1,pretraining,h-2,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
+"""
+
+
+def smi(busy_minutes: int) -> str:
+    """8 GPUs for a day, at 90 % for the first `busy_minutes`, then 0 %."""
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    for minute in range(24 * 60):
+        t = (start + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
+        lines += [f"{t}, {g}, GPU-{busy_minutes}-{g}, NVIDIA H100 80GB HBM3, {90 if minute < busy_minutes else 0} %, 1000 MiB, 300.00 W"
+                  for g in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def kpis(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kpis")
+    landing = root / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + "\n".join(CHARGES) + "\n")
+    (landing / "jobs.csv").write_text(WORKLOADS)
+    (landing / "h-1.csv").write_text(smi(24 * 60))
+    (landing / "h-2.csv").write_text(smi(12 * 60))
+    assert run_pipeline(landing, root / "wh.duckdb", as_of=date(2026, 9, 3), reporting_currency="USD").success
+    conn = connect(root / "wh.duckdb", read_only=True)
+    try:
+        return fetch_dicts(conn, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": date(2026, 9, 1)})[0]
+    finally:
+        conn.close()
+
+
+def test_gpu_spend_is_the_money_of_the_gpu_charges_over_their_busy_hours(kpis):
+    # Both GPU charges whole (384 + 384), h-1's busy part with no workload included; not the tagged disk
+    # (100) in pretraining nor the tax (50), which are the month's spend but no GPU's.
+    assert (kpis["month_cost"], kpis["gpu_cost"]) == (Decimal("918.0000000000"), Decimal("768.0000000000"))
+    # 8 GPUs × 24 h × 90 % on h-1, 8 × 12 h × 90 % on h-2: the busy hours of those same charges.
+    assert kpis["busy_gpu_hours"] == pytest.approx(259.2)
+    assert kpis["cost_per_busy_gpu_hour"] == Decimal("2.9629629629")  # 768 / 259.2, truncated at 10^-10
+    assert kpis["idle_cost"] == Decimal("192.0000000000")  # h-2's 12 idle hours
