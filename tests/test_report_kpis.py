@@ -17,6 +17,8 @@ CHARGES = [
     f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,h-2,h-2,,8",  # pretraining 12 h, then idle 12 h
     f'100.00,100.00,USD,Usage,{DAY},GpuCloud,Disk,Storage,vol-1,vol-1,"{{""phase"": ""pretraining""}}",',
     f"50.00,50.00,USD,Tax,{DAY},GpuCloud,Tax,Other,,,,",
+    f"10.00,10.00,USD,Usage,{DAY},GpuCloud,,Storage,vol-2,,,",  # no ServiceName: told apart by category
+    f"20.00,20.00,USD,Usage,{DAY},GpuCloud,,Networking,lb-1,,,",
 ]
 WORKLOADS = """workload_id,name,phase,host,gpu_count,started_at,ended_at
 pt-1,pt-1,pretraining,h-2,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
@@ -35,7 +37,7 @@ def smi(busy_minutes: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def kpis(tmp_path_factory):
+def warehouse(tmp_path_factory):
     root = tmp_path_factory.mktemp("kpis")
     landing = root / "landing"
     landing.mkdir()
@@ -45,17 +47,38 @@ def kpis(tmp_path_factory):
     (landing / "h-2.csv").write_text(smi(12 * 60))
     assert run_pipeline(landing, root / "wh.duckdb", as_of=date(2026, 9, 3), reporting_currency="USD").success
     conn = connect(root / "wh.duckdb", read_only=True)
-    try:
-        return fetch_dicts(conn, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": date(2026, 9, 1)})[0]
-    finally:
-        conn.close()
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="module")
+def kpis(warehouse):
+    return fetch_dicts(warehouse, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": date(2026, 9, 1)})[0]
 
 
 def test_gpu_spend_is_the_money_of_the_gpu_charges_over_their_busy_hours(kpis):
     # Both GPU charges whole (384 + 384), h-1's busy part with no workload included; not the tagged disk
-    # (100) in pretraining nor the tax (50), which are the month's spend but no GPU's.
-    assert (kpis["month_cost"], kpis["gpu_cost"]) == (Decimal("918.0000000000"), Decimal("768.0000000000"))
+    # (100) in pretraining, the tax (50) nor the nameless lines (30): the month's spend, but no GPU's.
+    assert (kpis["month_cost"], kpis["gpu_cost"]) == (Decimal("948.0000000000"), Decimal("768.0000000000"))
     # 8 GPUs × 24 h × 90 % on h-1, 8 × 12 h × 90 % on h-2: the busy hours of those same charges.
     assert kpis["busy_gpu_hours"] == pytest.approx(259.2)
     assert kpis["cost_per_busy_gpu_hour"] == Decimal("2.9629629629")  # 768 / 259.2, truncated at 10^-10
     assert kpis["idle_cost"] == Decimal("192.0000000000")  # h-2's 12 idle hours
+
+
+@pytest.mark.parametrize("table", ["marts.daily_cost_by_billing_month", "marts.daily_cost"])
+def test_the_daily_cost_grain_names_the_service_category(warehouse, table):
+    from pipelines.warehouse.table_docs import load_docs
+
+    # Lines without a ServiceName are one row per category: the category is all that says what they are.
+    rows = warehouse.execute(f"""SELECT service_category, cost_billing, cost_reporting FROM {table}
+                                 WHERE service_name IS NULL ORDER BY service_category""").fetchall()
+    assert rows == [("Networking", Decimal("20.0000000000"), Decimal("20.0000000000")),
+                    ("Storage", Decimal("10.0000000000"), Decimal("10.0000000000"))]
+    # ... and the documented grain, category included, is the table's key.
+    grain = load_docs().tables[table].grain
+    assert "service category × service" in grain
+    key = ["day", "provider", "sub_account_id", "service_category", "service_name", "phase", "billing_currency"]
+    key += ["billing_period_start"] if "billing month" in grain else []
+    duplicates = f"SELECT count(*) FROM (SELECT {', '.join(key)} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
+    assert warehouse.execute(duplicates).fetchall() == [(0,)]

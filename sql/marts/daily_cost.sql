@@ -1,5 +1,7 @@
--- marts.daily_cost: cost per UTC day × provider × service × phase, in the billing currency and
--- in the reporting currency. A charge counts on the day its charge period starts.
+-- marts.daily_cost: cost per UTC day × provider × sub-account × service category × service × phase,
+-- in the billing currency and in the reporting currency. A charge counts on the day its charge
+-- period starts. Lines without a ServiceName are told apart by their category, as in
+-- marts.daily_cost_by_billing_month.
 -- The sum of marts.daily_cost_by_billing_month over billing months (a charge is billed in one
 -- month, so its lines and charges are counted once).
 CREATE OR REPLACE TABLE marts.daily_cost AS
@@ -18,4 +20,4 @@ SELECT
     CAST(sum(charge_lines) AS BIGINT) AS charge_lines
 FROM marts.daily_cost_by_billing_month
 GROUP BY ALL
-ORDER BY day, provider, service_name, phase;
+ORDER BY day, provider, service_category, service_name, phase;

@@ -1,6 +1,8 @@
 -- marts.daily_cost_by_billing_month: cost per UTC day × billing month × provider × sub-account ×
--- service × phase, in the billing currency and in the reporting currency: marts.daily_cost with
--- the billing month the charges were billed in (a charge counts on the day its period starts).
+-- service category × service × phase, in the billing currency and in the reporting currency:
+-- marts.daily_cost with the billing month the charges were billed in (a charge counts on the day
+-- its period starts). A named service has one category (core.cost_lines labels it); lines without
+-- a ServiceName keep their own, the one thing that tells a disk from a load balancer among them.
 -- Built per billing month ($billing_months) as marts.cost_attribution, which it sums: a new
 -- delivery adds its own month's days, and marts.daily_cost re-aggregates this small table instead
 -- of joining every charge of the history to its line again.
@@ -35,4 +37,4 @@ SELECT
 FROM attribution AS a
 JOIN lines AS c USING (x_ChargeId)
 GROUP BY ALL
-ORDER BY day, billing_period_start, provider, service_name, phase;
+ORDER BY day, billing_period_start, provider, service_category, service_name, phase;
