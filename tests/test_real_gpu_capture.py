@@ -79,7 +79,7 @@ def gpu_minutes(tmp_path, files):
         return (fetch_all(conn, """SELECT gpu_key, strftime(minute, '%H:%M'), samples, busy_samples, util_kind,
                                           round(busy_fraction * coverage, 7)
                                    FROM core.gpu_minutes ORDER BY minute"""),
-                fetch_all(conn, "SELECT source, gpu_key, count(*) FROM core.gpu_samples GROUP BY ALL ORDER BY 1"))
+                fetch_all(conn, "SELECT source, gpu_key, count(*) FROM core.gpu_samples GROUP BY ALL ORDER BY 1, 2"))
     finally:
         conn.close()
 
