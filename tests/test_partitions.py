@@ -294,6 +294,40 @@ def test_busy_gpu_minutes_rebuild_the_days_of_new_telemetry_and_new_workloads_an
     assert [(*r[:4], pytest.approx(r[4], rel=1e-12)) for r in read(fresh, by_hour)] == read(warehouse, by_hour)
 
 
+def test_a_run_after_a_backfill_builds_the_days_the_backfill_left_out(tmp_path):
+    """A backfill that reads a new file builds its range's telemetry days, not the file's other
+    days: it is no complete run, so the plain run after it runs the graph (no "nothing new") and
+    builds them, and equals a fresh build. A plain run after that one has nothing new."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    landing = tmp_path / "landing"
+    warehouse = tmp_path / "wh.duckdb"
+    write_in(landing / "host=n1" / "d1.csv", smi_minutes("2026-08-01T00:00:00", 60))
+
+    def run(target: Path, *extra: str) -> str:
+        done = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(target), "--reports",
+                                        str(tmp_path / "reports"), "--as-of", "2026-09-03", *extra], terminal_width=200)
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    def sample_days(target: Path) -> list[tuple]:
+        return read(target, "SELECT strftime(ts, '%Y-%m-%d'), count(*) FROM core.gpu_samples GROUP BY 1 ORDER BY 1")
+
+    run(warehouse)
+    write_in(landing / "host=n1" / "d2.csv", smi_minutes("2026-08-05T00:00:00", 60))
+    run(warehouse, "--since", "2026-08-01", "--until", "2026-08-01")
+    assert sample_days(warehouse) == [("2026-08-01", 120)]  # the backfill's range only
+    after = run(warehouse)
+    assert "nothing new" not in after, after
+    assert sample_days(warehouse) == [("2026-08-01", 120), ("2026-08-05", 120)]
+    assert "nothing new since the last run" in run(warehouse)  # a plain run after a plain run still skips
+    fresh = tmp_path / "fresh.duckdb"
+    run(fresh)
+    assert sample_days(fresh) == sample_days(warehouse) and gpu_minutes(fresh) == gpu_minutes(warehouse)
+
+
 def test_a_hosts_busy_hour_is_whole_minutes_never_shares(tmp_path):
     """marts.gpu_busy_by_host_hour adds a host's busy GPU-minutes whole: three GPUs fully busy for an
     hour under three one-GPU workloads are exactly 180 (thirds of each minute, added up, are not),

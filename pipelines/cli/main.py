@@ -174,7 +174,10 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     else:
         outcome = run_graph(settings, warehouse, as_of=as_of, start_empty=start_empty, sql_engine=sql_engine, days=days)
     elapsed = time.perf_counter() - started
-    if outcome.success and outcome.published:
+    if outcome.success and outcome.published and days is None:
+        # A backfill builds the telemetry days of its range only: the new files' other days are left
+        # for the next run, which must not take the backfill for a complete run and stop as having
+        # nothing new. It recorded nothing (forgotten above), so that run runs the graph.
         run_state.record(warehouse, fingerprint)
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)

@@ -7,6 +7,10 @@ landing folder whose every file is registered as read with the same size and mod
 and a warehouse no one has replaced since, would rebuild the same tables: it stops before starting
 the graph. Anything else (a new or changed file, a file that failed before and is retried, other
 settings, another date, new code, a run from the Dagster UI) runs the graph as usual.
+
+A backfill (`--since/--until`) records nothing: it rebuilds the telemetry days of its range, not
+the other days of the files it read, so it is no complete run, and the run after it runs the graph
+and builds what it left out.
 """
 
 from __future__ import annotations
