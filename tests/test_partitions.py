@@ -328,6 +328,34 @@ def test_a_run_after_a_backfill_builds_the_days_the_backfill_left_out(tmp_path):
     assert sample_days(fresh) == sample_days(warehouse) and gpu_minutes(fresh) == gpu_minutes(warehouse)
 
 
+def test_two_files_giving_one_gpu_and_instant_other_values_merge_by_path_whatever_the_load_order(tmp_path):
+    """Two files logging one card at the same instants with other values: the merged sample takes
+    the first file by path (then row), loaded first or last, built incrementally or fresh. Both
+    ways round, so the order of the files' lake folders (their sha256) cannot decide it."""
+
+    def smi(util: int, watts: int) -> str:
+        return "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n" + "".join(
+            f"2026/09/01 00:{m:02d}:00.000, 0, GPU-x, NVIDIA A100, {util} %, 100 MiB, {watts}.00 W\n" for m in range(10))
+
+    def samples(warehouse: Path) -> list[tuple]:
+        return read(warehouse, "SELECT ts, util_pct, power_w, x_SourceFile FROM core.gpu_samples ORDER BY ts")
+
+    for a, b in (((10, 200), (90, 300)), ((90, 300), (10, 200))):
+        root = tmp_path / f"a{a[0]}"
+        landing, warehouse = root / "landing", root / "wh.duckdb"
+        settings = FinopsSettings(landing_dir=str(landing))
+        with DagsterInstance.ephemeral() as instance:
+            write_in(landing / "host=n1" / "b.csv", smi(*b))  # the later path loaded first
+            assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+            write_in(landing / "host=n1" / "a.csv", smi(*a))
+            assert run_graph(settings, warehouse, instance=instance, as_of=AS_OF).success
+            assert run_graph(settings, root / "fresh.duckdb", instance=instance, as_of=AS_OF).success
+        incremental = samples(warehouse)
+        assert [row[1:] for row in incremental] == [(float(a[0]), float(a[1]), "host=n1/a.csv")] * 10
+        assert samples(root / "fresh.duckdb") == incremental
+        assert gpu_minutes(root / "fresh.duckdb") == gpu_minutes(warehouse)
+
+
 def test_a_hosts_busy_hour_is_whole_minutes_never_shares(tmp_path):
     """marts.gpu_busy_by_host_hour adds a host's busy GPU-minutes whole: three GPUs fully busy for an
     hour under three one-GPU workloads are exactly 180 (thirds of each minute, added up, are not),
