@@ -65,7 +65,8 @@ seen_twice AS (
 ),
 file_order AS (
     -- Each loaded file version's place by path: a row's place in the merge is
-    -- file_no × 2^40 + x_SourceRow, one integer (a struct of path and row took twice as long to compare).
+    -- file_no × 2^40 + x_SourceRow, one integer (a struct of path and row took twice as long to compare);
+    -- the busy signal's kind goes above it at 2^80.
     -- The merge costs more than any_value did (2.4M rows, every instant seen twice: 5.7 → 8.3 s on one
     -- thread); the samples alone at their instant never reach it.
     SELECT path AS x_SourceFile, sha256 AS x_SourceSha256, row_number() OVER (ORDER BY path, sha256) AS file_no
@@ -73,7 +74,7 @@ file_order AS (
 ),
 merging AS (
     -- Only the rows of the instants seen twice: the others never meet file_order.
-    SELECT c.*, o.file_no * 1099511627776 + coalesce(c.x_SourceRow, 0) AS merge_order
+    SELECT c.*, o.file_no::HUGEINT * 1099511627776 + coalesce(c.x_SourceRow, 0) AS merge_order  -- HUGEINT: millions of files a year
     FROM current AS c
     SEMI JOIN seen_twice USING (gpu_key, ts)
     JOIN file_order AS o USING (x_SourceFile, x_SourceSha256)
@@ -100,8 +101,8 @@ SELECT
     arg_min(container, merge_order) FILTER (WHERE container IS NOT NULL) AS container,
     -- arg_min skips the rows whose value is NULL: a partial row's missing metric never wins. The
     -- busy signal's order puts its kind above the row's place, in one HUGEINT (a struct took 20 % longer).
-    arg_min(util_pct, kind_rank::HUGEINT * 18446744073709551616 + merge_order) FILTER (WHERE util_pct IS NOT NULL) AS util_pct,
-    arg_min(util_kind, kind_rank::HUGEINT * 18446744073709551616 + merge_order) FILTER (WHERE util_pct IS NOT NULL) AS util_kind,
+    arg_min(util_pct, kind_rank::HUGEINT * 1208925819614629174706176 + merge_order) FILTER (WHERE util_pct IS NOT NULL) AS util_pct,
+    arg_min(util_kind, kind_rank::HUGEINT * 1208925819614629174706176 + merge_order) FILTER (WHERE util_pct IS NOT NULL) AS util_kind,
     arg_min(sm_active, merge_order) FILTER (WHERE sm_active IS NOT NULL) AS sm_active,
     arg_min(mem_used_mib, merge_order) FILTER (WHERE mem_used_mib IS NOT NULL) AS mem_used_mib,
     arg_min(mem_total_mib, merge_order) FILTER (WHERE mem_total_mib IS NOT NULL) AS mem_total_mib,
