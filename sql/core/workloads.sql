@@ -13,14 +13,19 @@ WITH loaded AS (
     JOIN raw.files AS f
       ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status = 'loaded'
 ),
-newest_version AS (
-    -- Each file's copy of a workload, judged whole; the newest one per workload.
-    SELECT workload_id, x_SourceFile, x_SourceSha256
+versions AS (
+    -- Each file's copy of a workload, judged whole: ended on every node it names, and its last end.
+    SELECT workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt,
+           bool_and(ended_at IS NOT NULL) AS ended_everywhere, max(ended_at) AS last_end
     FROM loaded
     GROUP BY workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt
+),
+newest_version AS (
+    SELECT workload_id, x_SourceFile, x_SourceSha256
+    FROM versions
     QUALIFY row_number() OVER (
         PARTITION BY workload_id
-        ORDER BY bool_and(ended_at IS NOT NULL) DESC, max(ended_at) DESC, x_IngestedAt DESC, x_SourceFile DESC
+        ORDER BY ended_everywhere DESC, last_end DESC, x_IngestedAt DESC, x_SourceFile DESC
     ) = 1
 ),
 current AS (

@@ -41,12 +41,15 @@ bucket_prices AS (
     -- One internet price per logged bucket. Its lines can name it (ResourceName) or carry only its
     -- ARN (ResourceId), two resources above: each matched alone, a pull became two findings.
     -- Priced over all of them; a bucket billed in two currencies takes the one most GB were paid in.
-    SELECT p.bucket, r.provider, r.currency,
-           from_units(to_units(sum(r.paid_cost)) * 10000000000 // nullif(to_units(sum(r.paid_gb)), 0)) AS price_per_gb
-    FROM (SELECT DISTINCT bucket FROM pulls) AS p
-    JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
-    GROUP BY p.bucket, r.provider, r.currency
-    QUALIFY row_number() OVER (PARTITION BY p.bucket ORDER BY sum(r.paid_gb) DESC NULLS LAST, r.provider, r.currency) = 1
+    SELECT bucket, provider, currency, price_per_gb
+    FROM (
+        SELECT p.bucket, r.provider, r.currency, sum(r.paid_gb) AS paid_gb,
+               from_units(to_units(sum(r.paid_cost)) * 10000000000 // nullif(to_units(sum(r.paid_gb)), 0)) AS price_per_gb
+        FROM (SELECT DISTINCT bucket FROM pulls) AS p
+        JOIN per_resource AS r ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+        GROUP BY p.bucket, r.provider, r.currency
+    )
+    QUALIFY row_number() OVER (PARTITION BY bucket ORDER BY paid_gb DESC NULLS LAST, provider, currency) = 1
 ),
 object_findings AS (
     SELECT 'egress' AS kind, 'repeated_download' AS subkind, p.bucket || '/' || p.object AS resource, NULL AS host,

@@ -76,7 +76,7 @@ idle_runs AS (
     LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)
 ),
 stretches AS (
-    SELECT row_number() OVER () AS stretch, * FROM marts.gpu_hour_prices
+    SELECT row_number() OVER (ORDER BY host, resource_host, resource_id, currency, period_start) AS stretch, * FROM marts.gpu_hour_prices
 ),
 stretch_adjustments AS (
     -- Each stretch's credits and negations as money: each line's EffectiveCost spread over its period.

@@ -34,12 +34,20 @@ billed_models AS (
     WHERE host IS NOT NULL
     GROUP BY host
 ),
+gpu_workloads AS (
+    SELECT *, regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '') AS family
+    FROM core.workloads WHERE gpu_count > 0
+),
+families AS (
+    -- Jobs per family: a multi-node job has a row per host but is one job.
+    SELECT family, count(DISTINCT workload_id) AS jobs FROM gpu_workloads GROUP BY family
+),
 runs AS (
     SELECT w.*,
            coalesce(t.gpu_model, b.gpu_model, b2.gpu_model, 'unknown') AS gpu_model,
-           CASE WHEN w.phase = 'inference' OR count(DISTINCT w.workload_id) OVER (PARTITION BY w.family) >= 2 THEN 'recurring' ELSE 'one_off' END AS load
-    FROM (SELECT *, regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '') AS family
-          FROM core.workloads WHERE gpu_count > 0) AS w
+           CASE WHEN w.phase = 'inference' OR f.jobs >= 2 THEN 'recurring' ELSE 'one_off' END AS load
+    FROM gpu_workloads AS w
+    JOIN families AS f USING (family)
     LEFT JOIN telemetry_models AS t ON t.host = norm_host(w.host)
     LEFT JOIN billed_models AS b ON b.host = norm_host(w.host)
     LEFT JOIN billed_models AS b2 ON b2.host = norm_host(w.resource_id)
