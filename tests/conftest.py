@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,20 @@ def sample(relative: str) -> Path:
 def read_context(source_file: str = "test.csv", timezone: str = "UTC") -> ReadContext:
     return ReadContext(source_file=source_file, ingested_at=datetime(2026, 11, 29, tzinfo=UTC), timezone=timezone,
                        source_sha256="0" * 64)
+
+
+SMI_HEADER = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"
+
+
+def smi_minutes(start: datetime, minutes: int, gpus: int, util, uuid_prefix: str,
+                model: str = "NVIDIA H100 80GB HBM3", power: str = "300.00 W") -> str:
+    """nvidia-smi `--query-gpu` CSV text: a sample per GPU per minute from `start`, at
+    `util(minute, gpu)` percent; GPU g's uuid is `uuid_prefix` followed by g."""
+    lines = [SMI_HEADER]
+    for minute in range(minutes):
+        stamp = (start + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
+        lines += [f"{stamp}, {g}, {uuid_prefix}{g}, {model}, {util(minute, g)} %, 1000 MiB, {power}" for g in range(gpus)]
+    return "\n".join(lines) + "\n"
 
 
 def run_pipeline(landing: Path, warehouse: Path, as_of=None, **settings):

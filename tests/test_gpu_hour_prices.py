@@ -21,7 +21,7 @@ from decimal import Decimal
 import pytest
 
 from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, smi_minutes
 
 T0 = datetime(2026, 9, 1, tzinfo=UTC)
 CENT = Decimal("0.01")
@@ -79,11 +79,8 @@ def cur() -> str:
 
 
 def smi(hours: int, name: str, util) -> str:
-    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    for m in range(hours * 60):
-        t = (T0 + timedelta(minutes=m)).strftime("%Y/%m/%d %H:%M:%S.000")
-        lines.append(f"{t}, 0, GPU-{name}0, NVIDIA H100 80GB HBM3, {util(m)} %, 1000 MiB, 300.00 W")
-    return "\n".join(lines) + "\n"
+    """One GPU (uuid GPU-<name>0) for `hours`, at util(minute) percent."""
+    return smi_minutes(T0, hours * 60, 1, lambda minute, _: util(minute), f"GPU-{name}")
 
 
 @pytest.fixture(scope="module")

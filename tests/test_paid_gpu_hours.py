@@ -5,11 +5,11 @@ One host (h-1, 8 GPUs) for a day at 480 USD, with a 96 USD credit on the same in
 pre-training job holds its GPUs 00:00-12:00, and telemetry shows them busy at 90 % 12:00-24:00
 with no job (busy_telemetry, unattributed)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from pipelines.warehouse.connection import connect, fetch_all
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, smi_minutes
 
 DETAILS = "\"{\"\"GpuCount\"\": 8, \"\"InstanceType\"\": \"\"p5.48xlarge\"\"}\""
 CHARGES = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
@@ -20,12 +20,7 @@ JOBS = "workload_id,phase,host,gpu_count,started_at,ended_at\npt-1,pretraining,h
 
 
 def telemetry() -> str:
-    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    start = datetime(2026, 9, 1, 12, tzinfo=UTC)
-    for minute in range(12 * 60):
-        stamp = (start + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
-        lines += [f"{stamp}, {g}, GPU-h1-{g}, NVIDIA H100 80GB HBM3, 90 %, 1000 MiB, 600.00 W" for g in range(8)]
-    return "\n".join(lines) + "\n"
+    return smi_minutes(datetime(2026, 9, 1, 12, tzinfo=UTC), 12 * 60, 8, lambda minute, gpu: 90, "GPU-h1-", power="600.00 W")
 
 
 def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):

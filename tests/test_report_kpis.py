@@ -1,13 +1,13 @@
 """The daily report's header figures (sql/queries/report_kpis.sql) on a small bill worked out by hand."""
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
 
 from pipelines.report.daily import SQL_DIR
 from pipelines.warehouse.connection import connect, fetch_dicts
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, smi_minutes
 
 HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
           "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n")
@@ -27,13 +27,8 @@ pt-1,pt-1,pretraining,h-2,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
 
 def smi(busy_minutes: int) -> str:
     """8 GPUs for a day, at 90 % for the first `busy_minutes`, then 0 %."""
-    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    start = datetime(2026, 9, 1, tzinfo=UTC)
-    for minute in range(24 * 60):
-        t = (start + timedelta(minutes=minute)).strftime("%Y/%m/%d %H:%M:%S.000")
-        lines += [f"{t}, {g}, GPU-{busy_minutes}-{g}, NVIDIA H100 80GB HBM3, {90 if minute < busy_minutes else 0} %, 1000 MiB, 300.00 W"
-                  for g in range(8)]
-    return "\n".join(lines) + "\n"
+    return smi_minutes(datetime(2026, 9, 1, tzinfo=UTC), 24 * 60, 8, lambda minute, _: 90 if minute < busy_minutes else 0,
+                       f"GPU-{busy_minutes}-")
 
 
 @pytest.fixture(scope="module")
