@@ -97,6 +97,10 @@ CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
 END;
 CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200', 'H200', 'H100-NVL-94GB', 'H100-80GB', 'H800-80GB', 'H20', 'A100-80GB', 'A100-40GB', 'A800-40GB', 'A800-80GB', 'MI300X', 'L40S', 'L40', 'L20', 'L4', 'A40', 'A30', 'A10G', 'A10', 'RTX-6000-Ada', 'RTX-A6000', 'Quadro-RTX-6000', 'RTX-4090', 'V100-32GB', 'V100-16GB', 'P100', 'P40', 'P4', 'T4G', 'T4', 'K80', 'M60', 'V520');
 -- END gpu_model_key
+-- The compute slices a card splits into under MIG (NVIDIA's MIG user guide): an A30 has four, the
+-- A100, H100, H200, B200 and later MIG cards seven. A MIG instance's profile names its own ('3g.40gb'),
+-- so its share of the card is its slices over these (core.gpu_minutes' gpu_share).
+CREATE OR REPLACE MACRO mig_card_slices(model_key) AS CASE WHEN model_key = 'A30' THEN 4 ELSE 7 END;
 -- A quantity (a double: GPU-hours, GB) times a DECIMAL price, as DECIMAL money: the quantity is
 -- fixed to 10 decimals first, so the product itself is exact decimal arithmetic (scale 10 + the
 -- price's), then rounded to money's 10 decimals.

@@ -162,11 +162,12 @@ def utilization_in_range(conn) -> AssetCheckResult:
     return _ge_result(outcome, hosts=len(frame), samples=int(frame["samples"].sum()) if len(frame) else 0)
 
 
-@check("core.gpu_minutes", "busy fraction within 0–1 and sample counts consistent")
+@check("core.gpu_minutes", "busy fraction and GPU share within 0–1 and sample counts consistent")
 def gpu_minutes_consistent(conn) -> AssetCheckResult:
     bad = fetch_all(conn, """
         SELECT count(*) FROM core.gpu_minutes
-        WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1""")[0][0]
+        WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1
+           OR gpu_share IS NULL OR gpu_share <= 0 OR gpu_share > 1""")[0][0]
     return AssetCheckResult(passed=bad == 0, metadata={"inconsistent_minutes": bad})
 
 

@@ -14,6 +14,11 @@
 -- coverage is the share of the minute (0–1) that signal covers; samples counts the samples whose
 -- span overlaps the minute (all sources), busy_samples those of the chosen signal. Busy GPU-minutes
 -- of a minute = busy_fraction × coverage. Memory and power are time-weighted means.
+-- gpu_share is the part of a physical card the key stands for: 1 for a whole GPU; for a MIG
+-- instance its profile's compute slices over the card's (mig_card_slices: '3g.40gb' on an A100 is
+-- 3/7), or, where no sample that day names a profile, 1 / the MIG instances its card showed that
+-- UTC day. GPU-equivalents (busy GPUs, idle GPU-hours) are busy_fraction × coverage × gpu_share,
+-- so seven idle slices of one card are one idle GPU, not seven.
 -- gpu_model is the canonical key shared with billing (x_GpuModel) and core.price_catalog
 -- (gpu_model_key, models/data/gpu_models.csv); gpu_model_name keeps the telemetry's own text;
 -- gpu_model_known is false for a name the table does not know (then gpu_model is that text).
@@ -27,7 +32,7 @@
 CREATE OR REPLACE TABLE core.gpu_minutes AS
 WITH samples AS NOT MATERIALIZED (
     -- Read twice (the names below, the rollup): each scans the table, with no copy of the rows kept.
-    SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, pod, namespace,
+    SELECT gpu_key, source, ts, host, gpu_index, gpu_uuid, gpu_model, mig_instance, mig_profile, pod, namespace,
            util_pct, util_kind, mem_used_mib, power_w,
            epoch_us(ts) AS t0_us
     FROM core.gpu_samples
@@ -77,6 +82,25 @@ kinds AS (
     -- order, then other kinds by name), so the number is also the rank the minutes choose by.
     SELECT util_kind, row_number() OVER (ORDER BY coalesce(list_position($util_kinds, util_kind), 99), util_kind) AS kind_no
     FROM (SELECT DISTINCT util_kind FROM samples WHERE util_kind IS NOT NULL)
+),
+mig_days AS (
+    -- Each MIG instance per UTC day: the card it is a slice of (its key less the instance) and the
+    -- compute slices its profile names ('1g.10gb' → 1; the GPU instance's 'Ng' in '1c.3g.40gb').
+    -- A filter on a column that is NULL outside MIG hosts: the scan skips other row groups.
+    SELECT t0_us // 86400000000 AS day_no, gpu_key,
+           substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance)) AS card_key,
+           max(try_cast(regexp_extract(mig_profile, '(\d+)g\.', 1) AS INTEGER)) AS profile_slices,
+           min(gpu_model) AS gpu_model
+    FROM samples
+    WHERE mig_instance IS NOT NULL
+    GROUP BY ALL
+),
+mig_shares AS (
+    SELECT day_no, gpu_key,
+           -- (least() skips a NULL: without a profile it would say 1.)
+           CASE WHEN profile_slices IS NOT NULL THEN least(1.0, profile_slices / mig_card_slices(gpu_model_key(gpu_model)))
+                ELSE 1.0 / count(*) OVER (PARTITION BY day_no, card_key) END AS gpu_share
+    FROM mig_days
 ),
 model_keys AS (
     -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
@@ -145,7 +169,9 @@ SELECT
     (SELECT keys FROM model_keys)[n.gpu_model] AS gpu_model, m.pod, m.namespace,
     m.samples, m.busy_samples, k.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
     n.gpu_model AS gpu_model_name,
-    gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known
+    gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known,
+    coalesce(g.gpu_share, 1.0) AS gpu_share
 FROM per_minute AS m
 JOIN names AS n ON n.gpu_no = m.gpu_no
-LEFT JOIN kinds AS k ON k.kind_no = m.kind_no;
+LEFT JOIN kinds AS k ON k.kind_no = m.kind_no
+LEFT JOIN mig_shares AS g ON g.gpu_key = n.gpu_key AND g.day_no = m.minute_no // 1440;

@@ -42,6 +42,8 @@ grouped AS (
            CASE WHEN count(DISTINCT host) = 1 THEN any_value(host) END AS host,
            min(period_start) AS period_start, max(period_end) AS period_end,
            count(*) AS items, count(DISTINCT resource) AS resources,
+           -- Idle runs of MIG instances (evidence gpu_share under 1: a slice of a card, priced as its share).
+           count(DISTINCT resource) FILTER (WHERE TRY_CAST(evidence ->> 'gpu_share' AS DOUBLE) < 1) AS mig_resources,
            sum(wasted_cost) AS wasted_cost, sum(avoidable_cost) AS avoidable_cost,
            -- Converted detail by detail (each at its own day's rate), then summed.
            CASE WHEN bool_and(fx_rate IS NOT NULL) THEN sum(convert_money(wasted_cost, fx_rate)) END AS wasted_cost_reporting,
@@ -65,7 +67,7 @@ described AS (
     SELECT *,
            substr(md5(kind || '|' || subkind || '|' || resource || '|' || period || '|' || currency), 1, 16) AS finding_id,
            CASE
-               WHEN kind = 'unused_gpu' AND subkind = 'idle_run' THEN printf('%d idle GPU%s on %s', resources, CASE WHEN resources = 1 THEN '' ELSE 's' END, resource)
+               WHEN kind = 'unused_gpu' AND subkind = 'idle_run' THEN printf('%d idle %s on %s', resources, idle_noun, resource)
                WHEN kind = 'unused_gpu' AND subkind = 'no_telemetry' THEN 'Paid GPUs with no telemetry: ' || resource
                WHEN kind = 'unused_gpu' AND subkind = 'unused_commitment' THEN 'Unused GPU commitment ' || resource
                WHEN kind = 'unused_commitment' THEN 'Unused ' || replace(subkind, '_', ' ') || ' ' || resource
@@ -78,9 +80,9 @@ described AS (
            CASE
                WHEN items = 1 THEN only_recommendation
                WHEN kind = 'unused_gpu' AND subkind = 'idle_run' THEN
-                   printf('%d GPUs on %s sat idle (busy under %.0f %%) for %.0f GPU-hours in %s, over %d idle runs. '
+                   printf('%d %s on %s sat idle (busy under %.0f %%) for %.0f GPU-hours in %s, over %d idle runs. '
                           || 'Release the idle cards or move them to on-demand; or send queued jobs to this host first.',
-                          resources, resource, $idle_busy_threshold * 100, coalesce(idle_gpu_hours, 0), period, items)
+                          resources, idle_noun, resource, $idle_busy_threshold * 100, coalesce(idle_gpu_hours, 0), period, items)
                WHEN kind = 'slow_disk_idle' THEN
                    printf('%d checkpoint writes on %s kept GPUs waiting for %.1f GPU-hours in %s. '
                           || 'Write checkpoints to local NVMe and copy them out asynchronously.',
@@ -95,7 +97,11 @@ described AS (
                ELSE printf('%d %s findings on %s in %s (see the evidence for each). ', items, replace(kind, '_', ' '), resource, period)
                     || only_recommendation
            END AS recommendation
-    FROM grouped
+    FROM (SELECT *,
+                 CASE WHEN mig_resources = 0 THEN CASE WHEN resources = 1 THEN 'GPU' ELSE 'GPUs' END
+                      WHEN mig_resources = resources THEN CASE WHEN resources = 1 THEN 'MIG instance' ELSE 'MIG instances' END
+                      ELSE 'GPUs and MIG instances' END AS idle_noun
+          FROM grouped)
 )
 SELECT
     finding_id,

@@ -5,7 +5,9 @@
 --                     Minutes come from core.gpu_minutes, where each sample covers the time until the
 --                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
 --                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
---                     sampling interval. They are read as marts.gpu_spans_by_day's stretches (a few
+--                     sampling interval; a MIG instance's are its share of the card's (gpu_share),
+--                     so seven idle slices of one card are one idle GPU's hours, not seven.
+--                     They are read as marts.gpu_spans_by_day's stretches (a few
 --                     rows per GPU and day, built per day) and joined across midnight, so the run is
 --                     the same as minute by minute. A run crossing a month boundary is one row per
 --                     UTC month (the run's length is judged whole), so each month's leaks hold that
@@ -38,7 +40,8 @@ long_runs AS (
 runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            min(span_start) AS period_start, max(span_end) AS period_end,
-           CAST(sum(minutes) AS BIGINT) AS minutes, sum(coverage_minutes) / 60.0 AS idle_hours,
+           CAST(sum(minutes) AS BIGINT) AS minutes, sum(coverage_minutes * gpu_share) / 60.0 AS idle_hours,
+           sum(coverage_minutes) / 60.0 AS device_hours, max(gpu_share) AS gpu_share,
            sum(busy_minutes) / sum(coverage_minutes) AS mean_busy
     FROM idle_stretches SEMI JOIN long_runs USING (gpu_key, run_no)
     GROUP BY gpu_key, run_no, month
@@ -67,10 +70,13 @@ idle_runs AS (
            coalesce(p.currency, k.currency) AS currency,
            CASE WHEN p.price_per_gpu_hour IS NOT NULL THEN 'charge' WHEN k.price_per_gpu_hour IS NOT NULL THEN 'catalog: ' || k.sku END AS price_source,
            json_object('idle_minutes', r.minutes, 'idle_gpu_hours', round(r.idle_hours, 2), 'mean_busy', round(r.mean_busy, 4),
-                       'threshold', $idle_busy_threshold, 'price_per_gpu_hour', coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour)) AS evidence,
-           printf('%s sat idle (busy under %.0f %%) for %.1f hours from %s. Release it, or give it work: paid cards '
+                       'threshold', $idle_busy_threshold, 'price_per_gpu_hour', coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour),
+                       'gpu_share', r.gpu_share) AS evidence,
+           printf('%s sat idle (busy under %.0f %%) for %.1f hours from %s%s. Release it, or give it work: paid cards '
                   || 'idle for days are better returned or moved to on-demand.',
-                  r.gpu_key, $idle_busy_threshold * 100, r.idle_hours, strftime(r.period_start, '%Y-%m-%d %H:%M UTC')) AS recommendation
+                  r.gpu_key, $idle_busy_threshold * 100, r.device_hours, strftime(r.period_start, '%Y-%m-%d %H:%M UTC'),
+                  CASE WHEN r.gpu_share < 1 THEN printf(' (a MIG instance, %.2f of its card: %.1f GPU-hours)', r.gpu_share, r.idle_hours)
+                       ELSE '' END) AS recommendation
     FROM runs AS r
     LEFT JOIN run_prices AS p USING (gpu_key, period_start)
     LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)

@@ -79,8 +79,9 @@ held AS (
 ),
 busy_gpus AS (
     -- Per GPU charge and minute: the charged host's GPUs busy at or over $idle_busy_threshold
-    -- (time-weighted, so the same at any sampling interval; a minute without telemetry is no evidence).
-    SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count, sum(m.coverage) AS busy_gpus
+    -- (time-weighted, so the same at any sampling interval; a minute without telemetry is no evidence;
+    -- a MIG instance counts as its share of the card, core.gpu_minutes' gpu_share).
+    SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count, sum(m.coverage * m.gpu_share) AS busy_gpus
     FROM classified AS c
     JOIN core.gpu_minutes AS m
       ON m.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName))

@@ -14,7 +14,7 @@
 -- workloads overlapping it), so a new day of telemetry adds its own rows, not the history's.
 CREATE OR REPLACE TABLE marts.gpu_busy_by_workload_hour AS
 WITH minutes AS NOT MATERIALIZED (
-    SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage AS busy, m.busy_fraction
+    SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage * m.gpu_share AS busy, m.busy_fraction
     FROM core.gpu_minutes AS m
     -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
     WHERE in_listed_days(m.minute, $busy_days)

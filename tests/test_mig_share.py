@@ -1,0 +1,96 @@
+"""A MIG instance is a slice of a card, not a GPU: busy GPU-hours, what a charge's idle part costs and
+the idle findings count each instance as its share of the card (core.gpu_minutes.gpu_share).
+
+One A100 on host mig-1 is billed 48.00 USD for a day (1 GPU, 2.00 USD an hour). dcgm-exporter shows
+its MIG instances all day: a 3g.40gb busy at 80 % and 2g.20gb, 1g.10gb, 1g.10gb idle. Counted as
+whole GPUs (before), the three idle slices were three idle GPUs worth 144.00 USD on a 48.00 USD card,
+and the busy slice made the whole card busy."""
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from pipelines.warehouse.connection import SQL_DIR, connect, fetch_all
+from tests.conftest import run_pipeline
+
+CENT = Decimal("0.01")
+CHARGE = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+          "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n"
+          "48.00,48.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,mig-1,mig-1,,1\n")
+DAY_START = int(datetime(2026, 9, 1, tzinfo=UTC).timestamp())
+
+
+def dcgm_mig(instances: list[tuple[str, str | None, float]]) -> str:
+    """A Prometheus range query of DCGM_FI_DEV_GPU_UTIL, a sample a minute for a day per MIG
+    instance: (instance id, GPU instance profile or None, utilization %)."""
+    result = []
+    for instance, profile, util in instances:
+        labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "mig-1", "gpu": "0", "UUID": "GPU-m0",
+                  "GPU_I_ID": instance, "modelName": "NVIDIA A100-SXM4-80GB"}
+        if profile:
+            labels["GPU_I_PROFILE"] = profile
+        result.append({"metric": labels, "values": [[DAY_START + 60 * m, str(util)] for m in range(24 * 60)]})
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+
+
+def build(tmp_path, instances):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(CHARGE)
+    (landing / "dcgm-mig.json").write_text(dcgm_mig(instances))
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+    return connect(tmp_path / "wh.duckdb", read_only=True)
+
+
+def test_mig_instances_count_as_their_profile_share_of_the_card(tmp_path):
+    conn = build(tmp_path, [("0", "3g.40gb", 80), ("1", "2g.20gb", 0), ("2", "1g.10gb", 0), ("3", "1g.10gb", 0)])
+    try:
+        assert fetch_all(conn, "SELECT DISTINCT gpu_key, gpu_share FROM core.gpu_minutes ORDER BY 1") == [
+            ("mig-1/GPU-m0/mig0", pytest.approx(3 / 7)), ("mig-1/GPU-m0/mig1", pytest.approx(2 / 7)),
+            ("mig-1/GPU-m0/mig2", pytest.approx(1 / 7)), ("mig-1/GPU-m0/mig3", pytest.approx(1 / 7))]
+        # The card is 3/7 busy: that part of its 48.00 USD ran unattributed, the rest sat idle (it was
+        # all busy_telemetry before: one busy slice made the card busy). Split by GPU-seconds.
+        split = fetch_all(conn, "SELECT phase, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, amount.quantize(CENT), seconds) for phase, amount, seconds in split] == [
+            ("idle", Decimal("27.43"), 49371), ("unattributed", Decimal("20.57"), 37029)]
+        assert sum(amount for _, amount, _ in split) == Decimal("48.0000000000")
+        # Busy GPU-hours: 80 % of 3/7 of a card for 24 hours (19.2 before).
+        assert fetch_all(conn, "SELECT sum(busy_gpu_minutes) / 60 FROM marts.gpu_busy_by_host_hour") == [(pytest.approx(8.228571, abs=1e-5),)]
+        # The idle slices are 4/7 of the card: 27.43 USD, not 3 × 48.00.
+        runs = fetch_all(conn, """SELECT resource, wasted_cost, evidence->>'idle_gpu_hours', recommendation
+                                  FROM findings.unused_gpu WHERE subkind = 'idle_run' ORDER BY resource""")
+        assert [(r, cost.quantize(CENT), hours) for r, cost, hours, _ in runs] == [
+            ("mig-1/GPU-m0/mig1", Decimal("13.71"), "6.86"), ("mig-1/GPU-m0/mig2", Decimal("6.86"), "3.43"),
+            ("mig-1/GPU-m0/mig3", Decimal("6.86"), "3.43")]
+        assert "for 24.0 hours from 2026-09-01 00:00 UTC (a MIG instance, 0.29 of its card: 6.9 GPU-hours)" in runs[0][3]
+        assert fetch_all(conn, """SELECT title, wasted_cost FROM findings.hidden_costs WHERE kind = 'unused_gpu'""") == [
+            ("3 idle MIG instances on mig-1", Decimal("27.4285714286"))]
+    finally:
+        conn.close()
+
+
+def test_without_profiles_each_instance_is_its_share_of_the_instances_seen(tmp_path):
+    # Seven idle instances and no profile label: each is 1/7 of the card, and together they are the
+    # one idle GPU that was paid for (336.00 USD before: seven GPUs).
+    conn = build(tmp_path, [(str(i), None, 0) for i in range(1, 8)])
+    try:
+        assert fetch_all(conn, "SELECT count(DISTINCT gpu_key), min(gpu_share), max(gpu_share) FROM core.gpu_minutes") == [
+            (7, pytest.approx(1 / 7), pytest.approx(1 / 7))]
+        # Each 24/7 GPU-hours at 2.00 (6.8571428572 USD, rounded at money's 10^-10 each).
+        assert fetch_all(conn, """SELECT count(*), round(sum(wasted_cost), 2), min(wasted_cost), max(wasted_cost)
+                                  FROM findings.unused_gpu WHERE subkind = 'idle_run'""") == [
+            (7, Decimal("48.00"), Decimal("6.8571428572"), Decimal("6.8571428572"))]
+        assert fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution") == [("idle", Decimal("48.0000000000"))]
+    finally:
+        conn.close()
+
+
+def test_a_card_splits_into_four_slices_on_an_a30_and_seven_elsewhere():
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    assert conn.execute("SELECT mig_card_slices(gpu_model_key('NVIDIA A30')), mig_card_slices(gpu_model_key('NVIDIA H100 80GB HBM3')), "
+                        "mig_card_slices(gpu_model_key('NVIDIA A100-SXM4-40GB'))").fetchall() == [(4, 7, 7)]
