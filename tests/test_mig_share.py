@@ -94,3 +94,40 @@ def test_a_card_splits_into_four_slices_on_an_a30_and_seven_elsewhere():
     conn.execute((SQL_DIR / "macros.sql").read_text())
     assert conn.execute("SELECT mig_card_slices(gpu_model_key('NVIDIA A30')), mig_card_slices(gpu_model_key('NVIDIA H100 80GB HBM3')), "
                         "mig_card_slices(gpu_model_key('NVIDIA A100-SXM4-40GB'))").fetchall() == [(4, 7, 7)]
+
+
+def test_a_day_added_later_gives_what_a_fresh_build_of_both_days_gives(tmp_path):
+    # Day 1: two instances with profiles (3/7 busy, 4/7 idle); day 2, delivered later: the card
+    # re-partitioned into three instances without profiles (1/3 each), in two files.
+    def day(number: int, instances) -> str:
+        text = json.loads(dcgm_mig(instances))
+        for series in text["data"]["result"]:
+            series["values"] = [[t + (number - 1) * 86400, v] for t, v in series["values"]]
+        return json.dumps(text)
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    # The same card billed for both days: 96.00 USD.
+    (landing / "charges.csv").write_text(CHARGE.replace("48.00,48.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z",
+                                                        "96.00,96.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z"))
+    (landing / "day1.json").write_text(day(1, [("1", "3g.40gb", 70), ("2", "4g.40gb", 0)]))
+    warehouse, fresh = tmp_path / "wh.duckdb", tmp_path / "fresh.duckdb"
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    (landing / "day2a.json").write_text(day(2, [("1", None, 0), ("3", None, 50)]))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    (landing / "day2b.json").write_text(day(2, [("2", None, 0)]))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    assert run_pipeline(landing, fresh, reporting_currency="USD").success
+    tables = ["core.gpu_minutes", "marts.gpu_busy_by_workload_hour", "marts.gpu_busy_by_host_hour", "marts.gpu_spans_by_day",
+              "marts.cost_attribution", "findings.unused_gpu"]
+    built, rebuilt = connect(warehouse, read_only=True), connect(fresh, read_only=True)
+    try:
+        for table in tables:
+            query = f"SELECT * FROM {table} ORDER BY ALL"
+            assert fetch_all(built, query) == fetch_all(rebuilt, query), table
+        assert fetch_all(rebuilt, "SELECT count(DISTINCT gpu_key), min(gpu_share), max(gpu_share) FROM core.gpu_minutes "
+                                  "WHERE minute >= TIMESTAMPTZ '2026-09-02 00:00:00+00'") == [(3, pytest.approx(1 / 3), pytest.approx(1 / 3))]
+        assert fetch_all(rebuilt, "SELECT sum(amount_billing) FROM marts.cost_attribution") == [(Decimal("96.0000000000"),)]
+    finally:
+        built.close()
+        rebuilt.close()

@@ -10,7 +10,8 @@
 -- core.gpu_minutes rebuilt, so a new day of telemetry adds its own rows, not the history's.
 CREATE OR REPLACE TABLE marts.gpu_busy_by_host_hour AS
 SELECT utc_day(m.minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, m.host,
-       sum(m.busy_fraction * m.coverage * m.gpu_share) AS busy_gpu_minutes
+       -- To 9 decimals, so the sum is the same in whatever order its rows are added (a day alone or with others).
+       round(sum(m.busy_fraction * m.coverage * m.gpu_share), 9) AS busy_gpu_minutes
 FROM core.gpu_minutes AS m
 -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
 WHERE in_listed_days(m.minute, $host_hour_days)

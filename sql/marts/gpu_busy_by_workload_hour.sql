@@ -55,6 +55,8 @@ gpuless_workloads AS (
     )
 )
 SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', minute))) AS hour, host,
-       CAST(workload_id AS VARCHAR) AS workload_id, CAST(phase AS VARCHAR) AS phase, sum(busy) AS busy_gpu_minutes
+       -- To 9 decimals: a float sum's last bits follow the order rows are added in, which differs
+       -- between a day built alone and built with its neighbours (MIG shares such as 3/7 show it).
+       CAST(workload_id AS VARCHAR) AS workload_id, CAST(phase AS VARCHAR) AS phase, round(sum(busy), 9) AS busy_gpu_minutes
 FROM (SELECT * FROM held UNION ALL BY NAME SELECT * FROM no_workload UNION ALL BY NAME SELECT * FROM gpuless_workloads)
 GROUP BY ALL;
