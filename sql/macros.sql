@@ -97,6 +97,13 @@ CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
 END;
 CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200', 'H200', 'H100-NVL-94GB', 'H100-80GB', 'H800-80GB', 'H20', 'A100-80GB', 'A100-40GB', 'A800-40GB', 'A800-80GB', 'MI300X', 'L40S', 'L40', 'L20', 'L4', 'A40', 'A30', 'A10G', 'A10', 'RTX-6000-Ada', 'RTX-A6000', 'Quadro-RTX-6000', 'RTX-4090', 'V100-32GB', 'V100-16GB', 'P100', 'P40', 'P4', 'T4G', 'T4', 'K80', 'M60', 'V520');
 -- END gpu_model_key
+-- Whether a sample at t0_us (microseconds since 1970) belongs in the window of its UTC day shifted by
+-- `shift` (-1, 0, 1): its own day's always, a neighbour's when it lies within max_gap_s of their
+-- midnight (core.gpu_minutes builds a day from its samples and its neighbours' edges).
+CREATE OR REPLACE MACRO in_day_window(t0_us, shift, max_gap_s) AS
+    shift = 0
+    OR (shift = 1 AND t0_us % 86400000000 >= 86400000000 - max_gap_s * 1000000)
+    OR (shift = -1 AND t0_us % 86400000000 < max_gap_s * 1000000);
 -- The compute slices a card splits into under MIG (NVIDIA's MIG user guide): an A30 has four, the
 -- A100, H100, H200, B200 and later MIG cards seven. A MIG instance's profile names its own ('3g.40gb'),
 -- so its share of the card is its slices over these (core.gpu_minutes' gpu_share).

@@ -23,24 +23,35 @@ CHARGE = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodS
 DAY_START = int(datetime(2026, 9, 1, tzinfo=UTC).timestamp())
 
 
+def mig_series(instance: str | None, profile: str | None, util: float, minutes=range(24 * 60), day: int = 1,
+               host: str = "mig-1", uuid: str = "GPU-m0", gpu: str = "0") -> dict:
+    """One DCGM_FI_DEV_GPU_UTIL series of a Prometheus range query, a sample a minute of `minutes`
+    on 1 September + (day - 1): a MIG instance (its id, GPU instance profile or None), or a whole
+    GPU (instance None)."""
+    labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": host, "gpu": gpu, "UUID": uuid, "modelName": "NVIDIA A100-SXM4-80GB"}
+    if instance is not None:
+        labels["GPU_I_ID"] = instance
+    if profile:
+        labels["GPU_I_PROFILE"] = profile
+    start = DAY_START + (day - 1) * 86400
+    return {"metric": labels, "values": [[start + 60 * m, str(util)] for m in minutes]}
+
+
+def dcgm(*series: dict) -> str:
+    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}})
+
+
 def dcgm_mig(instances: list[tuple[str, str | None, float]]) -> str:
-    """A Prometheus range query of DCGM_FI_DEV_GPU_UTIL, a sample a minute for a day per MIG
-    instance: (instance id, GPU instance profile or None, utilization %)."""
-    result = []
-    for instance, profile, util in instances:
-        labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "mig-1", "gpu": "0", "UUID": "GPU-m0",
-                  "GPU_I_ID": instance, "modelName": "NVIDIA A100-SXM4-80GB"}
-        if profile:
-            labels["GPU_I_PROFILE"] = profile
-        result.append({"metric": labels, "values": [[DAY_START + 60 * m, str(util)] for m in range(24 * 60)]})
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+    """A day of a sample a minute per MIG instance: (instance id, profile or None, utilization %)."""
+    return dcgm(*(mig_series(instance, profile, util) for instance, profile, util in instances))
 
 
-def build(tmp_path, instances):
+def build(tmp_path, instances=None, files: dict[str, str] | None = None):
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "charges.csv").write_text(CHARGE)
-    (landing / "dcgm-mig.json").write_text(dcgm_mig(instances))
+    files = files or {"charges.csv": CHARGE, "dcgm-mig.json": dcgm_mig(instances)}
+    for name, text in files.items():
+        (landing / name).write_text(text)
     outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
     assert outcome.success and not outcome.failed_checks, outcome.failed_checks
     return connect(tmp_path / "wh.duckdb", read_only=True)
@@ -100,10 +111,7 @@ def test_a_day_added_later_gives_what_a_fresh_build_of_both_days_gives(tmp_path)
     # Day 1: two instances with profiles (3/7 busy, 4/7 idle); day 2, delivered later: the card
     # re-partitioned into three instances without profiles (1/3 each), in two files.
     def day(number: int, instances) -> str:
-        text = json.loads(dcgm_mig(instances))
-        for series in text["data"]["result"]:
-            series["values"] = [[t + (number - 1) * 86400, v] for t, v in series["values"]]
-        return json.dumps(text)
+        return dcgm(*(mig_series(instance, profile, util, day=number) for instance, profile, util in instances))
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -131,3 +139,48 @@ def test_a_day_added_later_gives_what_a_fresh_build_of_both_days_gives(tmp_path)
     finally:
         built.close()
         rebuilt.close()
+
+
+def test_instances_without_a_profile_share_what_the_profiled_ones_leave_of_the_card(tmp_path):
+    # A 4g.40gb with a profile and three instances without one, all idle: 4/7 and 1/7 each, one card
+    # in all (1/4 each for the three made the card 1.32 cards, 63.43 USD of findings on 48.00).
+    conn = build(tmp_path, [("0", "4g.40gb", 0), ("1", None, 0), ("2", None, 0), ("3", None, 0)])
+    try:
+        assert fetch_all(conn, "SELECT DISTINCT gpu_key, gpu_share FROM core.gpu_minutes ORDER BY 1") == [
+            ("mig-1/GPU-m0/mig0", pytest.approx(4 / 7))] + [(f"mig-1/GPU-m0/mig{i}", pytest.approx(1 / 7)) for i in (1, 2, 3)]
+        assert fetch_all(conn, "SELECT round(sum(wasted_cost), 2) FROM findings.unused_gpu") == [(Decimal("48.00"),)]
+    finally:
+        conn.close()
+
+
+def test_a_card_split_again_at_noon_is_one_card_all_day(tmp_path):
+    # No profiles: two instances until noon, three others after it, all idle. Each is shared with the
+    # instances reporting in its minute (1/2, then 1/3), so the card is idle 24 hours: 48.00 (a day's
+    # 1/5 each gave 12 card-hours, 24.00).
+    morning, afternoon = range(0, 720), range(720, 1440)
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm-mig.json": dcgm(
+        *(mig_series(str(i), None, 0, morning) for i in (1, 2)), *(mig_series(str(i), None, 0, afternoon) for i in (3, 4, 5)))})
+    try:
+        assert fetch_all(conn, "SELECT round(sum(coverage * gpu_share) / 60, 6) FROM core.gpu_minutes") == [(24.0,)]
+        assert fetch_all(conn, "SELECT round(sum(wasted_cost), 2) FROM findings.unused_gpu") == [(Decimal("48.00"),)]
+    finally:
+        conn.close()
+
+
+def test_a_slice_a_workload_holds_counts_as_one_gpu_of_the_workloads(tmp_path):
+    # Host mix-1, two cards for 96.00: card 0 whole and busy with no job; card 1 in seven 1g slices,
+    # job-j holding one of them (gpu_count 1, as a workload source counts a slice) at 90 %, six idle.
+    # While a workload holds GPUs, busy GPUs are counted as workloads count them: card 0 is busy
+    # beyond what job-j holds, unattributed, never idle; the six idle slices are 6/7 of a card.
+    charges = CHARGE.replace("48.00,48.00", "96.00,96.00").replace("mig-1,mig-1,,1", "mix-1,mix-1,,2")
+    telemetry = dcgm(mig_series(None, None, 100, host="mix-1", uuid="GPU-w0", gpu="0"),
+                     mig_series("1", "1g.10gb", 90, host="mix-1", uuid="GPU-m1", gpu="1"),
+                     *(mig_series(str(i), "1g.10gb", 0, host="mix-1", uuid="GPU-m1", gpu="1") for i in range(2, 8)))
+    jobs = "workload_id,phase,host,gpu_count,started_at,ended_at\njob-j,finetuning,mix-1,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n"
+    conn = build(tmp_path, files={"charges.csv": charges, "dcgm.json": telemetry, "jobs.csv": jobs})
+    try:
+        assert fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1") == [
+            ("finetuning", Decimal("48.0000000000")), ("unattributed", Decimal("48.0000000000"))]
+        assert fetch_all(conn, "SELECT round(sum(wasted_cost), 2), count(*) FROM findings.unused_gpu") == [(Decimal("41.14"), 6)]
+    finally:
+        conn.close()

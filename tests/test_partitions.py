@@ -809,7 +809,7 @@ def test_checkpoint_stalls_read_the_minutes_of_their_writes_built_by_day_and_equ
         assert read(warehouse, "SELECT day, count(*), sum(gpus_seen), sum(idle_gpus) FROM marts.gpu_minutes_in_storage_writes "
                                "GROUP BY day ORDER BY day") == [(date(2026, 11, 1), 10, 20, 10), (date(2026, 11, 2), 10, 20, 10)]
         rows = read(warehouse, stalls)
-        assert [(r[2], r[3], r[4]) for r in rows] == [("0.5", "40.0", "0.3333")]  # 2 GPUs × 1/3 h × half idle (GPU-minutes: a MIG instance counts its share)
+        assert [(r[2], r[3], r[4]) for r in rows] == [("0.5", "40", "0.3333")]  # 2 GPUs × 1/3 h × half idle
 
         # A second storage file, a write at 02:00 on the 2nd: that day only.
         second = deliver(settings, warehouse, instance, landing / "ckpt-2" / "events.jsonl",

@@ -162,13 +162,20 @@ def utilization_in_range(conn) -> AssetCheckResult:
     return _ge_result(outcome, hosts=len(frame), samples=int(frame["samples"].sum()) if len(frame) else 0)
 
 
-@check("core.gpu_minutes", "busy fraction and GPU share within 0–1 and sample counts consistent")
+@check("core.gpu_minutes", "busy fraction and GPU share within 0–1, a card's MIG shares at most 1, sample counts consistent")
 def gpu_minutes_consistent(conn) -> AssetCheckResult:
     bad = fetch_all(conn, """
         SELECT count(*) FROM core.gpu_minutes
         WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1
-           OR gpu_share IS NULL OR gpu_share <= 0 OR gpu_share > 1""")[0][0]
-    return AssetCheckResult(passed=bad == 0, metadata={"inconsistent_minutes": bad})
+           OR gpu_share IS NULL OR gpu_share NOT BETWEEN 0 AND 1""")[0][0]
+    # A card's MIG instances (gpu_key less '/mig<instance>') share it: never more than one card a minute.
+    overfull = fetch_all(conn, """
+        SELECT count(*) FROM (
+            SELECT minute FROM core.gpu_minutes WHERE mig_instance IS NOT NULL
+            GROUP BY substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance)), minute
+            HAVING sum(gpu_share) > 1 + 1e-9)""")[0][0]
+    return AssetCheckResult(passed=bad == 0 and overfull == 0,
+                            metadata={"inconsistent_minutes": bad, "overfull_card_minutes": overfull})
 
 
 @check("marts.cost_attribution", blocking=True, by_period=True,

@@ -14,11 +14,11 @@
 -- coverage is the share of the minute (0–1) that signal covers; samples counts the samples whose
 -- span overlaps the minute (all sources), busy_samples those of the chosen signal. Busy GPU-minutes
 -- of a minute = busy_fraction × coverage. Memory and power are time-weighted means.
--- gpu_share is the part of a physical card the key stands for: 1 for a whole GPU; for a MIG
--- instance its profile's compute slices over the card's (mig_card_slices: '3g.40gb' on an A100 is
--- 3/7), or, where no sample that day names a profile, 1 / the MIG instances its card showed that
--- UTC day. GPU-equivalents (busy GPUs, idle GPU-hours) are busy_fraction × coverage × gpu_share,
--- so seven idle slices of one card are one idle GPU, not seven.
+-- gpu_share is the part of a physical card the key stands for in the minute: 1 for a whole GPU; for
+-- a MIG instance its profile's compute slices over the card's (mig_card_slices: '3g.40gb' on an
+-- A100 is 3/7), and for instances without a profile an equal part of what the profiled ones leave
+-- of the card that minute. GPU-equivalents (busy GPUs, idle GPU-hours) are busy_fraction ×
+-- coverage × gpu_share, so seven idle slices of one card are one idle GPU, not seven.
 -- gpu_model is the canonical key shared with billing (x_GpuModel) and core.price_catalog
 -- (gpu_model_key, models/data/gpu_models.csv); gpu_model_name keeps the telemetry's own text;
 -- gpu_model_known is false for a name the table does not know (then gpu_model is that text).
@@ -48,9 +48,7 @@ windows AS (
     -- $telemetry_max_gap_s of midnight also in the neighbouring day's.
     SELECT s.*, s.t0_us // 86400000000 + o.shift AS day_no
     FROM samples AS s, (VALUES (-1), (0), (1)) AS o(shift)
-    WHERE o.shift = 0
-       OR (o.shift = 1 AND s.t0_us % 86400000000 >= 86400000000 - $telemetry_max_gap_s * 1000000)
-       OR (o.shift = -1 AND s.t0_us % 86400000000 < $telemetry_max_gap_s * 1000000)
+    WHERE in_day_window(s.t0_us, o.shift, $telemetry_max_gap_s)
 ),
 wanted AS (
     -- A list without gaps is a range of day numbers; only a list with gaps formats each row's day.
@@ -84,23 +82,23 @@ kinds AS (
     FROM (SELECT DISTINCT util_kind FROM samples WHERE util_kind IS NOT NULL)
 ),
 mig_days AS (
-    -- Each MIG instance per UTC day: the card it is a slice of (its key less the instance) and the
-    -- compute slices its profile names ('1g.10gb' → 1; the GPU instance's 'Ng' in '1c.3g.40gb').
-    -- Outside MIG hosts no sample passes the filter (no time measurable at 3.5M samples).
-    SELECT t0_us // 86400000000 AS day_no, gpu_key,
-           substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance)) AS card_key,
-           max(try_cast(regexp_extract(mig_profile, '(\d+)g\.', 1) AS INTEGER)) AS profile_slices,
-           min(gpu_model) AS gpu_model
-    FROM samples
-    WHERE mig_instance IS NOT NULL
-    GROUP BY ALL
-),
-mig_shares AS (
-    SELECT day_no, gpu_key,
-           -- (least() skips a NULL: without a profile it would say 1.)
-           CASE WHEN profile_slices IS NOT NULL THEN least(1.0, profile_slices / mig_card_slices(gpu_model_key(gpu_model)))
-                ELSE 1.0 / count(*) OVER (PARTITION BY day_no, card_key) END AS gpu_share
-    FROM mig_days
+    -- Each MIG instance (by gpu_no) in each day's window (as `windows` gives them, so a span reaching
+    -- past midnight finds its row): its card, numbered (its key less the instance), and the compute
+    -- slices its profile names ('1g.10gb' → 1; the GPU instance's 'Ng' in '1c.3g.40gb'), NULL without
+    -- one. The profile its own day's samples give, where it has any: an instance id reused at
+    -- midnight with another profile (or none) is not given the day before's from the window's edge.
+    SELECT day_no, gpu_no, dense_rank() OVER (ORDER BY card_key) AS card_no,
+           CASE WHEN bool_or(own_day) THEN max(slices) FILTER (WHERE own_day) ELSE max(slices) END AS profile_slices
+    FROM (SELECT w.day_no, n.gpu_no, w.t0_us // 86400000000 = w.day_no AS own_day,
+                 substr(w.gpu_key, 1, length(w.gpu_key) - length('/mig' || w.mig_instance)) AS card_key,
+                 try_cast(regexp_extract(w.mig_profile, '(\d+)g\.', 1) AS INTEGER) AS slices
+          -- The windows above for MIG samples alone, from the table (a filter on `windows` itself is not
+          -- pushed into the scan: 0.2-0.3 s more at 3.5M samples without one MIG instance).
+          FROM (SELECT s.*, s.t0_us // 86400000000 + o.shift AS day_no
+                FROM samples AS s, (VALUES (-1), (0), (1)) AS o(shift)
+                WHERE s.mig_instance IS NOT NULL AND in_day_window(s.t0_us, o.shift, $telemetry_max_gap_s)) AS w
+          JOIN names AS n USING (gpu_key))
+    GROUP BY day_no, gpu_no, card_key  -- (one card per instance: its key less the instance)
 ),
 model_keys AS (
     -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
@@ -163,6 +161,19 @@ per_minute AS (
         sum(power_weighted) / sum(power_us) AS power_w
     FROM per_kind
     GROUP BY gpu_no, minute_no
+),
+minutes AS (
+    SELECT m.*, d.card_no, d.profile_slices
+    FROM per_minute AS m
+    LEFT JOIN mig_days AS d ON d.gpu_no = m.gpu_no AND d.day_no = m.minute_no // 1440
+),
+card_minutes AS (
+    -- Per MIG card and minute: its instances' profile slices, and how many reported without a profile.
+    SELECT card_no, minute_no, sum(profile_slices) AS profiled_slices,
+           count(*) FILTER (WHERE profile_slices IS NULL) AS unprofiled
+    FROM minutes
+    WHERE card_no IS NOT NULL
+    GROUP BY card_no, minute_no
 )
 SELECT
     n.host, n.gpu_key, n.gpu_index, n.gpu_uuid, n.mig_instance, to_timestamp(m.minute_no * 60) AS minute,
@@ -170,8 +181,16 @@ SELECT
     m.samples, m.busy_samples, k.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
     n.gpu_model AS gpu_model_name,
     gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known,
-    coalesce(g.gpu_share, 1.0) AS gpu_share
-FROM per_minute AS m
+    -- The card's instances reporting in the minute share it: a profile's slices over the card's (over
+    -- all the profiles' slices where they add up to more), and instances without a profile what the
+    -- profiled ones leave, in equal parts. A card's shares in a minute never add up to more than 1.
+    CASE WHEN m.card_no IS NULL THEN 1.0
+         WHEN m.profile_slices IS NOT NULL
+             THEN m.profile_slices / greatest(mig_card_slices((SELECT keys FROM model_keys)[n.gpu_model]), c.profiled_slices)
+         ELSE greatest(0.0, 1.0 - coalesce(c.profiled_slices, 0) / mig_card_slices((SELECT keys FROM model_keys)[n.gpu_model]))
+              / c.unprofiled
+    END AS gpu_share
+FROM minutes AS m
 JOIN names AS n ON n.gpu_no = m.gpu_no
 LEFT JOIN kinds AS k ON k.kind_no = m.kind_no
-LEFT JOIN mig_shares AS g ON g.gpu_key = n.gpu_key AND g.day_no = m.minute_no // 1440;
+LEFT JOIN card_minutes AS c ON c.card_no = m.card_no AND c.minute_no = m.minute_no;

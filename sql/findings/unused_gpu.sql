@@ -40,8 +40,10 @@ long_runs AS (
 runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            min(span_start) AS period_start, max(span_end) AS period_end,
-           CAST(sum(minutes) AS BIGINT) AS minutes, sum(coverage_minutes * gpu_share) / 60.0 AS idle_hours,
-           sum(coverage_minutes) / 60.0 AS device_hours, max(gpu_share) AS gpu_share,
+           CAST(sum(minutes) AS BIGINT) AS minutes, sum(card_coverage_minutes) / 60.0 AS idle_hours,
+           sum(coverage_minutes) / 60.0 AS device_hours,
+           -- The part of a card the run was (a MIG instance's share, over the run).
+           sum(card_coverage_minutes) / sum(coverage_minutes) AS gpu_share,
            sum(busy_minutes) / sum(coverage_minutes) AS mean_busy
     FROM idle_stretches SEMI JOIN long_runs USING (gpu_key, run_no)
     GROUP BY gpu_key, run_no, month

@@ -79,9 +79,11 @@ held AS (
 ),
 busy_gpus AS (
     -- Per GPU charge and minute: the charged host's GPUs busy at or over $idle_busy_threshold
-    -- (time-weighted, so the same at any sampling interval; a minute without telemetry is no evidence;
-    -- a MIG instance counts as its share of the card, core.gpu_minutes' gpu_share).
-    SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count, sum(m.coverage * m.gpu_share) AS busy_gpus
+    -- (time-weighted, so the same at any sampling interval; a minute without telemetry is no evidence):
+    -- busy_gpus in cards (a MIG instance as its share of the card, core.gpu_minutes' gpu_share), as the
+    -- charge counts GPUs; busy_devices counting a MIG instance as one, as the workloads holding it do.
+    SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count,
+           sum(m.coverage * m.gpu_share) AS busy_gpus, sum(m.coverage) AS busy_devices
     FROM classified AS c
     JOIN core.gpu_minutes AS m
       ON m.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName))
@@ -91,7 +93,7 @@ busy_gpus AS (
 ),
 busy_minutes AS (
     SELECT b.x_ChargeId, b.minute, any_value(b.gpu_count) AS gpu_count, any_value(b.busy_gpus) AS busy_gpus,
-           coalesce(sum(w.gpu_count), 0) AS held_gpus
+           any_value(b.busy_devices) AS busy_devices, coalesce(sum(w.gpu_count), 0) AS held_gpus
     FROM busy_gpus AS b
     LEFT JOIN charge_workloads AS w
       ON w.x_ChargeId = b.x_ChargeId AND w.held_from < b.minute + INTERVAL 1 MINUTE AND w.held_to > b.minute
@@ -99,9 +101,13 @@ busy_minutes AS (
 ),
 busy_unheld AS (
     -- GPU-seconds busy beyond the GPUs workloads held that minute: used by something with no record.
-    SELECT x_ChargeId, sum(greatest(0, least(gpu_count, busy_gpus) - held_gpus)) * 60 AS gpu_seconds,
-           count(*) FILTER (WHERE least(gpu_count, busy_gpus) > held_gpus) AS minutes
-    FROM busy_minutes
+    -- With no workload holding GPUs, the busy cards; else busy GPUs as the workloads count them (a MIG
+    -- slice they hold is one GPU to them) less those held. Whole GPUs count the same either way.
+    SELECT x_ChargeId, sum(unheld) * 60 AS gpu_seconds, count(*) FILTER (WHERE unheld > 0) AS minutes
+    FROM (SELECT x_ChargeId,
+                 CASE WHEN held_gpus = 0 THEN least(gpu_count, busy_gpus)
+                      ELSE greatest(0, least(gpu_count, busy_devices) - held_gpus) END AS unheld
+          FROM busy_minutes)
     GROUP BY x_ChargeId
 ),
 -- Charge rules are matched once per distinct (SKU, sub-account, resource, service), not per charge:

@@ -63,7 +63,8 @@ held AS (
 ),
 busy AS (
     -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_workload_hour, built per day).
-    SELECT b.hour, w.gpu_model, w.phase, w.load, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
+    -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in.
+    SELECT b.hour, w.gpu_model, w.phase, w.load, sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) / 60.0 AS gpu_hours_busy
     FROM marts.gpu_busy_by_workload_hour AS b
     JOIN runs AS w ON w.workload_id = b.workload_id AND w.host = b.host  -- a multi-node job has a row per host
     GROUP BY ALL

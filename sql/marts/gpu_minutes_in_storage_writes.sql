@@ -5,9 +5,9 @@
 -- finding judges, each minute from the one the write starts in to the one it ends before.
 -- gpus_seen counts the GPUs with a busy signal that minute, idle_gpus those under
 -- $idle_busy_threshold, busy_sum adds their busy fractions (a window's average is
--- sum(busy_sum) / sum(gpus_seen)); each GPU counts as its gpu_share (a MIG instance as its part of
--- the card, core.gpu_minutes), so the counts are GPUs, not slices. gpu_model is one such GPU's. A
--- minute without a busy signal has no row, as the finding skips it.
+-- sum(busy_sum) / sum(gpus_seen)); gpu_model is one such GPU's. A MIG instance counts as one GPU
+-- here, as the workloads the finding compares these counts with count a slice they hold. A minute
+-- without a busy signal has no row, as the finding skips it.
 --
 -- Built per UTC day ($storage_write_days: YYYY-MM-DD days; ['*'] builds every day): a day's
 -- fingerprint covers core.gpu_minutes' for that day and the storage writes overlapping it, so a new
@@ -22,7 +22,7 @@ WITH writes AS (
                AND bytes / (datediff('millisecond', started_at, ended_at) / 1000.0) >= $signature_write_mb_s * 1e6))
 ),
 minutes AS (
-    SELECT m.host, m.minute, m.busy_fraction, m.gpu_share, m.gpu_model
+    SELECT m.host, m.minute, m.busy_fraction, m.gpu_model
     FROM core.gpu_minutes AS m
     -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
     WHERE in_listed_days(m.minute, $storage_write_days)
@@ -31,9 +31,9 @@ minutes AS (
                   WHERE w.host = m.host AND m.minute >= utc_minute(w.started_at) AND m.minute < w.ended_at)
 )
 SELECT utc_day(minute) AS day, host, minute,
-       sum(gpu_share) AS gpus_seen,
-       coalesce(sum(gpu_share) FILTER (WHERE busy_fraction < $idle_busy_threshold), 0) AS idle_gpus,
-       sum(busy_fraction * gpu_share) AS busy_sum,
+       count(*) AS gpus_seen,
+       count(*) FILTER (WHERE busy_fraction < $idle_busy_threshold) AS idle_gpus,
+       sum(busy_fraction) AS busy_sum,
        any_value(gpu_model) AS gpu_model
 FROM minutes
 GROUP BY ALL;

@@ -8,8 +8,8 @@
 -- stretches (every minute with telemetry lies in exactly one).
 -- span_end is the minute after the stretch's last; coverage_minutes and busy_minutes sum the
 -- minutes' coverage and busy fraction × coverage (busy GPU-minutes), so a stretch carries what its
--- minutes carried; gpu_share is the GPU's part of a card that day (a MIG instance's, core.gpu_minutes),
--- so a stretch's GPU-hours are coverage_minutes × gpu_share / 60.
+-- minutes carried (of the GPU or MIG instance); card_coverage_minutes sums coverage × gpu_share, the
+-- same in whole cards (a MIG instance's part of its card, core.gpu_minutes), what idle hours are paid by.
 --
 -- Built per UTC day ($span_days: YYYY-MM-DD days; ['*'] builds every day), the days
 -- core.gpu_minutes rebuilt.
@@ -17,7 +17,7 @@ CREATE OR REPLACE TABLE marts.gpu_spans_by_day AS
 WITH minutes AS (
     SELECT m.gpu_key, m.host, m.gpu_model, m.minute, utc_day(m.minute) AS day,
            coalesce(m.busy_fraction < $idle_busy_threshold, false) AS idle,
-           m.coverage, m.busy_fraction * m.coverage AS busy_coverage, m.gpu_share
+           m.coverage, m.busy_fraction * m.coverage AS busy_coverage, m.coverage * m.gpu_share AS card_coverage
     FROM core.gpu_minutes AS m
     -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
     WHERE in_listed_days(m.minute, $span_days)
@@ -27,8 +27,9 @@ stretches AS (
     SELECT *, minute - to_minutes(row_number() OVER (PARTITION BY gpu_key, host, gpu_model, day, idle ORDER BY minute)) AS stretch
     FROM minutes
 )
-SELECT day, gpu_key, host, gpu_model, gpu_share, idle,
+SELECT day, gpu_key, host, gpu_model, idle,
        min(minute) AS span_start, max(minute) + INTERVAL 1 MINUTE AS span_end,
-       count(*) AS minutes, sum(coverage) AS coverage_minutes, sum(busy_coverage) AS busy_minutes
+       count(*) AS minutes, sum(coverage) AS coverage_minutes, sum(busy_coverage) AS busy_minutes,
+       sum(card_coverage) AS card_coverage_minutes
 FROM stretches
-GROUP BY day, gpu_key, host, gpu_model, gpu_share, idle, stretch;
+GROUP BY day, gpu_key, host, gpu_model, idle, stretch;

@@ -36,7 +36,8 @@ by_currency AS (
 ),
 busy AS (
     -- The busy side, per UTC hour, host and workload (marts.gpu_busy_by_workload_hour, built per day).
-    SELECT p.period, b.phase, sum(b.busy_gpu_minutes) / 60.0 AS gpu_hours_busy
+    -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in.
+    SELECT p.period, b.phase, sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) / 60.0 AS gpu_hours_busy
     FROM marts.gpu_busy_by_workload_hour AS b
     CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
     WHERE b.phase IS NOT NULL
