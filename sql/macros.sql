@@ -104,6 +104,10 @@ CREATE OR REPLACE MACRO in_day_window(t0_us, shift, max_gap_s) AS
     shift = 0
     OR (shift = 1 AND t0_us % 86400000000 >= 86400000000 - max_gap_s * 1000000)
     OR (shift = -1 AND t0_us % 86400000000 < max_gap_s * 1000000);
+-- The physical card a MIG instance's gpu_key is a slice of: the key less the '/mig<instance>'
+-- core.gpu_samples appends to it.
+CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
+    substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance));
 -- The compute slices a card splits into under MIG (NVIDIA's MIG user guide): an A30 has four, the
 -- A100, H100, H200, B200 and later MIG cards seven. A MIG instance's profile names its own ('3g.40gb'),
 -- so its share of the card is its slices over these (core.gpu_minutes' gpu_share).

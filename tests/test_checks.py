@@ -177,3 +177,21 @@ def test_only_a_blocking_check_may_judge_just_the_periods_built():
 
     with pytest.raises(ValueError, match="only a blocking check"):
         check("marts.cost_attribution", "a warning", by_period=True)
+
+
+def test_the_gpu_minutes_check_fails_a_card_whose_mig_instances_add_up_to_more_than_one(tmp_path):
+    from pipelines.orchestration.checks import gpu_minutes_consistent
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect(str(tmp_path / "wh.duckdb"))
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute("CREATE SCHEMA core")
+    # One card's two instances at 4/7 and 3/7 (a whole card), a whole GPU beside them at 1.
+    conn.execute("""CREATE TABLE core.gpu_minutes AS SELECT * FROM (VALUES
+        ('h/GPU-a/mig1', '1', 4 / 7), ('h/GPU-a/mig2', '2', 3 / 7), ('h/GPU-b', NULL, 1.0))
+        AS t(gpu_key, mig_instance, gpu_share), (SELECT TIMESTAMPTZ '2026-09-01 00:00:00+00' AS minute, 0.5 AS busy_fraction,
+                                                  1 AS samples, 1 AS busy_samples)""")
+    assert gpu_minutes_consistent(conn).passed
+    conn.execute("UPDATE core.gpu_minutes SET gpu_share = 4 / 7 WHERE gpu_key = 'h/GPU-a/mig2'")  # 8/7 of a card
+    result = gpu_minutes_consistent(conn)
+    assert not result.passed and result.metadata["overfull_card_minutes"].value == 1

@@ -168,11 +168,11 @@ def gpu_minutes_consistent(conn) -> AssetCheckResult:
         SELECT count(*) FROM core.gpu_minutes
         WHERE busy_fraction NOT BETWEEN 0 AND 1 OR busy_samples > samples OR samples < 1
            OR gpu_share IS NULL OR gpu_share NOT BETWEEN 0 AND 1""")[0][0]
-    # A card's MIG instances (gpu_key less '/mig<instance>') share it: never more than one card a minute.
+    # A card's MIG instances share it: never more than one card a minute.
     overfull = fetch_all(conn, """
         SELECT count(*) FROM (
             SELECT minute FROM core.gpu_minutes WHERE mig_instance IS NOT NULL
-            GROUP BY substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance)), minute
+            GROUP BY mig_card_key(gpu_key, mig_instance), minute
             HAVING sum(gpu_share) > 1 + 1e-9)""")[0][0]
     return AssetCheckResult(passed=bad == 0 and overfull == 0,
                             metadata={"inconsistent_minutes": bad, "overfull_card_minutes": overfull})

@@ -83,14 +83,15 @@ kinds AS (
 ),
 mig_days AS (
     -- Each MIG instance (by gpu_no) in each day's window (as `windows` gives them, so a span reaching
-    -- past midnight finds its row): its card, numbered (its key less the instance), and the compute
-    -- slices its profile names ('1g.10gb' → 1; the GPU instance's 'Ng' in '1c.3g.40gb'), NULL without
+    -- past midnight finds its row): its card, numbered, the card's compute slices, and the slices
+    -- its profile names ('1g.10gb' → 1; the GPU instance's 'Ng' in '1c.3g.40gb'), NULL without
     -- one. The profile its own day's samples give, where it has any: an instance id reused at
     -- midnight with another profile (or none) is not given the day before's from the window's edge.
     SELECT day_no, gpu_no, dense_rank() OVER (ORDER BY card_key) AS card_no,
+           mig_card_slices(gpu_model_key(any_value(gpu_model))) AS card_slices,
            CASE WHEN bool_or(own_day) THEN max(slices) FILTER (WHERE own_day) ELSE max(slices) END AS profile_slices
-    FROM (SELECT w.day_no, n.gpu_no, w.t0_us // 86400000000 = w.day_no AS own_day,
-                 substr(w.gpu_key, 1, length(w.gpu_key) - length('/mig' || w.mig_instance)) AS card_key,
+    FROM (SELECT w.day_no, n.gpu_no, n.gpu_model, w.t0_us // 86400000000 = w.day_no AS own_day,
+                 mig_card_key(w.gpu_key, w.mig_instance) AS card_key,
                  try_cast(regexp_extract(w.mig_profile, '(\d+)g\.', 1) AS INTEGER) AS slices
           -- The windows above for MIG samples alone, from the table (a filter on `windows` itself is not
           -- pushed into the scan: 0.2-0.3 s more at 3.5M samples without one MIG instance).
@@ -98,7 +99,7 @@ mig_days AS (
                 FROM samples AS s, (VALUES (-1), (0), (1)) AS o(shift)
                 WHERE s.mig_instance IS NOT NULL AND in_day_window(s.t0_us, o.shift, $telemetry_max_gap_s)) AS w
           JOIN names AS n USING (gpu_key))
-    GROUP BY day_no, gpu_no, card_key  -- (one card per instance: its key less the instance)
+    GROUP BY day_no, gpu_no, card_key  -- (one card per instance)
 ),
 model_keys AS (
     -- Each distinct telemetry name is looked up once (the regexes per row would cost more than the rollup).
@@ -163,7 +164,7 @@ per_minute AS (
     GROUP BY gpu_no, minute_no
 ),
 minutes AS (
-    SELECT m.*, d.card_no, d.profile_slices
+    SELECT m.*, d.card_no, d.card_slices, d.profile_slices
     FROM per_minute AS m
     LEFT JOIN mig_days AS d ON d.gpu_no = m.gpu_no AND d.day_no = m.minute_no // 1440
 ),
@@ -185,10 +186,8 @@ SELECT
     -- all the profiles' slices where they add up to more), and instances without a profile what the
     -- profiled ones leave, in equal parts. A card's shares in a minute never add up to more than 1.
     CASE WHEN m.card_no IS NULL THEN 1.0
-         WHEN m.profile_slices IS NOT NULL
-             THEN m.profile_slices / greatest(mig_card_slices((SELECT keys FROM model_keys)[n.gpu_model]), c.profiled_slices)
-         ELSE greatest(0.0, 1.0 - coalesce(c.profiled_slices, 0) / mig_card_slices((SELECT keys FROM model_keys)[n.gpu_model]))
-              / c.unprofiled
+         WHEN m.profile_slices IS NOT NULL THEN m.profile_slices / greatest(m.card_slices, c.profiled_slices)
+         ELSE greatest(0.0, 1.0 - coalesce(c.profiled_slices, 0) / m.card_slices) / c.unprofiled
     END AS gpu_share
 FROM minutes AS m
 JOIN names AS n ON n.gpu_no = m.gpu_no
