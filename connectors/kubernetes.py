@@ -1,7 +1,10 @@
 """Kubernetes pod listings (`kubectl get pods -A -o json`) into workloads.
 
-One workload per pod: its node is the host, its GPUs are the `nvidia.com/gpu` limits (else
-requests) of its containers, it started at `status.startTime` and, once Succeeded or Failed,
+One workload per pod: its node is the host, its GPUs are the `nvidia.com/gpu` and MIG
+(`nvidia.com/mig-<profile>`, the device plugin's mixed strategy) limits, else requests, of its
+containers: each a GPU to `gpu_count`, a MIG instance its profile's share of the card in
+`gpu_cards` (a `1g.10gb` on an A100 is 1/7). Under MIG's single strategy a slice is advertised as
+`nvidia.com/gpu` and cannot be told from a whole GPU here. It started at `status.startTime` and, once Succeeded or Failed,
 ended when its last container finished. A `phase` or `ml-phase` label or annotation states its
 phase explicitly; otherwise the phase rules decide from its name, namespace and labels.
 """
@@ -16,22 +19,50 @@ import pyarrow as pa
 from connectors.kit import ROW_NUMBER, first_reason, parse_utc, split_rejected, to_canonical
 from connectors.kit import normalise_host
 from connectors.kit import Connector, ConnectorError, ReadContext
+from models.gpus import mig_card_share
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 PHASE_KEYS = ("phase", "ml-phase", "ml_phase", "gpu-finops/phase")
 
 
-def pod_gpus(pod: dict) -> int | None:
-    total = 0
+class GpuRequestError(ValueError):
+    """A pod's GPU resources cannot be counted: the reason its pod is quarantined."""
+
+
+def whole_amount(resource: str, amount) -> int:
+    """A resource quantity as a whole number ≥ 0 ("2" or 2); anything else is refused, not truncated."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, str)) or not str(amount).strip().isdigit():
+        raise GpuRequestError(f"{resource} limit or request {amount!r} is not a whole number ≥ 0")
+    return int(str(amount).strip())
+
+
+def pod_gpus(pod: dict) -> tuple[int, float | None]:
+    """(GPUs, cards) the pod's containers hold: GPUs count whole GPUs and MIG instances alike;
+    cards is None unless a MIG instance is among them (then a whole GPU is one card). Raises
+    GpuRequestError when an amount is not a whole number or a MIG resource names no profile."""
+    gpus, cards, any_mig = 0, 0.0, False
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
-        amount = resources.get("limits", {}).get(GPU_RESOURCE) or resources.get("requests", {}).get(GPU_RESOURCE) or 0
-        try:
-            total += int(amount)
-        except (TypeError, ValueError, OverflowError):  # not a whole number: the pod is quarantined
-            return None
-    return total if 0 <= total < 2**31 else None
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        if not isinstance(limits, dict) or not isinstance(requests, dict):
+            raise TypeError("resources.limits or resources.requests is not an object")
+        for resource in dict.fromkeys([*limits, *requests]):
+            if resource == GPU_RESOURCE:
+                share = 1.0
+            elif resource.startswith(MIG_RESOURCE_PREFIX):
+                share = mig_card_share(resource.removeprefix(MIG_RESOURCE_PREFIX))
+                if share is None:
+                    raise GpuRequestError(f"{resource} names no MIG profile (such as nvidia.com/mig-1g.10gb)")
+            else:
+                continue
+            amount = next((a for a in (limits.get(resource), requests.get(resource)) if a not in (None, "")), 0)
+            amount = whole_amount(resource, amount)
+            gpus, cards, any_mig = gpus + amount, cards + amount * share, any_mig or resource != GPU_RESOURCE
+    if gpus >= 2**31:
+        raise GpuRequestError(f"{gpus} GPUs is out of range")
+    return gpus, (cards if any_mig else None)
 
 
 def pod_end(pod: dict) -> str | None:
@@ -72,17 +103,22 @@ class KubernetesPodsConnector(Connector):
         for number, pod in enumerate(document.get("items", []), start=1):
             try:  # a pod of the wrong shape (a field of the wrong JSON type) is quarantined, not a crash
                 meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+                try:
+                    gpus, cards = pod_gpus(pod)
+                except GpuRequestError as exc:
+                    ctx.quarantine(self.name, number, str(exc), pod)
+                    continue
                 row = {
                     ROW_NUMBER: number,
                     "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
                     "name": meta.get("name"), "namespace": meta.get("namespace"),
                     "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
                     "stated_phase": stated_phase(meta),
-                    "host": spec.get("nodeName"), "gpu_count": pod_gpus(pod),
+                    "host": spec.get("nodeName"), "gpu_count": gpus, "gpu_cards": cards,
                     "start": status.get("startTime"), "end": pod_end(pod), "state": status.get("phase"),
                     "__kind": pod.get("kind", "Pod"),
                 }
-                if not all(v is None or isinstance(v, str) for k, v in row.items() if k not in (ROW_NUMBER, "gpu_count")):
+                if not all(v is None or isinstance(v, str) for k, v in row.items() if k not in (ROW_NUMBER, "gpu_count", "gpu_cards")):
                     raise TypeError("a field that should be text is not")
                 rows.append(row)
             except (AttributeError, TypeError, ValueError) as exc:
@@ -91,7 +127,7 @@ class KubernetesPodsConnector(Connector):
             return
         frame = pl.DataFrame(rows, schema={
             ROW_NUMBER: pl.Int64, "workload_id": pl.String, "name": pl.String, "namespace": pl.String, "labels": pl.String,
-            "stated_phase": pl.String, "host": pl.String, "gpu_count": pl.Int32, "start": pl.String, "end": pl.String,
+            "stated_phase": pl.String, "host": pl.String, "gpu_count": pl.Int32, "gpu_cards": pl.Float64, "start": pl.String, "end": pl.String,
             "state": pl.String, "__kind": pl.String,
         })
         key = pl.col("stated_phase").str.to_lowercase().str.replace_all(r"[\s_\-]", "").replace(PHASE_ALIASES)
@@ -102,7 +138,6 @@ class KubernetesPodsConnector(Connector):
             (pl.col("name").is_null(), "pod has no name"),
             (started.is_null(), "pod never started (no status.startTime)"),
             (pl.col("host").is_null(), "pod was never scheduled on a node"),
-            (pl.col("gpu_count").is_null(), "nvidia.com/gpu limit or request is not a whole number"),
             (pl.col("state").is_in(["Succeeded", "Failed"]) & pl.col("end").is_null(),
              "pod has ended but no container reports when: it would otherwise hold its GPUs forever"),
             (pl.col("stated_phase").is_not_null() & phase.is_null(),
@@ -114,7 +149,7 @@ class KubernetesPodsConnector(Connector):
         out = accepted.select(
             "workload_id", "name", "namespace", "labels", "state", ROW_NUMBER,
             phase.alias("phase"), normalise_host(pl.col("host")).alias("host"),
-            pl.col("gpu_count").cast(pl.Int32), started.alias("started_at"), ended.alias("ended_at"),
+            pl.col("gpu_count").cast(pl.Int32), "gpu_cards", started.alias("started_at"), ended.alias("ended_at"),
             pl.lit("kubernetes").alias("source"),
         )
         yield to_canonical(out, self.schema, self.name, ctx)

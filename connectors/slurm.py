@@ -1,7 +1,8 @@
 """Slurm accounting: `sacct --parsable2 --format=JobID,JobName,Account,Partition,AllocTRES,Start,End,NodeList,State`.
 
 One workload per job and node: the job's GPUs (`gres/gpu` in AllocTRES) are shared out over the
-nodes of its NodeList, whose ranges (`gpu[01-04,07]`) are expanded. Job steps (`123.batch`,
+nodes of its NodeList (and, where typed gres names MIG profiles, `gres/gpu:1g.10gb=1`, the cards
+they are: `gpu_cards`), whose ranges (`gpu[01-04,07]`) are expanded. Job steps (`123.batch`,
 `123.0`) are left out: the allocation line already holds the GPUs. Times are local to the
 cluster and read in the configured time zone; `Unknown` end means still running.
 """
@@ -18,6 +19,7 @@ import pyarrow as pa
 from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.kit import normalise_host
 from connectors.kit import Connector, ReadContext
+from models.gpus import mig_card_share
 
 REQUIRED = ("JobID", "JobName", "AllocTRES", "Start", "End", "NodeList")
 NOT_A_TIME = ("Unknown", "None", "")
@@ -43,6 +45,18 @@ def gpus_in_tres(tres: str | None) -> int | None:
         return int(untyped.group(1))
     typed = re.findall(r"(?:^|,)gres/gpu:[^=,]+=(\d+)", tres)
     return sum(int(n) for n in typed)
+
+
+def mig_cards_in_tres(tres: str | None) -> float | None:
+    """`gres/gpu=2,gres/gpu:a100_1g.10gb=2` → 2/7: the job's MIG instances (typed gres whose type
+    names a MIG profile, as Slurm's NVML autodetection and gres.conf name them) as their share of
+    a card, its other GPUs whole. None without a MIG type: the GPUs are whole cards."""
+    typed = re.findall(r"(?:^|,)gres/gpu:([^=,]+)=(\d+)", tres or "")
+    mig = [(int(count), share) for kind, count in typed if (share := mig_card_share(kind)) is not None]
+    if not mig:
+        return None
+    whole = max((gpus_in_tres(tres) or 0) - sum(count for count, _ in mig), 0)
+    return whole + sum(count * share for count, share in mig)
 
 
 def gpus_in_tres_expr(tres: pl.Expr) -> pl.Expr:
@@ -73,6 +87,7 @@ class SlurmSacctConnector(Connector):
             started, ended = parse_utc("Start", ctx.timezone), parse_utc("End", ctx.timezone)
             frame = frame.with_columns(
                 gpus_in_tres_expr(pl.col("AllocTRES")).alias("__gpus"),
+                pl.col("AllocTRES").map_elements(mig_cards_in_tres, return_dtype=pl.Float64).alias("__cards"),
                 pl.col("NodeList").map_elements(expand_nodelist, return_dtype=pl.List(pl.String)).alias("__nodes"),
             )
             reason = first_reason([
@@ -87,16 +102,17 @@ class SlurmSacctConnector(Connector):
             per_node = accepted.with_columns(started.alias("started_at"), ended.alias("ended_at")).explode("__nodes").with_columns(
                 pl.int_range(pl.len()).over(ROW_NUMBER).alias("__node_no"),
             )
-            out = per_node.with_columns(
-                pl.len().over(ROW_NUMBER).alias("__n"),
-            ).select(
-                pl.when(pl.col("__n") > 1).then(pl.concat_str(pl.lit("slurm:"), "JobID", pl.lit("@"), "__nodes"))
+            n = pl.len().over(ROW_NUMBER)
+            # GPUs shared out over the nodes; a remainder goes to the first nodes.
+            node_gpus = ((pl.col("__gpus") // n) + (pl.col("__node_no") < (pl.col("__gpus") % n)).cast(pl.Int32)).cast(pl.Int32)
+            out = per_node.with_columns(node_gpus.alias("gpu_count")).select(
+                pl.when(n > 1).then(pl.concat_str(pl.lit("slurm:"), "JobID", pl.lit("@"), "__nodes"))
                   .otherwise(pl.concat_str(pl.lit("slurm:"), "JobID")).alias("workload_id"),
                 pl.col("JobName").alias("name"),
                 normalise_host(pl.col("__nodes")).alias("host"),
-                # GPUs shared out over the nodes; a remainder goes to the first nodes.
-                ((pl.col("__gpus") // pl.col("__n")) + (pl.col("__node_no") < (pl.col("__gpus") % pl.col("__n"))).cast(pl.Int32))
-                  .cast(pl.Int32).alias("gpu_count"),
+                "gpu_count",
+                # The cards go with the GPUs: each node's part of the job's cards is its part of the GPUs.
+                pl.when(pl.col("__gpus") > 0).then(pl.col("__cards") * pl.col("gpu_count") / pl.col("__gpus")).alias("gpu_cards"),
                 "started_at", "ended_at",
                 *(pl.col(src).alias(dst) for src, dst in (("Account", "account"), ("Partition", "partition"), ("State", "state"))
                   if src in per_node.columns),

@@ -25,10 +25,12 @@ from connectors.kit import (
 )
 from connectors.kit import normalise_host
 from connectors.kit import Connector, ReadContext
+from models.gpus import mig_card_share
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")
 OPTIONAL = ("name", "resource_id", "account", "partition", "namespace")
+# Optional too: `mig_profile`, the MIG profile each of its GPUs is (`1g.10gb`): gpu_cards = gpu_count × its share.
 
 
 class WorkloadsCsvConnector(Connector):
@@ -52,6 +54,9 @@ class WorkloadsCsvConnector(Connector):
             gpu_count = pl.col("gpu_count").cast(pl.Int32, strict=False)
             started = parse_utc("started_at", ctx.timezone)
             ended = parse_utc("ended_at", ctx.timezone)
+            # Stripped above; an empty cell, as elsewhere, says nothing (whole GPUs).
+            profile = pl.col("mig_profile").replace("", None) if "mig_profile" in frame.columns else pl.lit(None, dtype=pl.String)
+            share = profile.map_elements(mig_card_share, return_dtype=pl.Float64)
             reason = first_reason([
                 (pl.col("workload_id").is_null(), "workload_id is empty"),
                 (phase.is_null() & pl.col("phase").is_not_null(),
@@ -59,6 +64,7 @@ class WorkloadsCsvConnector(Connector):
                 (pl.col("host").is_null() & (pl.col("resource_id").is_null() if "resource_id" in frame.columns else pl.lit(True)),
                  "neither host nor resource_id is given"),
                 (gpu_count.is_null() | (gpu_count < 0), pl.format("gpu_count '{}' is not a whole number ≥ 0", pl.col("gpu_count"))),
+                (profile.is_not_null() & share.is_null(), pl.format("mig_profile '{}' is not a MIG profile such as 1g.10gb", profile)),
                 (started.is_null(), pl.format("started_at '{}' is not a timestamp", pl.col("started_at"))),
                 (failed("ended_at", ended), pl.format("ended_at '{}' is not a timestamp", pl.col("ended_at"))),
                 (ended < started, "ended_at is before started_at"),
@@ -73,6 +79,7 @@ class WorkloadsCsvConnector(Connector):
                 phase.alias("phase"),
                 normalise_host(pl.col("host")).alias("host"),
                 gpu_count.alias("gpu_count"),
+                (gpu_count * share).alias("gpu_cards"),
                 started.alias("started_at"),
                 ended.alias("ended_at"),
                 pl.lit("workloads_csv").alias("source"),

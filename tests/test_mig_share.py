@@ -184,3 +184,136 @@ def test_a_slice_a_workload_holds_counts_as_one_gpu_of_the_workloads(tmp_path):
         assert fetch_all(conn, "SELECT round(sum(wasted_cost), 2), count(*) FROM findings.unused_gpu") == [(Decimal("41.14"), 6)]
     finally:
         conn.close()
+
+
+def pods(*specs: tuple[str, str, dict]) -> str:
+    """A `kubectl get pods -A -o json` listing: (name, phase label, GPU limits) per pod, each on mig-1
+    for the whole of 1 September."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "Pod", "metadata": {"name": name, "namespace": "ml", "labels": {"ml-phase": phase}},
+         "spec": {"nodeName": "mig-1", "containers": [{"name": "main", "resources": {"limits": limits}}]},
+         "status": {"phase": "Succeeded", "startTime": "2026-09-01T00:00:00Z",
+                    "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-09-02T00:00:00Z"}}}]}}
+        for name, phase, limits in specs]})
+
+
+def test_mig_resources_are_gpus_of_their_profile_share_of_a_card():
+    from connectors.kubernetes import pod_gpus
+    from connectors.slurm import mig_cards_in_tres
+    from models.gpus import mig_card_share
+
+    assert [mig_card_share(p) for p in ("3g.40gb", "1c.3g.40gb", "1g.10gb+me", "2g.12gb", "4g.24gb", "7g.141gb", "a100", None)] == [
+        3 / 7, 3 / 7, 1 / 7, 2 / 4, 1.0, 1.0, None, None]  # 2g.12gb and 4g.24gb: an A30's, a card of 4 slices
+    limits = lambda **l: {"spec": {"containers": [{"resources": {"limits": l}}]}}  # noqa: E731
+    assert pod_gpus(limits(**{"nvidia.com/mig-1g.10gb": "2", "nvidia.com/gpu": "1"})) == (3, pytest.approx(1 + 2 / 7))
+    assert pod_gpus(limits(**{"nvidia.com/gpu": "2"})) == (2, None)  # whole GPUs: no cards of its own
+    assert pod_gpus({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/mig-3g.40gb": 1}}}]}}) == (1, pytest.approx(3 / 7))
+    assert mig_cards_in_tres("cpu=8,gres/gpu=3,gres/gpu:nvidia_a100_3g.40gb=2") == pytest.approx(1 + 6 / 7)
+    assert mig_cards_in_tres("gres/gpu=8,gres/gpu:a100=8") is None
+
+
+def test_workload_sources_give_the_cards_of_mig_instances(tmp_path):
+    from connectors.slurm import SlurmSacctConnector
+    from connectors.workloads_csv import WorkloadsCsvConnector
+    from models.schemas import WORKLOAD
+    from tests.test_connector_workloads_storage import read_all
+
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|JobName|Account|Partition|AllocTRES|Start|End|NodeList|State\n"
+                     "7|sft|ml|mig|cpu=4,gres/gpu=2,gres/gpu:nvidia_a100_3g.40gb=2|2026-09-01T00:00:00|Unknown|mig-[1-2]|RUNNING\n"
+                     "8|pt|ml|a100|cpu=64,gres/gpu=8|2026-09-01T00:00:00|Unknown|gpu01|RUNNING\n")
+    rows, _ = read_all(SlurmSacctConnector(), sacct, WORKLOAD)
+    assert [(r["host"], r["gpu_count"], r["gpu_cards"]) for r in rows] == [
+        ("mig-1", 1, pytest.approx(3 / 7)), ("mig-2", 1, pytest.approx(3 / 7)), ("gpu01", 8, None)]
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("workload_id,phase,host,gpu_count,started_at,ended_at,mig_profile\n"
+                    "a,inference,mig-1,2,2026-09-01T00:00:00Z,,2g.20gb\nb,inference,gpu01,1,2026-09-01T00:00:00Z,,\n"
+                    "c,inference,mig-1,1,2026-09-01T00:00:00Z,,banana\nd,inference,gpu01,1,2026-09-01T00:00:00Z,, \n"
+                    "e,inference,mig-1,1,2026-09-01T00:00:00Z,,1g.10gb;3g.40gb\n")
+    rows, ctx = read_all(WorkloadsCsvConnector(), jobs, WORKLOAD)
+    assert [(r["workload_id"], r["gpu_count"], r["gpu_cards"]) for r in rows] == [
+        ("a", 2, pytest.approx(4 / 7)), ("b", 1, None), ("d", 1, None)]  # a blank cell says nothing, as elsewhere
+    assert [q["reason"] for q in ctx.quarantined] == ["mig_profile 'banana' is not a MIG profile such as 1g.10gb",
+                                                      "mig_profile '1g.10gb;3g.40gb' is not a MIG profile such as 1g.10gb"]
+
+
+def test_a_pod_on_a_mig_slice_is_charged_its_share_of_the_card(tmp_path):
+    # One A100 for 48.00, seven 1g.10gb slices. sft-1 holds slice 1 (nvidia.com/mig-1g.10gb) and keeps
+    # it 90 % busy; slices 2-7 are 80 % busy with nothing on record. Before, the pod held no GPU (the
+    # MIG resource was not read) and the whole 48.00 was unattributed; counting the slice as one GPU
+    # would have given sft-1 the whole card.
+    telemetry = dcgm_mig([("1", "1g.10gb", 90)] + [(str(i), "1g.10gb", 80) for i in range(2, 8)])
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry,
+                                  "pods.json": pods(("sft-1", "fine-tuning", {"nvidia.com/mig-1g.10gb": "1"}))})
+    try:
+        assert fetch_all(conn, "SELECT workload_id, gpu_count, gpu_cards FROM core.workloads") == [
+            ("k8s:ml/sft-1", 1, pytest.approx(1 / 7))]
+        assert fetch_all(conn, "SELECT phase, method, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1") == [
+            ("finetuning", "workload_overlap", Decimal("6.8572222222"), 12343),  # 1/7 of a day: 12,342.86 GPU-seconds, whole
+            ("unattributed", "busy_telemetry", Decimal("41.1427777778"), 74057)]
+        # The busy slices' hours: sft-1 is the only workload on the host, so the host's busy minutes are its own.
+        assert fetch_all(conn, "SELECT phase, round(sum(gpu_hours_held), 4), round(sum(gpu_hours_busy), 4) FROM marts.gpu_hours_profile "
+                               "WHERE phase = 'finetuning' GROUP BY 1") == [("finetuning", pytest.approx(3.4286), pytest.approx(19.5429))]
+    finally:
+        conn.close()
+
+
+def test_a_pod_on_a_slice_beside_idle_slices_leaves_them_idle(tmp_path):
+    # The same card, sft-1 on slice 1 and pod serve-1 on a 3g.40gb, both busy; two 1g slices idle.
+    # The pods hold 1/7 and 3/7 of the card: their parts of 48.00 are 6.86 and 20.57, the idle 2/7
+    # (and the 1/7 no pod nor sample covers) 20.57.
+    telemetry = dcgm_mig([("1", "1g.10gb", 90), ("2", "3g.40gb", 70), ("3", "1g.10gb", 0), ("4", "1g.10gb", 0)])
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry, "pods.json": pods(
+        ("sft-1", "fine-tuning", {"nvidia.com/mig-1g.10gb": "1"}), ("serve-1", "inference", {"nvidia.com/mig-3g.40gb": "1"}))})
+    try:
+        split = fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, amount.quantize(CENT)) for phase, amount in split] == [
+            ("finetuning", Decimal("6.86")), ("idle", Decimal("20.57")), ("inference", Decimal("20.57"))]
+        assert sum(amount for _, amount in split) == Decimal("48.0000000000")
+        # Busy GPU-minutes split between the pods by the cards they hold (1:3), not by their count (1:1).
+        assert fetch_all(conn, "SELECT workload_id, round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour "
+                               "GROUP BY 1 ORDER BY 1") == [
+            ("k8s:ml/serve-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 * 3 / 4, abs=1e-4)),
+            ("k8s:ml/sft-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 / 4, abs=1e-4))]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("limits", "reason"), [
+    ({"nvidia.com/mig-1g.10gb": "0.5"}, "nvidia.com/mig-1g.10gb limit or request '0.5' is not a whole number ≥ 0"),
+    ({"nvidia.com/mig-1g.10gb": 1.5}, "nvidia.com/mig-1g.10gb limit or request 1.5 is not a whole number ≥ 0"),  # not truncated to 1
+    ({"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "-1"}, "nvidia.com/mig-1g.10gb limit or request '-1' is not a whole number ≥ 0"),
+    ({"nvidia.com/mig-banana": "1"}, "nvidia.com/mig-banana names no MIG profile (such as nvidia.com/mig-1g.10gb)"),
+    ("nvidia.com/gpu=1", "item is not a pod object of the usual shape: resources.limits or resources.requests is not an object"),
+])
+def test_a_pod_whose_gpus_cannot_be_counted_is_quarantined_with_the_reason(tmp_path, limits, reason):
+    from connectors.kubernetes import KubernetesPodsConnector
+    from models.schemas import WORKLOAD
+    from tests.test_connector_workloads_storage import read_all
+
+    listing = tmp_path / "pods.json"
+    listing.write_text(pods(("bad", "inference", limits), ("good", "inference", {"nvidia.com/mig-2g.20gb": "1"})))
+    rows, ctx = read_all(KubernetesPodsConnector(), listing, WORKLOAD)
+    assert [(r["name"], r["gpu_count"], r["gpu_cards"]) for r in rows] == [("good", 1, pytest.approx(2 / 7))]
+    assert [q["reason"] for q in ctx.quarantined] == [reason]
+
+
+def test_busy_slices_beside_a_pod_that_names_its_profile_count_as_slices(tmp_path):
+    # Host mix-1, two cards for 96.00: card 0 whole and idle; card 1 in seven 1g slices: sft-1 holds
+    # slice 1 (nvidia.com/mig-1g.10gb) at 90 %, slices 2-3 are 80 % busy with nothing on record,
+    # 4-7 idle. The busy part nobody held is two slices, 2/7 of a card: counting busy instances as
+    # whole GPUs (as for a job that names no profile) made it a whole card, 48.00, out of the idle part.
+    charges = CHARGE.replace("48.00,48.00", "96.00,96.00").replace("mig-1,mig-1,,1", "mix-1,mix-1,,2")
+    telemetry = dcgm(mig_series(None, None, 0, host="mix-1", uuid="GPU-w0", gpu="0"),
+                     *(mig_series(str(i), "1g.10gb", {1: 90, 2: 80, 3: 80}.get(i, 0), host="mix-1", uuid="GPU-m1", gpu="1")
+                       for i in range(1, 8)))
+    listing = pods(("sft-1", "fine-tuning", {"nvidia.com/mig-1g.10gb": "1"})).replace('"mig-1"', '"mix-1"')
+    conn = build(tmp_path, files={"charges.csv": charges, "dcgm.json": telemetry, "pods.json": listing})
+    try:
+        split = fetch_all(conn, "SELECT phase, method, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, method, amount.quantize(CENT), seconds) for phase, method, amount, seconds in split] == [
+            ("finetuning", "workload_overlap", Decimal("6.86"), 12343), ("idle", "no_workload", Decimal("75.43"), 135771),
+            ("unattributed", "busy_telemetry", Decimal("13.71"), 24686)]
+        assert sum(amount for _, _, amount, _ in split) == Decimal("96.0000000000")
+    finally:
+        conn.close()

@@ -5,7 +5,10 @@
 -- per id lost all but one node: its hosts' charges went unattributed.) Its phase is, in order: the
 -- phase the source states (a phase column or a phase / ml-phase label), else the first phase rule
 -- whose conditions all match (phase_rules: one row per condition), else 'unattributed'.
--- `phase_rule` says which.
+-- `phase_rule` says which. `gpu_cards`: the cards its GPUs are where the source names MIG profiles
+-- (a Kubernetes `nvidia.com/mig-1g.10gb`, a Slurm typed gres): a MIG instance its profile's share of
+-- the card. NULL where it names none: whole GPUs, or slices it cannot size (MIG's single strategy
+-- advertises a slice as nvidia.com/gpu); readers then count gpu_count cards.
 CREATE OR REPLACE TABLE core.workloads AS
 WITH loaded AS (
     SELECT w.*

@@ -5,7 +5,7 @@
 -- Order of evidence:
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
---      by GPU-seconds held                                                        → 'workload_overlap'
+--      by GPU-seconds held (in cards: a MIG instance as its share of the card)    → 'workload_overlap'
 --      paid GPU-seconds nobody held while telemetry shows the host's GPUs busy
 --      (at or over $idle_busy_threshold, beyond the GPUs workloads held that
 --      minute) go to 'unattributed', never 'idle'                                  → 'busy_telemetry'
@@ -59,7 +59,8 @@ classified AS (
 ),
 charge_workloads AS (
     -- Workloads on the charged resource inside the charge period.
-    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count,
+    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, coalesce(w.gpu_cards, w.gpu_count) AS gpu_cards,
+           w.gpu_cards IS NULL AS unsized,
            greatest(w.started_at, c.ChargePeriodStart) AS held_from,
            least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
     FROM classified AS c
@@ -70,9 +71,11 @@ charge_workloads AS (
     WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
 ),
 held AS (
-    -- GPU-seconds each workload held on the charged resource inside the charge period.
+    -- GPU-seconds each workload held on the charged resource inside the charge period, in cards as the
+    -- charge counts GPUs (a 1g.10gb MIG instance of an A100 for an hour: 514 of 3,600), each rounded
+    -- to whole seconds, so their sum does not depend on the order it is taken in.
     SELECT x_ChargeId, phase,
-           sum(gpu_count * datediff('second', held_from, held_to)) AS gpu_seconds,
+           sum(CAST(round(gpu_cards * datediff('second', held_from, held_to)) AS BIGINT)) AS gpu_seconds,
            string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads
     FROM charge_workloads
     GROUP BY x_ChargeId, phase
@@ -93,7 +96,8 @@ busy_gpus AS (
 ),
 busy_minutes AS (
     SELECT b.x_ChargeId, b.minute, any_value(b.gpu_count) AS gpu_count, any_value(b.busy_gpus) AS busy_gpus,
-           any_value(b.busy_devices) AS busy_devices, coalesce(sum(w.gpu_count), 0) AS held_gpus
+           any_value(b.busy_devices) AS busy_devices, coalesce(sum(w.gpu_count), 0) AS held_gpus,
+           coalesce(sum(w.gpu_cards), 0) AS held_cards, coalesce(sum(w.gpu_count) FILTER (WHERE w.unsized), 0) AS held_unsized
     FROM busy_gpus AS b
     LEFT JOIN charge_workloads AS w
       ON w.x_ChargeId = b.x_ChargeId AND w.held_from < b.minute + INTERVAL 1 MINUTE AND w.held_to > b.minute
@@ -101,12 +105,18 @@ busy_minutes AS (
 ),
 busy_unheld AS (
     -- GPU-seconds busy beyond the GPUs workloads held that minute: used by something with no record.
-    -- With no workload holding GPUs, the busy cards; else busy GPUs as the workloads count them (a MIG
-    -- slice they hold is one GPU to them) less those held. Whole GPUs count the same either way.
+    -- With no workload holding GPUs, the busy cards; with workloads that name the MIG profiles they
+    -- hold (gpu_cards), the busy cards less the cards held. A workload that names none holds whole
+    -- GPUs or slices of unknown size (MIG's single strategy advertises a slice as nvidia.com/gpu):
+    -- with one of those, also the busy GPUs less the GPUs held counting a MIG instance as one, if
+    -- that is more (a whole busy card beside a job on one slice is not idle). Whole GPUs count the
+    -- same every way.
     SELECT x_ChargeId, sum(unheld) * 60 AS gpu_seconds, count(*) FILTER (WHERE unheld > 0) AS minutes
     FROM (SELECT x_ChargeId,
                  CASE WHEN held_gpus = 0 THEN least(gpu_count, busy_gpus)
-                      ELSE greatest(0, least(gpu_count, busy_devices) - held_gpus) END AS unheld
+                      WHEN held_unsized = 0 THEN greatest(0, least(gpu_count, busy_gpus) - held_cards)
+                      ELSE greatest(0, least(gpu_count, busy_gpus) - held_cards, least(gpu_count, busy_devices) - held_gpus)
+                 END AS unheld
           FROM busy_minutes)
     GROUP BY x_ChargeId
 ),

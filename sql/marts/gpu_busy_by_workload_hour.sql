@@ -3,10 +3,11 @@
 -- of marts.spend_by_phase and marts.gpu_hours_profile, which add these rows up instead of joining
 -- every minute of the history to the workloads. (A host's hour whole, never split, is
 -- marts.gpu_busy_by_host_hour.)
--- A busy minute on a host counts for the workloads holding GPUs there, split by GPUs held (phase:
--- the workload's); with no workload on the host, a GPU-minute at or over $idle_busy_threshold
--- counts as 'unattributed' (something ran that no workload record names) and one under it as
--- 'idle' (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
+-- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
+-- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's);
+-- with no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as
+-- 'unattributed' (something ran that no workload record names) and one under it as 'idle'
+-- (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
 -- (workload_id and phase NULL).
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
@@ -21,7 +22,9 @@ WITH minutes AS NOT MATERIALIZED (
 ),
 held AS (
     -- The workloads holding GPUs on each GPU-minute's host, each with its share of the GPUs held.
-    SELECT m.host, m.minute, m.busy * w.gpu_count::DOUBLE / sum(w.gpu_count) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
+    SELECT m.host, m.minute,
+           m.busy * coalesce(w.gpu_cards, w.gpu_count)
+               / sum(coalesce(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
            w.workload_id, w.phase
     FROM minutes AS m
     JOIN core.workloads AS w
