@@ -317,3 +317,22 @@ def test_busy_slices_beside_a_pod_that_names_its_profile_count_as_slices(tmp_pat
         assert sum(amount for _, _, amount, _ in split) == Decimal("96.0000000000")
     finally:
         conn.close()
+
+
+def test_a_checkpoint_stall_of_a_pod_on_a_slice_costs_its_share_of_the_card(tmp_path):
+    # sft-1 holds one 1g.10gb slice of the 48.00 USD card (2.00 USD a GPU-hour) and its slice sits idle
+    # for the 10 minutes its checkpoint (200 GB) crawls to a network disk. Its GPUs waited 1/7 of a
+    # card for 10 minutes: 0.0238 GPU-hours, 0.05 USD, not the whole card's 0.33.
+    telemetry = dcgm(mig_series("1", "1g.10gb", 90, minutes=[m for m in range(24 * 60) if not 600 <= m < 610]),
+                     mig_series("1", "1g.10gb", 0, minutes=range(600, 610)))
+    checkpoint = json.dumps({"job": "k8s:ml/sft-1", "host": "mig-1", "started_at": "2026-09-01T10:00:00Z",
+                             "ended_at": "2026-09-01T10:10:00Z", "bytes": 200_000_000_000, "storage_class": "network_disk"})
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry, "checkpoints.jsonl": checkpoint + "\n",
+                                  "pods.json": pods(("sft-1", "fine-tuning", {"nvidia.com/mig-1g.10gb": "1"}))})
+    try:
+        rows = fetch_all(conn, """SELECT evidence->>'gpus', evidence->>'gpu_cards', evidence->>'idle_share',
+                                         evidence->>'wasted_gpu_hours', wasted_cost FROM findings.slow_disk_idle""")
+        assert [(gpus, cards, share, hours, cost.quantize(CENT)) for gpus, cards, share, hours, cost in rows] == [
+            ("1", "0.1429", "1.0", "0.0238", Decimal("0.05"))]
+    finally:
+        conn.close()

@@ -10,7 +10,9 @@
 -- Minutes come from core.gpu_minutes, so the share is the same at any sampling interval, through
 -- marts.gpu_minutes_in_storage_writes: the host-minutes storage writes cover, built per UTC day, so a
 -- rebuild reads those, not every minute of the history. Wasted GPU-hours =
--- GPUs × duration × idle share; avoidable = the part a disk at $fast_disk_gbps GB/s would not take.
+-- the job's cards × duration × idle share (cards: a MIG instance as its share of the card,
+-- core.workloads.gpu_cards; the idle share counts instances, as the job's GPUs do); avoidable = the
+-- part a disk at $fast_disk_gbps GB/s would not take.
 -- Priced at what the host's GPU-hour was paid when the write started (marts.gpu_hour_prices: net of
 -- credits and negations, one row per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
@@ -47,7 +49,8 @@ checkpoints AS (
     FROM (SELECT * FROM events UNION ALL BY NAME SELECT * FROM signatures)
 ),
 host_jobs AS (
-    SELECT c.event_id, w.workload_id, w.gpu_count, coalesce(w.workload_id = c.workload_id, false) AS own,
+    SELECT c.event_id, w.workload_id, w.gpu_count, coalesce(w.gpu_cards, w.gpu_count) AS gpu_cards,
+           coalesce(w.workload_id = c.workload_id, false) AS own,
            sum(w.gpu_count) OVER (PARTITION BY c.event_id) AS held_gpus
     FROM checkpoints AS c
     JOIN core.workloads AS w
@@ -57,7 +60,7 @@ host_jobs AS (
 job_gpus AS (
     -- The checkpoint's own workload where the event names one running on the host; else every
     -- workload holding GPUs there.
-    SELECT event_id, sum(gpu_count) AS gpus, string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads,
+    SELECT event_id, sum(gpu_count) AS gpus, sum(gpu_cards) AS cards, string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads,
            any_value(held_gpus) AS held_gpus, bool_or(own) AS own_workload
     FROM (SELECT *, bool_or(own) OVER (PARTITION BY event_id) AS has_own FROM host_jobs)
     WHERE own OR NOT has_own
@@ -87,7 +90,7 @@ telemetry AS (
     GROUP BY t.event_id
 ),
 priced AS (
-    SELECT c.*, coalesce(j.gpus, 0) AS gpus, j.workloads, coalesce(j.own_workload, false) AS own_workload,
+    SELECT c.*, coalesce(j.gpus, 0) AS gpus, coalesce(j.cards, 0) AS cards, j.workloads, coalesce(j.own_workload, false) AS own_workload,
            coalesce(t.idle_share, 1.0) AS idle_share, coalesce(t.gpu_minutes_seen, 0) AS gpu_minutes_seen,
            p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency,
            coalesce(p.gpu_model, t.telemetry_gpu_model) AS gpu_model
@@ -106,7 +109,7 @@ catalog AS (
 ),
 measured AS (
     SELECT p.*,
-           p.gpus * p.duration_s / 3600.0 * p.idle_share AS wasted_gpu_hours,
+           p.cards * p.duration_s / 3600.0 * p.idle_share AS wasted_gpu_hours,
            p.bytes / ($fast_disk_gbps * 1e9) AS fast_duration_s,
            coalesce(p.charge_price, k.price_per_gpu_hour) AS price_per_gpu_hour,
            coalesce(p.charge_currency, k.currency) AS currency,
@@ -127,7 +130,7 @@ SELECT
     price_source,
     json_object(
         'bytes', bytes, 'duration_s', round(duration_s, 1), 'throughput_mb_s', round(bytes / duration_s / 1e6, 1),
-        'gpus', gpus, 'workloads', workloads, 'gpus_from', CASE WHEN own_workload THEN 'the event''s workload' ELSE 'the host''s workloads' END,
+        'gpus', gpus, 'gpu_cards', round(cards, 4), 'workloads', workloads, 'gpus_from', CASE WHEN own_workload THEN 'the event''s workload' ELSE 'the host''s workloads' END,
         'idle_share', round(idle_share, 4),
         'gpu_minutes_with_telemetry', gpu_minutes_seen, 'wasted_gpu_hours', round(wasted_gpu_hours, 4),
         'fast_disk_gbps', $fast_disk_gbps, 'duration_on_fast_disk_s', round(fast_duration_s, 1),
