@@ -4,7 +4,9 @@ One workload per pod: its node is the host, its GPUs are the `nvidia.com/gpu` an
 (`nvidia.com/mig-<profile>`, the device plugin's mixed strategy) limits, else requests, of its
 containers: each a GPU to `gpu_count`, a MIG instance its profile's share of the card in
 `gpu_cards` (a `1g.10gb` on an A100 is 1/7). Under MIG's single strategy a slice is advertised as
-`nvidia.com/gpu` and cannot be told from a whole GPU here. It started at `status.startTime` and, once Succeeded or Failed,
+`nvidia.com/gpu`: a listing that holds the nodes too (`kubectl get pods,nodes -A -o json`) sizes it
+from its node's GPU feature discovery labels (`nvidia.com/mig.strategy=single`,
+`nvidia.com/gpu.product=…-MIG-1g.10gb`); a pod listing alone cannot tell it from a whole GPU. It started at `status.startTime` and, once Succeeded or Failed,
 ended when its last container finished. A `phase` or `ml-phase` label or annotation states its
 phase explicitly; otherwise the phase rules decide from its name, namespace and labels.
 """
@@ -24,6 +26,9 @@ from models.phases import PHASE_ALIASES, WORK_PHASES
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# GPU feature discovery's node labels: under the single strategy every nvidia.com/gpu is one slice
+# of the profile the product names (`NVIDIA-A100-SXM4-80GB-MIG-1g.10gb`).
+MIG_STRATEGY_LABEL, GPU_PRODUCT_LABEL = "nvidia.com/mig.strategy", "nvidia.com/gpu.product"
 PHASE_KEYS = ("phase", "ml-phase", "ml_phase", "gpu-finops/phase")
 
 
@@ -38,10 +43,25 @@ def whole_amount(resource: str, amount) -> int:
     return int(str(amount).strip())
 
 
-def pod_gpus(pod: dict) -> tuple[int, float | None]:
+def single_strategy_shares(items: list) -> dict[str, float]:
+    """Node name → the card share of one `nvidia.com/gpu` on it, for the nodes of the listing that
+    run MIG's single strategy with a product label naming the profile."""
+    shares = {}
+    for item in items:
+        if isinstance(item, dict) and item.get("kind") == "Node" and isinstance(item.get("metadata"), dict):
+            labels = item["metadata"].get("labels") or {}
+            if isinstance(labels, dict) and labels.get(MIG_STRATEGY_LABEL) == "single":
+                share = mig_card_share(labels.get(GPU_PRODUCT_LABEL) if isinstance(labels.get(GPU_PRODUCT_LABEL), str) else None)
+                if share is not None and isinstance(item["metadata"].get("name"), str):
+                    shares[item["metadata"]["name"]] = share
+    return shares
+
+
+def pod_gpus(pod: dict, gpu_share: float | None = None) -> tuple[int, float | None]:
     """(GPUs, cards) the pod's containers hold: GPUs count whole GPUs and MIG instances alike;
-    cards is None unless a MIG instance is among them (then a whole GPU is one card). Raises
-    GpuRequestError when an amount is not a whole number or a MIG resource names no profile."""
+    cards is None unless a MIG instance is among them (then a whole GPU is one card).
+    `gpu_share`: what one nvidia.com/gpu is on the pod's node (a slice, under the single strategy).
+    Raises GpuRequestError when an amount is not a whole number or a MIG resource names no profile."""
     gpus, cards, any_mig = 0, 0.0, False
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
@@ -50,7 +70,7 @@ def pod_gpus(pod: dict) -> tuple[int, float | None]:
             raise TypeError("resources.limits or resources.requests is not an object")
         for resource in dict.fromkeys([*limits, *requests]):
             if resource == GPU_RESOURCE:
-                share = 1.0
+                share = gpu_share or 1.0
             elif resource.startswith(MIG_RESOURCE_PREFIX):
                 share = mig_card_share(resource.removeprefix(MIG_RESOURCE_PREFIX))
                 if share is None:
@@ -59,7 +79,7 @@ def pod_gpus(pod: dict) -> tuple[int, float | None]:
                 continue
             amount = next((a for a in (limits.get(resource), requests.get(resource)) if a not in (None, "")), 0)
             amount = whole_amount(resource, amount)
-            gpus, cards, any_mig = gpus + amount, cards + amount * share, any_mig or resource != GPU_RESOURCE
+            gpus, cards, any_mig = gpus + amount, cards + amount * share, any_mig or share != 1.0 or resource != GPU_RESOURCE
     if gpus >= 2**31:
         raise GpuRequestError(f"{gpus} GPUs is out of range")
     return gpus, (cards if any_mig else None)
@@ -100,11 +120,14 @@ class KubernetesPodsConnector(Connector):
         if not isinstance(document, dict) or not isinstance(document.get("items", []), list):
             raise ConnectorError(ctx.source_file, "not a pod listing: no list of items")
         rows = []
+        node_shares = single_strategy_shares(document.get("items", []))
         for number, pod in enumerate(document.get("items", []), start=1):
+            if isinstance(pod, dict) and pod.get("kind") == "Node":
+                continue  # read above, for what its pods' GPUs are
             try:  # a pod of the wrong shape (a field of the wrong JSON type) is quarantined, not a crash
                 meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
                 try:
-                    gpus, cards = pod_gpus(pod)
+                    gpus, cards = pod_gpus(pod, node_shares.get(spec.get("nodeName")))
                 except GpuRequestError as exc:
                     ctx.quarantine(self.name, number, str(exc), pod)
                     continue

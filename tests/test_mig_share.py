@@ -336,3 +336,38 @@ def test_a_checkpoint_stall_of_a_pod_on_a_slice_costs_its_share_of_the_card(tmp_
             ("1", "0.1429", "1.0", "0.0238", Decimal("0.05"))]
     finally:
         conn.close()
+
+
+def with_node(listing: str, labels: dict) -> str:
+    """The listing as `kubectl get pods,nodes -A -o json` gives it: node mig-1 with `labels` after the pods."""
+    document = json.loads(listing)
+    document["items"].append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "mig-1", "labels": labels}})
+    return json.dumps(document)
+
+
+def test_a_single_strategy_node_in_the_listing_sizes_its_pods_gpus(tmp_path):
+    # Under MIG's single strategy the device plugin advertises each 1g.10gb slice as nvidia.com/gpu;
+    # the node's GPU feature discovery labels say so. sft-1 asks for one nvidia.com/gpu, busy at 90 %;
+    # the other six slices are idle. Sized from its node, it holds 1/7 of the 48.00 card; from the pod
+    # alone it is a whole GPU (48.00, the case the README names), and the node is not quarantined.
+    single = {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+              "nvidia.com/gpu.count": "7"}
+    telemetry = dcgm_mig([("1", "1g.10gb", 90)] + [(str(i), "1g.10gb", 0) for i in range(2, 8)])
+    listing = with_node(pods(("sft-1", "fine-tuning", {"nvidia.com/gpu": "1"})), single)
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry, "pods.json": listing})
+    try:
+        assert fetch_all(conn, "SELECT workload_id, gpu_count, gpu_cards FROM core.workloads") == [("k8s:ml/sft-1", 1, pytest.approx(1 / 7))]
+        split = fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, amount.quantize(CENT)) for phase, amount in split] == [("finetuning", Decimal("6.86")), ("idle", Decimal("41.14"))]
+        assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine") == [(0,)]
+    finally:
+        conn.close()
+    # A node under the mixed strategy (or without the labels): nvidia.com/gpu is a whole GPU.
+    mixed = with_node(pods(("sft-1", "fine-tuning", {"nvidia.com/gpu": "1"})), {**single, "nvidia.com/mig.strategy": "mixed"})
+    from connectors.kubernetes import KubernetesPodsConnector
+    from models.schemas import WORKLOAD
+    from tests.test_connector_workloads_storage import read_all
+
+    (tmp_path / "mixed.json").write_text(mixed)
+    rows, ctx = read_all(KubernetesPodsConnector(), tmp_path / "mixed.json", WORKLOAD)
+    assert [(r["gpu_count"], r["gpu_cards"]) for r in rows] == [(1, None)] and not ctx.quarantined
