@@ -12,6 +12,7 @@ phase explicitly; otherwise the phase rules decide from its name, namespace and 
 """
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,8 +38,11 @@ class GpuRequestError(ValueError):
 
 
 def whole_amount(resource: str, amount) -> int:
-    """A resource quantity as a whole number ≥ 0 ("2" or 2); anything else is refused, not truncated."""
-    if isinstance(amount, bool) or not isinstance(amount, (int, str)) or not str(amount).strip().isdigit():
+    """A resource quantity as a whole number ≥ 0 ("2", "+2", 2 or 2.0); anything else is refused,
+    not truncated."""
+    if isinstance(amount, float) and amount.is_integer():
+        amount = int(amount)
+    if isinstance(amount, bool) or not isinstance(amount, (int, str)) or not re.fullmatch(r"\+?\d+", str(amount).strip()):
         raise GpuRequestError(f"{resource} limit or request {amount!r} is not a whole number ≥ 0")
     return int(str(amount).strip())
 
@@ -57,12 +61,14 @@ def single_strategy_shares(items: list) -> dict[str, float]:
     return shares
 
 
-def pod_gpus(pod: dict, gpu_share: float | None = None) -> tuple[int, float | None]:
+def pod_gpus(pod: dict, gpu_share: float | None = None, unsized: list[str] | None = None) -> tuple[int, float | None]:
     """(GPUs, cards) the pod's containers hold: GPUs count whole GPUs and MIG instances alike;
-    cards is None unless a MIG instance is among them (then a whole GPU is one card).
+    cards is None unless a MIG instance is among them (then a whole GPU is one card), and None
+    again when a MIG resource names no profile this release knows (counted as a GPU of unknown size;
+    its name is added to `unsized`). Time-sliced resources (`….shared`) are not read.
     `gpu_share`: what one nvidia.com/gpu is on the pod's node (a slice, under the single strategy).
-    Raises GpuRequestError when an amount is not a whole number or a MIG resource names no profile."""
-    gpus, cards, any_mig = 0, 0.0, False
+    Raises GpuRequestError when an amount is not a whole number."""
+    gpus, cards, any_mig, unknown = 0, 0.0, False, False
     for container in pod.get("spec", {}).get("containers", []):
         resources = container.get("resources", {})
         limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
@@ -71,18 +77,21 @@ def pod_gpus(pod: dict, gpu_share: float | None = None) -> tuple[int, float | No
         for resource in dict.fromkeys([*limits, *requests]):
             if resource == GPU_RESOURCE:
                 share = gpu_share or 1.0
-            elif resource.startswith(MIG_RESOURCE_PREFIX):
+            elif resource.startswith(MIG_RESOURCE_PREFIX) and not resource.endswith(".shared"):
                 share = mig_card_share(resource.removeprefix(MIG_RESOURCE_PREFIX))
                 if share is None:
-                    raise GpuRequestError(f"{resource} names no MIG profile (such as nvidia.com/mig-1g.10gb)")
+                    unknown = True
+                    if unsized is not None:
+                        unsized.append(resource)
             else:
                 continue
             amount = next((a for a in (limits.get(resource), requests.get(resource)) if a not in (None, "")), 0)
             amount = whole_amount(resource, amount)
-            gpus, cards, any_mig = gpus + amount, cards + amount * share, any_mig or share != 1.0 or resource != GPU_RESOURCE
+            gpus, any_mig = gpus + amount, any_mig or share != 1.0 or resource != GPU_RESOURCE
+            cards += amount * (share or 0.0)
     if gpus >= 2**31:
         raise GpuRequestError(f"{gpus} GPUs is out of range")
-    return gpus, (cards if any_mig else None)
+    return gpus, (cards if any_mig and not unknown else None)
 
 
 def pod_end(pod: dict) -> str | None:
@@ -127,10 +136,14 @@ class KubernetesPodsConnector(Connector):
             try:  # a pod of the wrong shape (a field of the wrong JSON type) is quarantined, not a crash
                 meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
                 try:
-                    gpus, cards = pod_gpus(pod, node_shares.get(spec.get("nodeName")))
+                    unsized: list[str] = []
+                    gpus, cards = pod_gpus(pod, node_shares.get(spec.get("nodeName")), unsized)
                 except GpuRequestError as exc:
                     ctx.quarantine(self.name, number, str(exc), pod)
                     continue
+                if unsized:
+                    ctx.warn(f"item {number}: {', '.join(unsized)} names no MIG profile this release knows: "
+                             "counted as a GPU of unknown size (a whole card)")
                 row = {
                     ROW_NUMBER: number,
                     "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",

@@ -31,6 +31,7 @@ from models.phases import PHASE_ALIASES, WORK_PHASES
 REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")
 OPTIONAL = ("name", "resource_id", "account", "partition", "namespace")
 # Optional too: `mig_profile`, the MIG profile each of its GPUs is (`1g.10gb`): gpu_cards = gpu_count × its share.
+NO_PROFILE = ("", "none", "n/a", "na", "-")
 
 
 class WorkloadsCsvConnector(Connector):
@@ -54,8 +55,9 @@ class WorkloadsCsvConnector(Connector):
             gpu_count = pl.col("gpu_count").cast(pl.Int32, strict=False)
             started = parse_utc("started_at", ctx.timezone)
             ended = parse_utc("ended_at", ctx.timezone)
-            # Stripped above; an empty cell, as elsewhere, says nothing (whole GPUs).
-            profile = pl.col("mig_profile").replace("", None) if "mig_profile" in frame.columns else pl.lit(None, dtype=pl.String)
+            # Stripped above; an empty cell (or none, N/A, -) says the GPUs are whole.
+            profile = (pl.when(~pl.col("mig_profile").str.to_lowercase().is_in(NO_PROFILE)).then(pl.col("mig_profile"))
+                       if "mig_profile" in frame.columns else pl.lit(None, dtype=pl.String))
             share = profile.map_elements(mig_card_share, return_dtype=pl.Float64)
             reason = first_reason([
                 (pl.col("workload_id").is_null(), "workload_id is empty"),

@@ -54,15 +54,17 @@ def gpu_model_expr(name: pl.Expr) -> pl.Expr:
 
 
 # A MIG profile names its GPU instance's compute slices and memory: '3g.40gb', '1c.3g.40gb' (a
-# compute instance inside a 3g one), '1g.10gb+me', Kubernetes' resource 'nvidia.com/mig-1g.10gb',
-# a Slurm gres type 'nvidia_a100_3g.40gb'. Only at the end of the name, and only once.
-MIG_PROFILE = re.compile(r"(?:^|[^0-9a-z])(?:\d+c\.)?(\d+)g\.(\d+)gb(?:[+.][a-z.]+)?$", re.IGNORECASE)
+# compute instance using one of a 3g instance's three slices), '1g.10gb+me', Kubernetes' resource
+# 'nvidia.com/mig-1g.10gb', a Slurm gres type 'nvidia_a100_3g.40gb'. Only at the end of the name,
+# and only once.
+MIG_PROFILE = re.compile(r"(?:^|[^0-9a-z])(?:(\d+)c\.)?(\d+)g\.(\d+)gb(?:[+.\-][a-z.]+)?$", re.IGNORECASE)
 A30_GB_PER_SLICE = 6  # the A30's profiles (1g.6gb, 2g.12gb, 4g.24gb) and no other card's
 
 
 def mig_card_share(profile: str | None) -> float | None:
-    """The part of a physical card a MIG profile is: its GPU instance's compute slices over the
-    card's, 4 on an A30 and 7 on the A100, H100, H200 and B200 (NVIDIA's MIG user guide; the SQL
+    """The part of a physical card a MIG profile is: its compute slices over the card's (a compute
+    instance's own, '1c.3g.40gb' 1/7; else its GPU instance's, '3g.40gb' 3/7), 4 on an A30 and 7
+    on the A100, H100, H200 and B200 (NVIDIA's MIG user guide; the SQL
     macro `mig_card_slices` says the same from the card's model, which a workload's resource name
     does not give: an A30's profiles are the only ones with 6 GB a slice). None when `profile` is
     not one MIG profile."""
@@ -70,8 +72,9 @@ def mig_card_share(profile: str | None) -> float | None:
     found = MIG_PROFILE.search(text)
     if not found or len(re.findall(r"\d+g\.\d+gb", text, re.IGNORECASE)) != 1:
         return None
-    slices, gigabytes = int(found.group(1)), int(found.group(2))
-    card_slices = 4 if gigabytes == A30_GB_PER_SLICE * slices else 7
+    compute, instance_slices, gigabytes = found.group(1), int(found.group(2)), int(found.group(3))
+    card_slices = 4 if gigabytes == A30_GB_PER_SLICE * instance_slices else 7
+    slices = min(int(compute), instance_slices) if compute else instance_slices
     return min(slices, card_slices) / card_slices if slices else None
 
 

@@ -203,11 +203,20 @@ def test_mig_resources_are_gpus_of_their_profile_share_of_a_card():
     from models.gpus import mig_card_share
 
     assert [mig_card_share(p) for p in ("3g.40gb", "1c.3g.40gb", "1g.10gb+me", "2g.12gb", "4g.24gb", "7g.141gb", "a100", None)] == [
-        3 / 7, 3 / 7, 1 / 7, 2 / 4, 1.0, 1.0, None, None]  # 2g.12gb and 4g.24gb: an A30's, a card of 4 slices
+        3 / 7, 1 / 7, 1 / 7, 2 / 4, 1.0, 1.0, None, None]  # 2g.12gb and 4g.24gb: an A30's, a card of 4 slices
     limits = lambda **l: {"spec": {"containers": [{"resources": {"limits": l}}]}}  # noqa: E731
     assert pod_gpus(limits(**{"nvidia.com/mig-1g.10gb": "2", "nvidia.com/gpu": "1"})) == (3, pytest.approx(1 + 2 / 7))
     assert pod_gpus(limits(**{"nvidia.com/gpu": "2"})) == (2, None)  # whole GPUs: no cards of its own
     assert pod_gpus({"spec": {"containers": [{"resources": {"requests": {"nvidia.com/mig-3g.40gb": 1}}}]}}) == (1, pytest.approx(3 / 7))
+    # Compute instances of one 3g.40gb GPU instance: each its own slice of the card.
+    assert pod_gpus(limits(**{"nvidia.com/mig-1c.3g.40gb": "2"})) == (2, pytest.approx(2 / 7))
+    assert pod_gpus(limits(**{"nvidia.com/gpu": 1.0, "nvidia.com/mig-1g.10gb": "+1"})) == (2, pytest.approx(8 / 7))
+    # A MIG resource this release cannot size: a GPU of unknown size (the pod unsized, read as whole cards), not a lost pod.
+    unsized = []
+    assert pod_gpus(limits(**{"nvidia.com/gpu": "1", "nvidia.com/mig-banana": "1"}), None, unsized) == (2, None)
+    assert unsized == ["nvidia.com/mig-banana"]
+    # Time-sliced resources are not read, as nvidia.com/gpu.shared is not.
+    assert pod_gpus(limits(**{"nvidia.com/mig-1g.10gb.shared": "1"})) == (0, None)
     assert mig_cards_in_tres("cpu=8,gres/gpu=3,gres/gpu:nvidia_a100_3g.40gb=2") == pytest.approx(1 + 6 / 7)
     assert mig_cards_in_tres("gres/gpu=8,gres/gpu:a100=8") is None
 
@@ -229,10 +238,10 @@ def test_workload_sources_give_the_cards_of_mig_instances(tmp_path):
     jobs.write_text("workload_id,phase,host,gpu_count,started_at,ended_at,mig_profile\n"
                     "a,inference,mig-1,2,2026-09-01T00:00:00Z,,2g.20gb\nb,inference,gpu01,1,2026-09-01T00:00:00Z,,\n"
                     "c,inference,mig-1,1,2026-09-01T00:00:00Z,,banana\nd,inference,gpu01,1,2026-09-01T00:00:00Z,, \n"
-                    "e,inference,mig-1,1,2026-09-01T00:00:00Z,,1g.10gb;3g.40gb\n")
+                    "e,inference,mig-1,1,2026-09-01T00:00:00Z,,1g.10gb;3g.40gb\nf,inference,gpu01,1,2026-09-01T00:00:00Z,,N/A\n")
     rows, ctx = read_all(WorkloadsCsvConnector(), jobs, WORKLOAD)
     assert [(r["workload_id"], r["gpu_count"], r["gpu_cards"]) for r in rows] == [
-        ("a", 2, pytest.approx(4 / 7)), ("b", 1, None), ("d", 1, None)]  # a blank cell says nothing, as elsewhere
+        ("a", 2, pytest.approx(4 / 7)), ("b", 1, None), ("d", 1, None), ("f", 1, None)]  # blank or N/A: whole GPUs
     assert [q["reason"] for q in ctx.quarantined] == ["mig_profile 'banana' is not a MIG profile such as 1g.10gb",
                                                       "mig_profile '1g.10gb;3g.40gb' is not a MIG profile such as 1g.10gb"]
 
@@ -283,7 +292,6 @@ def test_a_pod_on_a_slice_beside_idle_slices_leaves_them_idle(tmp_path):
     ({"nvidia.com/mig-1g.10gb": "0.5"}, "nvidia.com/mig-1g.10gb limit or request '0.5' is not a whole number ≥ 0"),
     ({"nvidia.com/mig-1g.10gb": 1.5}, "nvidia.com/mig-1g.10gb limit or request 1.5 is not a whole number ≥ 0"),  # not truncated to 1
     ({"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "-1"}, "nvidia.com/mig-1g.10gb limit or request '-1' is not a whole number ≥ 0"),
-    ({"nvidia.com/mig-banana": "1"}, "nvidia.com/mig-banana names no MIG profile (such as nvidia.com/mig-1g.10gb)"),
     ("nvidia.com/gpu=1", "item is not a pod object of the usual shape: resources.limits or resources.requests is not an object"),
 ])
 def test_a_pod_whose_gpus_cannot_be_counted_is_quarantined_with_the_reason(tmp_path, limits, reason):
