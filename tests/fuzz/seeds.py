@@ -82,6 +82,7 @@ JobID|JobName|Account|Partition|AllocTRES|Start|End|NodeList|State
 41000.batch|batch|ml-research||cpu=64,gres/gpu=8,node=1|2026-09-01T08:00:00|2026-09-21T08:00:00|gpu-a100-01|COMPLETED
 41001|finetune-sft-01|ml-research|a100|cpu=128,gres/gpu:a100=4,gres/gpu:h100=2,node=3|2026-09-21T14:00:00|Unknown|gpu[01-02,07]|RUNNING
 41002|eval|ml-research|a100|cpu=8|None|Unknown|None assigned|PENDING
+41003|serve-mig|ml-serving|mig|cpu=4,gres/gpu=2,gres/gpu:nvidia_a100_1g.10gb=2|2026-09-22T00:00:00|Unknown|gpu-mig-01|RUNNING
 """
 
 KUBERNETES_PODS = {
@@ -101,6 +102,20 @@ KUBERNETES_PODS = {
          "metadata": {"name": "pending-0", "namespace": "ml"},
          "spec": {"containers": [{"name": "c", "resources": {}}]},
          "status": {"phase": "Pending"}},
+        # MIG: a mixed-strategy slice, and one nvidia.com/gpu on a single-strategy node listed below.
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "serve-mig-0", "namespace": "inference"},
+         "spec": {"nodeName": "gpu-mig-01",
+                  "containers": [{"name": "server", "resources": {"limits": {"nvidia.com/mig-3g.40gb": "1"}}}]},
+         "status": {"phase": "Running", "startTime": "2026-09-04T00:00:00Z"}},
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": "serve-single-0", "namespace": "inference"},
+         "spec": {"nodeName": "gpu-mig-02",
+                  "containers": [{"name": "server", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]},
+         "status": {"phase": "Running", "startTime": "2026-09-04T00:00:00Z"}},
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "gpu-mig-02", "labels": {"nvidia.com/mig.strategy": "single",
+                                                       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}}},
     ],
 }
 
