@@ -1,14 +1,15 @@
 """Kubernetes pod listings (`kubectl get pods -A -o json`) into workloads.
 
-One workload per pod: its node is the host, its GPUs are the `nvidia.com/gpu` and MIG
+One workload per pod: its node is the host, it started at `status.startTime` and, once Succeeded
+or Failed, ended when its last container finished. Its GPUs are the `nvidia.com/gpu` and MIG
 (`nvidia.com/mig-<profile>`, the device plugin's mixed strategy) limits, else requests, of its
 containers: each a GPU to `gpu_count`, a MIG instance its profile's share of the card in
 `gpu_cards` (a `1g.10gb` on an A100 is 1/7). Under MIG's single strategy a slice is advertised as
 `nvidia.com/gpu`: a listing that holds the nodes too (`kubectl get pods,nodes -A -o json`) sizes it
 from its node's GPU feature discovery labels (`nvidia.com/mig.strategy=single`,
-`nvidia.com/gpu.product=…-MIG-1g.10gb`); a pod listing alone cannot tell it from a whole GPU. It started at `status.startTime` and, once Succeeded or Failed,
-ended when its last container finished. A `phase` or `ml-phase` label or annotation states its
-phase explicitly; otherwise the phase rules decide from its name, namespace and labels.
+`nvidia.com/gpu.product=…-MIG-1g.10gb`); a pod listing alone cannot tell it from a whole GPU.
+A `phase` or `ml-phase` label or annotation states its phase explicitly; otherwise the phase rules
+decide from its name, namespace and labels.
 """
 
 import json

@@ -62,12 +62,11 @@ A30_GB_PER_SLICE = 6  # the A30's profiles (1g.6gb, 2g.12gb, 4g.24gb) and no oth
 
 
 def mig_card_share(profile: str | None) -> float | None:
-    """The part of a physical card a MIG profile is: its compute slices over the card's (a compute
-    instance's own, '1c.3g.40gb' 1/7; else its GPU instance's, '3g.40gb' 3/7), 4 on an A30 and 7
-    on the A100, H100, H200 and B200 (NVIDIA's MIG user guide; the SQL
-    macro `mig_card_slices` says the same from the card's model, which a workload's resource name
-    does not give: an A30's profiles are the only ones with 6 GB a slice). None when `profile` is
-    not one MIG profile."""
+    """The part of a physical card a MIG profile is: its compute slices (a compute instance's own,
+    '1c.3g.40gb' 1; else its GPU instance's, '3g.40gb' 3) over the card's: 4 on an A30, 7 on the
+    A100, H100, H200 and B200 (NVIDIA's MIG user guide). The SQL macro `mig_card_slices` tells the
+    card from its model, which a workload's resource name does not give: an A30's profiles are the
+    only ones with 6 GB a slice. None when `profile` is not one MIG profile."""
     text = (profile or "").strip()
     found = MIG_PROFILE.search(text)
     if not found or len(re.findall(r"\d+g\.\d+gb", text, re.IGNORECASE)) != 1:

@@ -91,8 +91,9 @@ WORKLOAD = pa.schema(
         pa.field("host", pa.string()),
         pa.field("resource_id", pa.string()),
         pa.field("gpu_count", pa.int32(), nullable=False),
-        # The cards those GPUs are, where the source says: a MIG instance as its profile's share
-        # of the card (models.gpus.mig_card_share); NULL means whole GPUs (gpu_count cards).
+        # The cards those GPUs are, where the source names MIG profiles: a MIG instance as its
+        # profile's share of the card (models.gpus.mig_card_share). NULL where it names none (whole
+        # GPUs, or slices it cannot size): readers count gpu_count cards.
         pa.field("gpu_cards", pa.float64()),
         pa.field("started_at", UTC_TIMESTAMP, nullable=False),
         pa.field("ended_at", UTC_TIMESTAMP),
