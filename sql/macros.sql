@@ -108,6 +108,9 @@ CREATE OR REPLACE MACRO in_day_window(t0_us, shift, max_gap_s) AS
 -- core.gpu_samples appends to it.
 CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
     substr(gpu_key, 1, length(gpu_key) - length('/mig' || mig_instance));
+-- The cards a workload holds (core.workloads): gpu_cards where its source names MIG profiles (a
+-- slice as its share of the card), else gpu_count whole cards. Every reader of held GPUs in cards.
+CREATE OR REPLACE MACRO workload_cards(gpu_cards, gpu_count) AS coalesce(gpu_cards, gpu_count);
 -- The compute slices a card splits into under MIG (NVIDIA's MIG user guide): an A30 has four, the
 -- A100, H100, H200, B200 and later MIG cards seven. A MIG instance's profile names its own ('3g.40gb'),
 -- so its share of the card is its slices over these (core.gpu_minutes' gpu_share).

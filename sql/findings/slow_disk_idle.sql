@@ -49,7 +49,7 @@ checkpoints AS (
     FROM (SELECT * FROM events UNION ALL BY NAME SELECT * FROM signatures)
 ),
 host_jobs AS (
-    SELECT c.event_id, w.workload_id, w.gpu_count, coalesce(w.gpu_cards, w.gpu_count) AS gpu_cards,
+    SELECT c.event_id, w.workload_id, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
            coalesce(w.workload_id = c.workload_id, false) AS own,
            sum(w.gpu_count) OVER (PARTITION BY c.event_id) AS held_gpus
     FROM checkpoints AS c

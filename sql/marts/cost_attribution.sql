@@ -59,7 +59,7 @@ classified AS (
 ),
 charge_workloads AS (
     -- Workloads on the charged resource inside the charge period.
-    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, coalesce(w.gpu_cards, w.gpu_count) AS gpu_cards,
+    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
            w.gpu_cards IS NULL AS unsized,
            greatest(w.started_at, c.ChargePeriodStart) AS held_from,
            least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to

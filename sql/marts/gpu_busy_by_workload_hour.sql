@@ -23,8 +23,8 @@ WITH minutes AS NOT MATERIALIZED (
 held AS (
     -- The workloads holding GPUs on each GPU-minute's host, each with its share of the GPUs held.
     SELECT m.host, m.minute,
-           m.busy * coalesce(w.gpu_cards, w.gpu_count)
-               / sum(coalesce(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
+           m.busy * workload_cards(w.gpu_cards, w.gpu_count)
+               / sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
            w.workload_id, w.phase
     FROM minutes AS m
     JOIN core.workloads AS w

@@ -56,7 +56,7 @@ held AS (
     SELECT h.hour, w.gpu_model, w.phase, w.load,
            -- In cards (a MIG instance as its share of the card), as busy and paid hours count them;
            -- summed as DECIMAL, so the sum does not depend on the order it is taken in.
-           sum(CAST(coalesce(w.gpu_cards, w.gpu_count) * datediff('second', greatest(w.started_at, h.hour),
+           sum(CAST(workload_cards(w.gpu_cards, w.gpu_count) * datediff('second', greatest(w.started_at, h.hour),
                least(coalesce(w.ended_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR)) AS DECIMAL(38, 6))) / 3600.0 AS gpu_hours_held
     FROM hours AS h
     JOIN runs AS w
