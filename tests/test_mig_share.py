@@ -24,11 +24,13 @@ DAY_START = int(datetime(2026, 9, 1, tzinfo=UTC).timestamp())
 
 
 def mig_series(instance: str | None, profile: str | None, util: float, minutes=range(24 * 60), day: int = 1,
-               host: str = "mig-1", uuid: str = "GPU-m0", gpu: str = "0") -> dict:
+               host: str = "mig-1", uuid: str = "GPU-m0", gpu: str = "0", pod: str | None = None) -> dict:
     """One DCGM_FI_DEV_GPU_UTIL series of a Prometheus range query, a sample a minute of `minutes`
     on 1 September + (day - 1): a MIG instance (its id, GPU instance profile or None), or a whole
-    GPU (instance None)."""
+    GPU (instance None); `pod`: the pod dcgm-exporter maps it to (namespace ml), if any."""
     labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": host, "gpu": gpu, "UUID": uuid, "modelName": "NVIDIA A100-SXM4-80GB"}
+    if pod:
+        labels |= {"pod": pod, "namespace": "ml", "container": "main"}
     if instance is not None:
         labels["GPU_I_ID"] = instance
     if profile:
@@ -284,6 +286,63 @@ def test_a_pod_on_a_slice_beside_idle_slices_leaves_them_idle(tmp_path):
                                "GROUP BY 1 ORDER BY 1") == [
             ("k8s:ml/serve-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 * 3 / 4, abs=1e-4)),
             ("k8s:ml/sft-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 / 4, abs=1e-4))]
+    finally:
+        conn.close()
+
+
+def busy_hours(conn) -> list[tuple]:
+    return fetch_all(conn, "SELECT workload_id, round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour "
+                           "GROUP BY 1 ORDER BY 1")
+
+
+def test_busy_slices_count_for_the_pod_dcgm_names_on_them(tmp_path):
+    # The card of the test above, with dcgm-exporter's pod labels: slice 1 is sft-1's, slice 2
+    # serve-1's. Each pod's busy hours are its own slice's (sft-1 90 % of 1/7 of a card for 24 hours,
+    # serve-1 70 % of 3/7), not the host's busy minutes split 1:3 by the cards they hold (sft-1 2.57,
+    # serve-1 7.71 before). What each pod is charged does not change: that is the cards it holds.
+    telemetry = dcgm(mig_series("1", "1g.10gb", 90, pod="sft-1"), mig_series("2", "3g.40gb", 70, pod="serve-1"),
+                     mig_series("3", "1g.10gb", 0), mig_series("4", "1g.10gb", 0))
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry, "pods.json": pods(
+        ("sft-1", "fine-tuning", {"nvidia.com/mig-1g.10gb": "1"}), ("serve-1", "inference", {"nvidia.com/mig-3g.40gb": "1"}))})
+    try:
+        assert busy_hours(conn) == [("k8s:ml/serve-1", pytest.approx(0.7 * 3 / 7 * 24, abs=1e-4)),
+                                    ("k8s:ml/sft-1", pytest.approx(0.9 / 7 * 24, abs=1e-4))]
+        phases = fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                                 "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('finetuning', 'inference') ORDER BY 1")
+        assert phases == [("finetuning", pytest.approx(24 / 7, abs=1e-3), pytest.approx(0.9 / 7 * 24, abs=1e-3), 90.0),
+                          ("inference", pytest.approx(72 / 7, abs=1e-3), pytest.approx(7.2, abs=1e-3), 70.0)]
+        split = fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, amount.quantize(CENT)) for phase, amount in split] == [
+            ("finetuning", Decimal("6.86")), ("idle", Decimal("20.57")), ("inference", Decimal("20.57"))]
+    finally:
+        conn.close()
+
+
+def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path):
+    # Two whole GPUs on mig-1 (96.00 USD for the day): train-1 keeps GPU 0 90 % busy, serve-1 leaves
+    # GPU 1 idle. With the pods named in the telemetry, inference is 0 % busy and training 90 %; split
+    # by the GPUs held they were both 45 %, and the idle inference pod did not show.
+    charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
+    telemetry = dcgm(mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod="train-1"),
+                     mig_series(None, None, 0, uuid="GPU-w1", gpu="1", pod="serve-1"))
+    listing = pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}), ("serve-1", "inference", {"nvidia.com/gpu": "1"}))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry, "pods.json": listing})
+    try:
+        assert busy_hours(conn) == [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4))]
+        assert fetch_all(conn, "SELECT phase, round(utilization_pct, 1) FROM marts.spend_by_phase "
+                               "WHERE period = 'all' AND phase IN ('pretraining', 'inference') ORDER BY 1") == [
+            ("inference", 0.0), ("pretraining", 90.0)]
+        # A pod no workload record names (a debugging shell) leaves its GPU's minutes split as before.
+        (tmp_path / "landing" / "dcgm.json").write_text(dcgm(
+            mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod="debug-shell"),
+            mig_series(None, None, 0, uuid="GPU-w1", gpu="1", pod="serve-1")))
+    finally:
+        conn.close()
+    outcome = run_pipeline(tmp_path / "landing", tmp_path / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert busy_hours(conn) == [("k8s:ml/serve-1", pytest.approx(10.8, abs=1e-4)), ("k8s:ml/train-1", pytest.approx(10.8, abs=1e-4))]
     finally:
         conn.close()
 

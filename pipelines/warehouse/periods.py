@@ -350,7 +350,8 @@ GROUP BY ALL
 WORKLOADS_BY_DAY = """
 SELECT strftime(d.day, '%Y-%m-%d') AS period,
        md5(string_agg(concat_ws('|', w.workload_id, w.host, w.started_at, coalesce(CAST(w.ended_at AS VARCHAR), '-'), w.phase,
-                                w.gpu_count, w.gpu_cards), ';' ORDER BY w.workload_id, w.host, w.started_at)) AS digest
+                                w.gpu_count, w.gpu_cards, coalesce(w.name, '-'), coalesce(w.namespace, '-')), ';'
+                      ORDER BY w.workload_id, w.host, w.started_at)) AS digest
 FROM (SELECT unnest(CAST(? AS DATE[])) AS day) AS d
 JOIN core.workloads AS w
   ON w.started_at < d.day + 1 AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > d.day
