@@ -7,7 +7,8 @@ containers: each a GPU to `gpu_count`, a MIG instance its profile's share of the
 `gpu_cards` (a `1g.10gb` on an A100 is 1/7). Under MIG's single strategy a slice is advertised as
 `nvidia.com/gpu`: a listing that holds the nodes too (`kubectl get pods,nodes -A -o json`) sizes it
 from its node's GPU feature discovery labels (`nvidia.com/mig.strategy=single`,
-`nvidia.com/gpu.product=…-MIG-1g.10gb`); a pod listing alone cannot tell it from a whole GPU.
+`nvidia.com/gpu.product=…-MIG-1g.10gb`); a pod listing alone cannot tell it from a whole GPU. The
+nodes' product label also tells a card of four slices (an RTX PRO 6000) from one of seven.
 A `phase` or `ml-phase` label or annotation states its phase explicitly; otherwise the phase rules
 decide from its name, namespace and labels.
 """
@@ -48,26 +49,38 @@ def whole_amount(resource: str, amount) -> int:
     return int(str(amount).strip())
 
 
-def single_strategy_shares(items: list) -> dict[str, float]:
-    """Node name → the card share of one `nvidia.com/gpu` on it, for the nodes of the listing that
-    run MIG's single strategy with a product label naming the profile."""
-    shares = {}
+def node_labels(items: list) -> dict[str, dict]:
+    """Node name → its labels, for the Node items of the listing."""
+    nodes = {}
     for item in items:
         if isinstance(item, dict) and item.get("kind") == "Node" and isinstance(item.get("metadata"), dict):
-            labels = item["metadata"].get("labels") or {}
-            if isinstance(labels, dict) and labels.get(MIG_STRATEGY_LABEL) == "single":
-                share = mig_card_share(labels.get(GPU_PRODUCT_LABEL) if isinstance(labels.get(GPU_PRODUCT_LABEL), str) else None)
-                if share is not None and isinstance(item["metadata"].get("name"), str):
-                    shares[item["metadata"]["name"]] = share
-    return shares
+            labels, name = item["metadata"].get("labels") or {}, item["metadata"].get("name")
+            if isinstance(labels, dict) and isinstance(name, str):
+                nodes[name] = labels
+    return nodes
 
 
-def pod_gpus(pod: dict, gpu_share: float | None = None, unsized: list[str] | None = None) -> tuple[int, float | None]:
+def gpu_product(labels: dict) -> str | None:
+    """The GPU product GPU feature discovery labels a node with ('NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition';
+    under the single strategy with the profile: 'NVIDIA-A100-SXM4-80GB-MIG-1g.10gb')."""
+    product = labels.get(GPU_PRODUCT_LABEL)
+    return product if isinstance(product, str) else None
+
+
+def single_strategy_share(labels: dict) -> float | None:
+    """The card share of one `nvidia.com/gpu` on a node that runs MIG's single strategy with a
+    product label naming the profile; None on any other node."""
+    return mig_card_share(gpu_product(labels)) if labels.get(MIG_STRATEGY_LABEL) == "single" else None
+
+
+def pod_gpus(pod: dict, gpu_share: float | None = None, unsized: list[str] | None = None,
+             card: str | None = None) -> tuple[int, float | None]:
     """(GPUs, cards) the pod's containers hold: GPUs count whole GPUs and MIG instances alike;
     cards is None unless a MIG instance is among them (then a whole GPU is one card), and None
     again when a MIG resource names no profile this release knows (counted as a GPU of unknown size;
     its name is added to `unsized`). Time-sliced resources (`….shared`) are not read.
-    `gpu_share`: what one nvidia.com/gpu is on the pod's node (a slice, under the single strategy).
+    `gpu_share`: what one nvidia.com/gpu is on the pod's node (a slice, under the single strategy);
+    `card`: the node's GPU product, which sizes its MIG profiles (an RTX PRO 6000 has four slices).
     Raises GpuRequestError when an amount is not a whole number."""
     gpus, cards, any_mig, unknown = 0, 0.0, False, False
     for container in pod.get("spec", {}).get("containers", []):
@@ -79,7 +92,7 @@ def pod_gpus(pod: dict, gpu_share: float | None = None, unsized: list[str] | Non
             if resource == GPU_RESOURCE:
                 share = gpu_share or 1.0
             elif resource.startswith(MIG_RESOURCE_PREFIX) and not resource.endswith(".shared"):
-                share = mig_card_share(resource.removeprefix(MIG_RESOURCE_PREFIX))
+                share = mig_card_share(resource.removeprefix(MIG_RESOURCE_PREFIX), card)
                 if share is None:
                     unknown = True
                     if unsized is not None:
@@ -130,7 +143,7 @@ class KubernetesPodsConnector(Connector):
         if not isinstance(document, dict) or not isinstance(document.get("items", []), list):
             raise ConnectorError(ctx.source_file, "not a pod listing: no list of items")
         rows = []
-        node_shares = single_strategy_shares(document.get("items", []))
+        nodes = node_labels(document.get("items", []))
         for number, pod in enumerate(document.get("items", []), start=1):
             if isinstance(pod, dict) and pod.get("kind") == "Node":
                 continue  # read above, for what its pods' GPUs are
@@ -138,7 +151,8 @@ class KubernetesPodsConnector(Connector):
                 meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
                 try:
                     unsized: list[str] = []
-                    gpus, cards = pod_gpus(pod, node_shares.get(spec.get("nodeName")), unsized)
+                    labels = nodes.get(spec.get("nodeName"), {})
+                    gpus, cards = pod_gpus(pod, single_strategy_share(labels), unsized, gpu_product(labels))
                 except GpuRequestError as exc:
                     ctx.quarantine(self.name, number, str(exc), pod)
                     continue

@@ -79,6 +79,9 @@ CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
     WHEN regexp_matches(name, '(?i)\bA30\b') THEN 'A30'
     WHEN regexp_matches(name, '(?i)\bA10G\b') THEN 'A10G'
     WHEN regexp_matches(name, '(?i)\bA10\b') THEN 'A10'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*PRO[\s_-]*6000\b') THEN 'RTX-PRO-6000'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*PRO[\s_-]*5000\b') THEN 'RTX-PRO-5000'
+    WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*PRO[\s_-]*4500\b') THEN 'RTX-PRO-4500'
     WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*6000[\s_-]*Ada\b') THEN 'RTX-6000-Ada'
     WHEN regexp_matches(name, '(?i)\bRTX[\s_-]*A6000\b') THEN 'RTX-A6000'
     WHEN regexp_matches(name, '(?i)\bQuadro[\s_-]*RTX[\s_-]*6000\b') THEN 'Quadro-RTX-6000'
@@ -95,7 +98,11 @@ CREATE OR REPLACE MACRO gpu_model_key(name) AS CASE
     WHEN regexp_matches(name, '(?i)\bV520\b') THEN 'V520'
     ELSE trim(name)
 END;
-CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200', 'H200', 'H100-NVL-94GB', 'H100-80GB', 'H800-80GB', 'H20', 'A100-80GB', 'A100-40GB', 'A800-40GB', 'A800-80GB', 'MI300X', 'L40S', 'L40', 'L20', 'L4', 'A40', 'A30', 'A10G', 'A10', 'RTX-6000-Ada', 'RTX-A6000', 'Quadro-RTX-6000', 'RTX-4090', 'V100-32GB', 'V100-16GB', 'P100', 'P40', 'P4', 'T4G', 'T4', 'K80', 'M60', 'V520');
+CREATE OR REPLACE MACRO gpu_model_known(key) AS key IN ('GB200', 'GH200', 'B200', 'H200', 'H100-NVL-94GB', 'H100-80GB', 'H800-80GB', 'H20', 'A100-80GB', 'A100-40GB', 'A800-40GB', 'A800-80GB', 'MI300X', 'L40S', 'L40', 'L20', 'L4', 'A40', 'A30', 'A10G', 'A10', 'RTX-PRO-6000', 'RTX-PRO-5000', 'RTX-PRO-4500', 'RTX-6000-Ada', 'RTX-A6000', 'Quadro-RTX-6000', 'RTX-4090', 'V100-32GB', 'V100-16GB', 'P100', 'P40', 'P4', 'T4G', 'T4', 'K80', 'M60', 'V520');
+-- The compute slices a card splits into under MIG (models.gpus.MIG_CARD_SLICES, from NVIDIA's MIG
+-- user guide). A MIG instance's profile names its own ('3g.40gb'), so its share of the card is
+-- its slices over these (core.gpu_minutes' gpu_share).
+CREATE OR REPLACE MACRO mig_card_slices(model_key) AS CASE WHEN model_key = 'A30' THEN 4 WHEN model_key = 'RTX-PRO-6000' THEN 4 WHEN model_key = 'RTX-PRO-5000' THEN 2 WHEN model_key = 'RTX-PRO-4500' THEN 2 ELSE 7 END;
 -- END gpu_model_key
 -- Whether a sample at t0_us (microseconds since 1970) belongs in the window of its UTC day shifted by
 -- `shift` (-1, 0, 1): its own day's always, a neighbour's when it lies within max_gap_s of their
@@ -111,10 +118,6 @@ CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
 -- The cards a workload holds (core.workloads): gpu_cards where its source names MIG profiles (a
 -- slice as its share of the card), else gpu_count whole cards. Every reader of held GPUs in cards.
 CREATE OR REPLACE MACRO workload_cards(gpu_cards, gpu_count) AS coalesce(gpu_cards, gpu_count);
--- The compute slices a card splits into under MIG (NVIDIA's MIG user guide): an A30 has four, the
--- A100, H100, H200, B200 and later MIG cards seven. A MIG instance's profile names its own ('3g.40gb'),
--- so its share of the card is its slices over these (core.gpu_minutes' gpu_share).
-CREATE OR REPLACE MACRO mig_card_slices(model_key) AS CASE WHEN model_key = 'A30' THEN 4 ELSE 7 END;
 -- A quantity (a double: GPU-hours, GB) times a DECIMAL price, as DECIMAL money: the quantity is
 -- fixed to 10 decimals first, so the product itself is exact decimal arithmetic (scale 10 + the
 -- price's), then rounded to money's 10 decimals.

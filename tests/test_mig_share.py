@@ -24,11 +24,12 @@ DAY_START = int(datetime(2026, 9, 1, tzinfo=UTC).timestamp())
 
 
 def mig_series(instance: str | None, profile: str | None, util: float, minutes=range(24 * 60), day: int = 1,
-               host: str = "mig-1", uuid: str = "GPU-m0", gpu: str = "0", pod: str | None = None) -> dict:
+               host: str = "mig-1", uuid: str = "GPU-m0", gpu: str = "0", pod: str | None = None,
+               model: str = "NVIDIA A100-SXM4-80GB") -> dict:
     """One DCGM_FI_DEV_GPU_UTIL series of a Prometheus range query, a sample a minute of `minutes`
     on 1 September + (day - 1): a MIG instance (its id, GPU instance profile or None), or a whole
     GPU (instance None); `pod`: the pod dcgm-exporter maps it to (namespace ml), if any."""
-    labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": host, "gpu": gpu, "UUID": uuid, "modelName": "NVIDIA A100-SXM4-80GB"}
+    labels = {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": host, "gpu": gpu, "UUID": uuid, "modelName": model}
     if pod:
         labels |= {"pod": pod, "namespace": "ml", "container": "main"}
     if instance is not None:
@@ -106,7 +107,52 @@ def test_a_card_splits_into_four_slices_on_an_a30_and_seven_elsewhere():
     conn = duckdb.connect()
     conn.execute((SQL_DIR / "macros.sql").read_text())
     assert conn.execute("SELECT mig_card_slices(gpu_model_key('NVIDIA A30')), mig_card_slices(gpu_model_key('NVIDIA H100 80GB HBM3')), "
-                        "mig_card_slices(gpu_model_key('NVIDIA A100-SXM4-40GB'))").fetchall() == [(4, 7, 7)]
+                        "mig_card_slices(gpu_model_key('NVIDIA A100-SXM4-40GB')), "
+                        "mig_card_slices(gpu_model_key('NVIDIA RTX PRO 6000 Blackwell Server Edition')), "
+                        "mig_card_slices(gpu_model_key('NVIDIA RTX PRO 5000 Blackwell'))").fetchall() == [(4, 7, 7, 4, 2)]
+
+
+def test_a_profile_is_sized_by_its_card_where_a_source_names_it():
+    from connectors.kubernetes import pod_gpus
+    from connectors.slurm import mig_cards_in_tres
+    from models.gpus import mig_card_share
+
+    # 1g.24gb is 1/7 of an H100 NVL, 1/4 of an RTX PRO 6000 and 1/2 of an RTX PRO 5000: the card decides.
+    assert mig_card_share("1g.24gb", "NVIDIA-H100-NVL") == pytest.approx(1 / 7)
+    assert mig_card_share("1g.24gb", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition") == 1 / 4
+    assert mig_card_share("2g.48gb", "NVIDIA RTX PRO 5000 Blackwell") == 1.0
+    # Without a card: seven slices, unless only one card has the profile (an A30's, an RTX PRO 6000's whole card).
+    assert [mig_card_share(p) for p in ("1g.24gb", "2g.12gb", "4g.96gb")] == [pytest.approx(1 / 7), 2 / 4, 1.0]
+    # A card no table names (or none at all) leaves the profile's own rule.
+    assert mig_card_share("1g.24gb", "Acme Tensor 9000") == pytest.approx(1 / 7)
+    # The name itself can say the card: a Slurm type, a single-strategy node's product label.
+    assert mig_cards_in_tres("gres/gpu=2,gres/gpu:nvidia_rtx_pro_6000_blackwell_server_edition_1g.24gb=2") == 2 / 4
+    assert mig_card_share("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition-MIG-1g.24gb") == 1 / 4
+    assert mig_cards_in_tres("gres/gpu=1,gres/gpu:nvidia_a100_3g.40gb=1") == pytest.approx(3 / 7)
+    limits = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/mig-1g.24gb": "1", "nvidia.com/gpu": "1"}}}]}}
+    assert pod_gpus(limits, card="NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition") == (2, 1.25)
+    assert pod_gpus(limits) == (2, pytest.approx(1 + 1 / 7))
+
+
+def test_an_rtx_pro_6000_splits_into_quarters_on_both_sides(tmp_path):
+    # An RTX PRO 6000 billed 48.00 for the day, four 1g.24gb instances; pod sft-1 holds one (the node's
+    # product label in the listing says which card) and keeps it 90 % busy, the other three idle.
+    # A quarter each, on the telemetry side and the pod's: 12.00 to fine-tuning, 36.00 idle
+    # (as sevenths, the pod was charged 6.86 and the idle instances were 3/7 of the card).
+    card = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    telemetry = dcgm(*(mig_series(str(i), "1g.24gb", 90 if i == 1 else 0, model=card, pod="sft-1" if i == 1 else None)
+                       for i in range(1, 5)))
+    listing = with_node(pods(("sft-1", "fine-tuning", {"nvidia.com/mig-1g.24gb": "1"})),
+                        {"nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.product": card.replace(" ", "-")})
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry, "pods.json": listing})
+    try:
+        assert fetch_all(conn, "SELECT DISTINCT gpu_model, gpu_share FROM core.gpu_minutes") == [("RTX-PRO-6000", 0.25)]
+        assert fetch_all(conn, "SELECT workload_id, gpu_count, gpu_cards FROM core.workloads") == [("k8s:ml/sft-1", 1, 0.25)]
+        split = fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1")
+        assert [(phase, amount.quantize(CENT)) for phase, amount in split] == [("finetuning", Decimal("12.00")), ("idle", Decimal("36.00"))]
+        assert busy_hours(conn) == [("k8s:ml/sft-1", pytest.approx(0.9 / 4 * 24, abs=1e-4))]
+    finally:
+        conn.close()
 
 
 def test_a_day_added_later_gives_what_a_fresh_build_of_both_days_gives(tmp_path):
