@@ -157,12 +157,13 @@ class KubernetesPodsConnector(Connector):
                     ctx.quarantine(self.name, number, str(exc), pod)
                     continue
                 if unsized:
-                    ctx.warn(f"item {number}: {', '.join(unsized)} names no MIG profile this release knows: "
-                             "counted as a GPU of unknown size (a whole card)")
+                    ctx.warn(f"item {number}: {', '.join(unsized)} names no MIG profile this release can size without "
+                             "its card (list the nodes with the pods): counted as a GPU of unknown size (a whole card)")
                 row = {
                     ROW_NUMBER: number,
-                    "workload_id": f"k8s:{meta.get('namespace', 'default')}/{meta.get('name')}",
-                    "name": meta.get("name"), "namespace": meta.get("namespace"),
+                    # A pod listed without its namespace is in Kubernetes' default one (as dcgm-exporter labels it).
+                    "workload_id": f"k8s:{meta.get('namespace') or 'default'}/{meta.get('name')}",
+                    "name": meta.get("name"), "namespace": meta.get("namespace") or "default",
                     "labels": json.dumps(meta.get("labels") or {}, sort_keys=True),
                     "stated_phase": stated_phase(meta),
                     "host": spec.get("nodeName"), "gpu_count": gpus, "gpu_cards": cards,

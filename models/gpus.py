@@ -58,22 +58,26 @@ def gpu_model_expr(name: pl.Expr) -> pl.Expr:
 # 'nvidia.com/mig-1g.10gb', a Slurm gres type 'nvidia_a100_3g.40gb'. Only at the end of the name,
 # and only once.
 MIG_PROFILE = re.compile(r"(?:^|[^0-9a-z])(?:(\d+)c\.)?(\d+)g\.(\d+)gb(?:[+.\-][a-z.]+)?$", re.IGNORECASE)
-# The compute slices a card splits into under MIG, where not seven (the A100, H100, H200, B200 and
-# B300 have seven): NVIDIA's MIG user guide, "Supported GPUs" (its maximum number of instances).
-MIG_CARD_SLICES = {"A30": 4, "RTX-PRO-6000": 4, "RTX-PRO-5000": 2, "RTX-PRO-4500": 2}
+# The compute slices a card splits into under MIG (NVIDIA's MIG user guide, "Supported GPUs": its
+# maximum number of instances), for every card this release knows that runs MIG.
+MIG_CARD_SLICES = {"GB200": 7, "B200": 7, "H200": 7, "H100-NVL-94GB": 7, "H100-80GB": 7, "H800-80GB": 7, "H20": 7,
+                   "GH200": 7, "A100-80GB": 7, "A100-40GB": 7, "A800-40GB": 7, "A800-80GB": 7, "A30": 4,
+                   "RTX-PRO-6000": 4, "RTX-PRO-5000": 2, "RTX-PRO-4500": 2}
 DEFAULT_MIG_CARD_SLICES = 7
-# Profiles no other card has, for a name that does not say the card: the A30's, 6 GB a slice
-# (1g.6gb, 2g.12gb, 4g.24gb), and the RTX PRO 6000's whole card, 4g.96gb. Its 1g.24gb and 2g.48gb
-# are other cards' too (an H100 NVL's 1g.24gb is 1/7, an RTX PRO 5000's 2g.48gb the whole card).
-A30_GB_PER_SLICE = 6
-FOUR_SLICE_PROFILES = {(4, 96): "RTX-PRO-6000"}
+# Profiles (GPU instance slices, GB) only one card has, for a name that does not say its card
+# ("Supported MIG Profiles"): the A30's (6 GB a slice), the RTX PRO 4500's, the RTX PRO 6000's whole
+# card. 2g.48gb is half an RTX PRO 6000 and a whole RTX PRO 5000, and no card of seven slices: a
+# GPU of unknown size without its card. 1g.24gb is 1/7 of an H100 NVL (and H100 96GB), 1/4 of an
+# RTX PRO 6000 and 1/2 of an RTX PRO 5000: sevenths without its card, as every other profile.
+ONE_CARD_PROFILES = {(1, 6): "A30", (2, 12): "A30", (4, 24): "A30", (1, 16): "RTX-PRO-4500", (2, 32): "RTX-PRO-4500",
+                     (4, 96): "RTX-PRO-6000"}
+UNSIZED_WITHOUT_CARD = {(2, 48)}
 
 
 def mig_card_slices(card: str | None) -> int | None:
     """The compute slices of the card `card` names (a GPU model as any source spells it); None
-    when `card` names no card this release knows."""
-    key = canonical_gpu_model(card.replace("_", " ") if card else card)
-    return MIG_CARD_SLICES.get(key, DEFAULT_MIG_CARD_SLICES) if is_known_gpu_model(key) else None
+    when it names no MIG card this release knows."""
+    return MIG_CARD_SLICES.get(canonical_gpu_model(card.replace("_", " ")) if card else None)
 
 
 def mig_card_share(profile: str | None, card: str | None = None) -> float | None:
@@ -81,8 +85,8 @@ def mig_card_share(profile: str | None, card: str | None = None) -> float | None
     '1c.3g.40gb' 1; else its GPU instance's, '3g.40gb' 3) over the card's (MIG_CARD_SLICES; 7 on
     the A100, H100, H200 and B200). The card is `card` (a node's GPU product), else the one the
     name itself gives (a Slurm type 'nvidia_rtx_pro_6000_1g.24gb', a node's single-strategy product
-    'NVIDIA-A30-MIG-1g.6gb'), else the one only its profile can be (an A30's 6 GB a slice); else
-    seven slices. None when `profile` is not one MIG profile."""
+    'NVIDIA-A30-MIG-1g.6gb'), else the one only its profile can be (ONE_CARD_PROFILES); else seven
+    slices. None when `profile` is not one MIG profile, or one only its card can size (2g.48gb)."""
     text = (profile or "").strip()
     found = MIG_PROFILE.search(text)
     if not found or len(re.findall(r"\d+g\.\d+gb", text, re.IGNORECASE)) != 1:
@@ -90,7 +94,9 @@ def mig_card_share(profile: str | None, card: str | None = None) -> float | None
     compute, instance_slices, gigabytes = found.group(1), int(found.group(2)), int(found.group(3))
     card_slices = mig_card_slices(card) or mig_card_slices(text[:found.start()])
     if card_slices is None:
-        only = "A30" if gigabytes == A30_GB_PER_SLICE * instance_slices else FOUR_SLICE_PROFILES.get((instance_slices, gigabytes))
+        if (instance_slices, gigabytes) in UNSIZED_WITHOUT_CARD:
+            return None
+        only = ONE_CARD_PROFILES.get((instance_slices, gigabytes))
         card_slices = MIG_CARD_SLICES[only] if only else DEFAULT_MIG_CARD_SLICES
     slices = min(int(compute), instance_slices) if compute else instance_slices
     return min(slices, card_slices) / card_slices if slices else None
@@ -105,7 +111,7 @@ def sql_macros() -> str:
     quote = lambda text: "'" + text.replace("'", "''") + "'"  # noqa: E731
     whens = "\n".join(f"    WHEN regexp_matches(name, {quote(p)}) THEN {quote(m)}" for p, m in model_rules())
     keys = ", ".join(quote(m) for m in known_models())
-    slices = "".join(f" WHEN model_key = {quote(m)} THEN {n}" for m, n in MIG_CARD_SLICES.items())
+    slices = "".join(f" WHEN model_key = {quote(m)} THEN {n}" for m, n in MIG_CARD_SLICES.items() if n != DEFAULT_MIG_CARD_SLICES)
     return (f"{MACRO_BEGIN}\n"
             "-- A GPU's canonical model key, whoever names it: telemetry ('NVIDIA A100-SXM4-80GB'), invoices\n"
             "-- ('A100 80G') and the price catalog all become 'A100-80GB'. A name no pattern knows stays as its\n"

@@ -121,10 +121,14 @@ def test_a_profile_is_sized_by_its_card_where_a_source_names_it():
     assert mig_card_share("1g.24gb", "NVIDIA-H100-NVL") == pytest.approx(1 / 7)
     assert mig_card_share("1g.24gb", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition") == 1 / 4
     assert mig_card_share("2g.48gb", "NVIDIA RTX PRO 5000 Blackwell") == 1.0
-    # Without a card: seven slices, unless only one card has the profile (an A30's, an RTX PRO 6000's whole card).
-    assert [mig_card_share(p) for p in ("1g.24gb", "2g.12gb", "4g.96gb")] == [pytest.approx(1 / 7), 2 / 4, 1.0]
-    # A card no table names (or none at all) leaves the profile's own rule.
+    # Without a card: seven slices, unless only one card has the profile (an A30's, an RTX PRO 4500's,
+    # an RTX PRO 6000's whole card); 2g.48gb is half one card and the whole of another: unsized.
+    assert [mig_card_share(p) for p in ("1g.24gb", "2g.12gb", "1g.16gb-me", "2g.32gb", "4g.96gb", "2g.48gb+gfx")] == [
+        pytest.approx(1 / 7), 2 / 4, 1 / 2, 1.0, 1.0, None]
+    # A card no table names, or one without MIG (a name before the profile that reads as an L4 or
+    # a P4), leaves the profile's own rule.
     assert mig_card_share("1g.24gb", "Acme Tensor 9000") == pytest.approx(1 / 7)
+    assert [mig_card_share("p4_1g.6gb"), mig_card_share("l4_4g.96gb"), mig_card_share("2g.12gb", "NVIDIA L4")] == [1 / 4, 1.0, 2 / 4]
     # The name itself can say the card: a Slurm type, a single-strategy node's product label.
     assert mig_cards_in_tres("gres/gpu=2,gres/gpu:nvidia_rtx_pro_6000_blackwell_server_edition_1g.24gb=2") == 2 / 4
     assert mig_card_share("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition-MIG-1g.24gb") == 1 / 4
@@ -337,8 +341,9 @@ def test_a_pod_on_a_slice_beside_idle_slices_leaves_them_idle(tmp_path):
 
 
 def busy_hours(conn) -> list[tuple]:
-    return fetch_all(conn, "SELECT workload_id, round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour "
-                           "GROUP BY 1 ORDER BY 1")
+    """Busy GPU-hours per workload holding GPUs (workload_id NULL: the minutes no holder took, by phase)."""
+    return fetch_all(conn, "SELECT coalesce(workload_id, phase), round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour "
+                           "GROUP BY 1 HAVING sum(busy_gpu_minutes) > 0 OR count(workload_id) > 0 ORDER BY 1")
 
 
 def test_busy_slices_count_for_the_pod_dcgm_names_on_them(tmp_path):
@@ -364,31 +369,38 @@ def test_busy_slices_count_for_the_pod_dcgm_names_on_them(tmp_path):
         conn.close()
 
 
-def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path):
+WHOLE_GPUS = {"train-1": ("0", 90), "serve-1": ("1", 0)}  # pod -> (its GPU on mig-1, utilization %)
+
+
+@pytest.mark.parametrize(("labels", "expected"), [
+    # Both GPUs labelled: training 90 % busy, the inference pod idle (both 45 % split by GPUs held).
+    ({"0": "train-1", "1": "serve-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
+    # Only train-1's GPU labelled: serve-1 has the other GPU, not half of train-1's.
+    ({"0": "train-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
+    # GPU 0 labelled with a pod no record holds (a debugging shell): it is the GPU serve-1 is not named on.
+    ({"0": "debug-shell", "1": "serve-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
+    # No labels: split by the GPUs held, as before labels were read.
+    ({}, [("k8s:ml/serve-1", 10.8), ("k8s:ml/train-1", 10.8)]),
+    # A third GPU, 90 % busy, no pod holds nor labels: no holder has a card left for it.
+    ({"0": "train-1", "1": "serve-1", "2": None}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6), ("unattributed", 21.6)]),
+])
+def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path, labels, expected):
     # Two whole GPUs on mig-1 (96.00 USD for the day): train-1 keeps GPU 0 90 % busy, serve-1 leaves
-    # GPU 1 idle. With the pods named in the telemetry, inference is 0 % busy and training 90 %; split
-    # by the GPUs held they were both 45 %, and the idle inference pod did not show.
+    # GPU 1 idle; dcgm-exporter labels the GPUs `labels` names with their pods.
     charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
-    telemetry = dcgm(mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod="train-1"),
-                     mig_series(None, None, 0, uuid="GPU-w1", gpu="1", pod="serve-1"))
+    telemetry = dcgm(*(mig_series(None, None, 0 if gpu == "1" else 90, uuid=f"GPU-w{gpu}", gpu=gpu, pod=labels.get(gpu))
+                       for gpu in sorted({"0", "1", *labels})))
     listing = pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}), ("serve-1", "inference", {"nvidia.com/gpu": "1"}))
     conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry, "pods.json": listing})
     try:
-        assert busy_hours(conn) == [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4))]
-        assert fetch_all(conn, "SELECT phase, round(utilization_pct, 1) FROM marts.spend_by_phase "
-                               "WHERE period = 'all' AND phase IN ('pretraining', 'inference') ORDER BY 1") == [
-            ("inference", 0.0), ("pretraining", 90.0)]
-        # A pod no workload record names (a debugging shell) leaves its GPU's minutes split as before.
-        (tmp_path / "landing" / "dcgm.json").write_text(dcgm(
-            mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod="debug-shell"),
-            mig_series(None, None, 0, uuid="GPU-w1", gpu="1", pod="serve-1")))
-    finally:
-        conn.close()
-    outcome = run_pipeline(tmp_path / "landing", tmp_path / "wh.duckdb", reporting_currency="USD")
-    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        assert busy_hours(conn) == [("k8s:ml/serve-1", pytest.approx(10.8, abs=1e-4)), ("k8s:ml/train-1", pytest.approx(10.8, abs=1e-4))]
+        assert busy_hours(conn) == [(name, pytest.approx(hours, abs=1e-4)) for name, hours in expected]
+        if labels.get("1") == "serve-1":
+            assert fetch_all(conn, "SELECT phase, round(utilization_pct, 1) FROM marts.spend_by_phase "
+                                   "WHERE period = 'all' AND phase IN ('pretraining', 'inference') ORDER BY 1") == [
+                ("inference", 0.0), ("pretraining", 90.0)]
+        # GPU-minutes are conserved: the host's busy hours, whatever split them.
+        assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
+            fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
     finally:
         conn.close()
 

@@ -4,49 +4,116 @@
 -- every minute of the history to the workloads. (A host's hour whole, never split, is
 -- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
--- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's). Where
--- the GPU's telemetry names the pod using it (dcgm-exporter's pod and namespace labels, on
--- Kubernetes) and that pod is one of those workloads, the minute is that pod's alone: a busy and
--- an idle pod on one node are then each their own, not both half busy. A pod no workload record
--- names leaves the minute split as above.
--- with no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as
--- 'unattributed' (something ran that no workload record names) and one under it as 'idle'
+-- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's); with
+-- no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed'
+-- (something ran that no workload record names) and one under it as 'idle'
 -- (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
 -- (workload_id and phase NULL).
+-- Where the GPU's telemetry names the pod using it (dcgm-exporter's pod and namespace labels, on
+-- Kubernetes) and that pod is one of the workloads holding GPUs there, the GPU's minute is that
+-- pod's alone: a busy and an idle pod on one node are each their own, not both half busy. On such
+-- a host the GPUs no label gives to a holder go to the cards each holder has left once its named
+-- GPUs are counted (a pod named on its one GPU takes no part of its neighbour's), never more than
+-- it has left; what no holder takes counts as if no workload held it. A label naming a pod no
+-- record holds is as no label.
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
 -- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
 -- workloads overlapping it), so a new day of telemetry adds its own rows, not the history's.
 CREATE OR REPLACE TABLE marts.gpu_busy_by_workload_hour AS
 WITH minutes AS NOT MATERIALIZED (
-    SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage * m.gpu_share AS busy, m.busy_fraction, m.pod, m.namespace
+    SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage * m.gpu_share AS busy, m.busy_fraction, m.gpu_share,
+           m.pod, m.namespace
     FROM core.gpu_minutes AS m
     -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
     WHERE in_listed_days(m.minute, $busy_days)
 ),
-holders AS (
-    -- The workloads holding GPUs on each GPU-minute's host, with the cards they hold; `named`: the
-    -- workload is the pod the GPU's telemetry names for that minute.
-    SELECT m.gpu_key, m.host, m.minute, m.busy, w.workload_id, w.phase,
-           workload_cards(w.gpu_cards, w.gpu_count) AS cards,
-           coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named
+labelled AS (
+    -- The host-minutes where the telemetry names a pod on some GPU: only those take the pod rules
+    -- below (their windows doubled this model's time on a fleet without labels).
+    SELECT DISTINCT host, minute FROM minutes WHERE pod IS NOT NULL
+),
+plain_held AS (
+    -- Elsewhere: each workload holding GPUs on the host, its share of the cards held.
+    SELECT m.host, m.minute,
+           m.busy * workload_cards(w.gpu_cards, w.gpu_count)
+               / sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
+           w.workload_id, w.phase
     FROM minutes AS m
     JOIN core.workloads AS w
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     WHERE w.gpu_count > 0
+      AND NOT EXISTS (SELECT 1 FROM labelled AS l WHERE l.host = m.host AND l.minute = m.minute)
 ),
-shares AS (
-    SELECT *, sum(cards) OVER (PARTITION BY gpu_key, minute) AS all_cards,
-           sum(CASE WHEN named THEN cards ELSE 0 END) OVER (PARTITION BY gpu_key, minute) AS named_cards
+holders AS (
+    -- On a labelled host-minute: the workloads holding GPUs, with the cards they hold; `named`: the
+    -- workload is the pod the GPU's telemetry names for that minute.
+    SELECT m.gpu_key, m.host, m.minute, m.busy, m.busy_fraction, m.gpu_share, w.workload_id, w.phase,
+           workload_cards(w.gpu_cards, w.gpu_count) AS cards,
+           coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named
+    FROM minutes AS m
+    SEMI JOIN labelled AS l ON l.host = m.host AND l.minute = m.minute
+    JOIN core.workloads AS w
+      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+    WHERE w.gpu_count > 0
+),
+named_on AS (
+    -- The cards of the GPUs the telemetry names each holder on in that minute (their shares of a card).
+    SELECT *, sum(CASE WHEN named THEN gpu_share ELSE 0 END) OVER (PARTITION BY host, minute, workload_id) AS named_on_cards
     FROM holders
 ),
-held AS (
-    -- Each holder's part of the minute: the named pod's whole (by cards, should two records name
-    -- it); with none named, every holder's share of the cards held.
-    SELECT host, minute, workload_id, phase,
-           busy * CASE WHEN named_cards = 0 THEN cards WHEN named THEN cards ELSE 0 END
-               / CASE WHEN named_cards = 0 THEN all_cards ELSE named_cards END AS busy
+claims AS (
+    -- Each holder's cards left for the GPUs no label names: those it holds less those named its own,
+    -- to 9 decimals (sevenths summed in another order must not leave a crumb that would take a
+    -- whole GPU's minute); all of them where none is named its own.
+    SELECT *, CASE WHEN named_on_cards = 0 THEN cards ELSE greatest(round(cards - named_on_cards, 9), 0) END AS cards_left
+    FROM named_on
+),
+shares AS (
+    -- Per GPU-minute: the cards of the holders its label names, and all holders' cards left (every
+    -- holder on the host is a row of each of its GPU-minutes).
+    SELECT *, sum(CASE WHEN named THEN cards ELSE 0 END) OVER (PARTITION BY gpu_key, minute) AS named_cards,
+           sum(cards_left) OVER (PARTITION BY gpu_key, minute) AS cards_left_on_host,
+           count(*) OVER (PARTITION BY gpu_key, minute) AS holders_on_host
+    FROM claims
+),
+host_labels AS (
+    -- Per host-minute: whether a label names a holder there, and the cards of its GPUs that no
+    -- label gives to a holder (each GPU once: it is a row per holder).
+    SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
+           sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards
     FROM shares
+),
+parts AS (
+    -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
+    -- theirs, by cards. Where no label names a holder: every holder's share of the cards held, as
+    -- in plain_held. Else a GPU no label gives: each holder's cards left over the greater of all
+    -- cards left and the unnamed GPUs' cards (no holder takes more than it has left; the rest is
+    -- no one's).
+    SELECT *,
+           CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards ELSE 0 END)
+                WHEN host_named = 0 THEN cards
+                ELSE cards_left END AS part_of,
+           CASE WHEN named_cards > 0 THEN named_cards
+                WHEN host_named = 0 OR cards_left_on_host = 0 THEN cards_left_on_host
+                ELSE greatest(cards_left_on_host, round(unnamed_gpu_cards, 9)) END AS out_of
+    FROM host_labels
+),
+held AS (
+    SELECT host, minute, workload_id, phase, busy FROM plain_held
+    UNION ALL
+    SELECT host, minute, workload_id, phase, busy * part_of / out_of AS busy FROM parts WHERE part_of > 0 AND out_of > 0
+),
+unclaimed AS (
+    -- What no holder takes of a GPU-minute no label gives to one, on a host where labels name the
+    -- holders' own GPUs: no workload record names what ran on it.
+    SELECT host, minute, any_value(busy) * (1 - sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END)) AS busy,
+           NULL AS workload_id,
+           CASE WHEN any_value(busy_fraction) >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
+    FROM parts
+    WHERE named_cards = 0 AND host_named = 1
+    GROUP BY gpu_key, host, minute
+    HAVING round(sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END), 9) < 1
 ),
 unheld AS (
     -- Minutes no workload holding GPUs covers.
@@ -78,5 +145,6 @@ SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC'
        -- To 9 decimals: a float sum's last bits follow the order rows are added in, which differs
        -- between a day built alone and built with its neighbours (MIG shares such as 3/7 show it).
        CAST(workload_id AS VARCHAR) AS workload_id, CAST(phase AS VARCHAR) AS phase, round(sum(busy), 9) AS busy_gpu_minutes
-FROM (SELECT * FROM held UNION ALL BY NAME SELECT * FROM no_workload UNION ALL BY NAME SELECT * FROM gpuless_workloads)
+FROM (SELECT * FROM held UNION ALL BY NAME SELECT * FROM unclaimed UNION ALL BY NAME SELECT * FROM no_workload
+      UNION ALL BY NAME SELECT * FROM gpuless_workloads)
 GROUP BY ALL;
