@@ -496,3 +496,38 @@ def test_a_single_strategy_node_in_the_listing_sizes_its_pods_gpus(tmp_path):
     (tmp_path / "mixed.json").write_text(mixed)
     rows, ctx = read_all(KubernetesPodsConnector(), tmp_path / "mixed.json", WORKLOAD)
     assert [(r["gpu_count"], r["gpu_cards"]) for r in rows] == [(1, None)] and not ctx.quarantined
+
+
+def test_a_listing_with_the_nodes_sizes_a_pod_whichever_was_landed_first(tmp_path):
+    # Under the single strategy a pods-only listing cannot size sft-1's nvidia.com/gpu (a whole card)
+    # and a pods,nodes listing can (its node says 1g.10gb: 1/7). Landed one run after the other, in
+    # either order, or both at once, the pod holds 1/7 of the card: among copies that end alike,
+    # the one that sizes it wins (the later load won before: the order of landing decided).
+    listing = pods(("sft-1", "fine-tuning", {"nvidia.com/gpu": "1"}))
+    files = {"a-pods-nodes.json": with_node(listing, {"nvidia.com/mig.strategy": "single",
+                                                      "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}),
+             "b-pods.json": listing}
+    telemetry = dcgm_mig([("1", "1g.10gb", 90)] + [(str(i), "1g.10gb", 0) for i in range(2, 8)])
+    for order in (["a-pods-nodes.json", "b-pods.json"], ["b-pods.json", "a-pods-nodes.json"], None):
+        folder = tmp_path / ("-".join(order) if order else "at-once")
+        landing = folder / "landing"
+        landing.mkdir(parents=True)
+        (landing / "charges.csv").write_text(CHARGE)
+        (landing / "dcgm.json").write_text(telemetry)
+        for name in (order or files):
+            (landing / name).write_text(files[name])
+            if order:
+                outcome = run_pipeline(landing, folder / "wh.duckdb", reporting_currency="USD")
+                assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+        if not order:
+            outcome = run_pipeline(landing, folder / "wh.duckdb", reporting_currency="USD")
+            assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+        conn = connect(folder / "wh.duckdb", read_only=True)
+        try:
+            assert fetch_all(conn, "SELECT workload_id, gpu_cards, x_SourceFile FROM core.workloads") == [
+                ("k8s:ml/sft-1", pytest.approx(1 / 7), "a-pods-nodes.json")], order
+            split = fetch_all(conn, "SELECT phase, amount_billing FROM marts.cost_attribution ORDER BY 1")
+            assert [(phase, amount.quantize(CENT)) for phase, amount in split] == [
+                ("finetuning", Decimal("6.86")), ("idle", Decimal("41.14"))], order
+        finally:
+            conn.close()

@@ -1,9 +1,9 @@
 -- core.workloads: one job or service per node, from every workload file currently loaded. A
 -- workload exported again keeps its latest version: the newest file's copy wins whole (ended on
--- every node over still running, the latest end, then the latest load), with a row for each node
--- it names, so a multi-node job written once per host holds GPUs on every host. (Keeping one row
--- per id lost all but one node: its hosts' charges went unattributed.) Its phase is, in order: the
--- phase the source states (a phase column or a phase / ml-phase label), else the first phase rule
+-- every node over still running, the latest end, one sizing its MIG instances, then the latest
+-- load), with a row for each node it names, so a multi-node job written once per host holds GPUs
+-- on every host. (Keeping one row per id lost all but one node: its hosts' charges went
+-- unattributed.) Its phase is, in order: the phase the source states (a phase column or a phase / ml-phase label), else the first phase rule
 -- whose conditions all match (phase_rules: one row per condition), else 'unattributed'.
 -- `phase_rule` says which. `gpu_cards`: the cards its GPUs are where the source names MIG profiles
 -- (a Kubernetes `nvidia.com/mig-1g.10gb`, a Slurm typed gres): a MIG instance its profile's share of
@@ -17,18 +17,23 @@ WITH loaded AS (
       ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status = 'loaded'
 ),
 versions AS (
-    -- Each file's copy of a workload, judged whole: ended on every node it names, and its last end.
+    -- Each file's copy of a workload, judged whole: ended on every node it names, its last end, and
+    -- whether it sizes its MIG instances (gpu_cards).
     SELECT workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt,
-           bool_and(ended_at IS NOT NULL) AS ended_everywhere, max(ended_at) AS last_end
+           bool_and(ended_at IS NOT NULL) AS ended_everywhere, max(ended_at) AS last_end,
+           bool_or(gpu_cards IS NOT NULL) AS sizes_cards
     FROM loaded
     GROUP BY workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt
 ),
 newest_version AS (
+    -- Of copies that end alike, one that sizes its MIG instances (a `kubectl get pods,nodes`
+    -- listing, whose nodes name the card, beside a pods-only one) before the latest load, so a
+    -- fresh build, where every file loads at once, picks what a run after a run picks.
     SELECT workload_id, x_SourceFile, x_SourceSha256
     FROM versions
     QUALIFY row_number() OVER (
         PARTITION BY workload_id
-        ORDER BY ended_everywhere DESC, last_end DESC, x_IngestedAt DESC, x_SourceFile DESC
+        ORDER BY ended_everywhere DESC, last_end DESC, sizes_cards DESC, x_IngestedAt DESC, x_SourceFile DESC
     ) = 1
 ),
 current AS (
