@@ -77,8 +77,8 @@ def pod_gpus(pod: dict, gpu_share: float | None = None, unsized: list[str] | Non
              card: str | None = None) -> tuple[int, float | None]:
     """(GPUs, cards) the pod's containers hold: GPUs count whole GPUs and MIG instances alike;
     cards is None unless a MIG instance is among them (then a whole GPU is one card), and None
-    again when a MIG resource names no profile this release knows (counted as a GPU of unknown size;
-    its name is added to `unsized`). Time-sliced resources (`….shared`) are not read.
+    again when a MIG resource names no profile this release can size (none it knows, or 2g.48gb
+    without its card: counted as a GPU of unknown size; its name is added to `unsized`). Time-sliced resources (`….shared`) are not read.
     `gpu_share`: what one nvidia.com/gpu is on the pod's node (a slice, under the single strategy);
     `card`: the node's GPU product, which sizes its MIG profiles (an RTX PRO 6000 has four slices).
     Raises GpuRequestError when an amount is not a whole number."""
