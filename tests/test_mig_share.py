@@ -531,3 +531,23 @@ def test_a_listing_with_the_nodes_sizes_a_pod_whichever_was_landed_first(tmp_pat
                 ("finetuning", Decimal("6.86")), ("idle", Decimal("41.14"))], order
         finally:
             conn.close()
+
+
+def test_a_pod_takes_no_more_of_its_named_slice_than_the_cards_it_holds(tmp_path):
+    # An RTX PRO 6000 pod listed without its node: its 1g.24gb is read as 1/7 of a card, while the
+    # telemetry knows the card and sizes the slice 1/4. Named on that slice at 90 %, the pod takes
+    # 90 % of its 1/7 (utilization 90 %, not 157.5 %); the rest of the slice's busy time is no one's.
+    card = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    telemetry = dcgm(*(mig_series(str(i), "1g.24gb", 90 if i == 1 else 0, model=card, pod="sft-1" if i == 1 else None)
+                       for i in range(1, 5)))
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": telemetry,
+                                  "pods.json": pods(("sft-1", "fine-tuning", {"nvidia.com/mig-1g.24gb": "1"}))})
+    try:
+        assert busy_hours(conn) == [("k8s:ml/sft-1", pytest.approx(0.9 / 7 * 24, abs=1e-4)),
+                                    ("unattributed", pytest.approx(0.9 * (1 / 4 - 1 / 7) * 24, abs=1e-4))]
+        assert fetch_all(conn, "SELECT round(utilization_pct, 1) FROM marts.spend_by_phase WHERE period = 'all' AND phase = 'finetuning'") == [
+            (90.0,)]
+        assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes), 6) FROM marts.gpu_busy_by_workload_hour") == \
+            fetch_all(conn, "SELECT round(sum(busy_gpu_minutes), 6) FROM marts.gpu_busy_by_host_hour")
+    finally:
+        conn.close()

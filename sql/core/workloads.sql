@@ -26,9 +26,11 @@ versions AS (
     GROUP BY workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt
 ),
 newest_version AS (
-    -- Of copies that end alike, one that sizes its MIG instances (a `kubectl get pods,nodes`
-    -- listing, whose nodes name the card, beside a pods-only one) before the latest load, so a
-    -- fresh build, where every file loads at once, picks what a run after a run picks.
+    -- Of copies that end alike, one that sizes its MIG instances (under MIG's single strategy, a
+    -- `kubectl get pods,nodes` listing beside a pods-only one, which cannot) before the latest
+    -- load, so a fresh build, where every file loads at once, picks what a run after a run picks.
+    -- Two copies that both size them (a mixed-strategy pod in sevenths without its node's card, in
+    -- quarters with it) still go by load, then file name.
     SELECT workload_id, x_SourceFile, x_SourceSha256
     FROM versions
     QUALIFY row_number() OVER (

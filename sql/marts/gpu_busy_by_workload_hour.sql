@@ -14,8 +14,8 @@
 -- pod's alone: a busy and an idle pod on one node are each their own, not both half busy. On such
 -- a host the GPUs no label gives to a holder go to the cards each holder has left once its named
 -- GPUs are counted (a pod named on its one GPU takes no part of its neighbour's), never more than
--- it has left; what no holder takes counts as if no workload held it. A label naming a pod no
--- record holds is as no label.
+-- it has left, and a pod takes of the GPUs named its own no more than the cards it holds; what no
+-- holder takes counts as if no workload held it. A label naming a pod no record holds is as no label.
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
 -- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
@@ -66,7 +66,11 @@ claims AS (
     -- Each holder's cards left for the GPUs no label names: those it holds less those named its own,
     -- to 9 decimals (sevenths summed in another order must not leave a crumb that would take a
     -- whole GPU's minute); all of them where none is named its own.
-    SELECT *, CASE WHEN named_on_cards = 0 THEN cards ELSE greatest(round(cards - named_on_cards, 9), 0) END AS cards_left
+    -- `named_cap`: the part of its named GPUs a holder takes, all of them unless they are more cards
+    -- than it holds (a slice the telemetry sizes 1/4 named to a pod recorded at 1/7): never more
+    -- than its cards, the rest is no one's.
+    SELECT *, CASE WHEN named_on_cards = 0 THEN cards ELSE greatest(round(cards - named_on_cards, 9), 0) END AS cards_left,
+           CASE WHEN round(named_on_cards - cards, 9) > 0 THEN cards / named_on_cards ELSE 1 END AS named_cap
     FROM named_on
 ),
 shares AS (
@@ -91,7 +95,7 @@ parts AS (
     -- cards left and the unnamed GPUs' cards (no holder takes more than it has left; the rest is
     -- no one's).
     SELECT *,
-           CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards ELSE 0 END)
+           CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards * named_cap ELSE 0 END)
                 WHEN host_named = 0 THEN cards
                 ELSE cards_left END AS part_of,
            CASE WHEN named_cards > 0 THEN named_cards
@@ -105,13 +109,14 @@ held AS (
     SELECT host, minute, workload_id, phase, busy * part_of / out_of AS busy FROM parts WHERE part_of > 0 AND out_of > 0
 ),
 unclaimed AS (
-    -- What no holder takes of a GPU-minute no label gives to one, on a host where labels name the
-    -- holders' own GPUs: no workload record names what ran on it.
+    -- What no holder takes of a GPU-minute, on a host where labels name the holders' own GPUs (a GPU
+    -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards):
+    -- no workload record names what ran on it.
     SELECT host, minute, any_value(busy) * (1 - sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END)) AS busy,
            NULL AS workload_id,
            CASE WHEN any_value(busy_fraction) >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
     FROM parts
-    WHERE named_cards = 0 AND host_named = 1
+    WHERE host_named = 1
     GROUP BY gpu_key, host, minute
     HAVING round(sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END), 9) < 1
 ),
