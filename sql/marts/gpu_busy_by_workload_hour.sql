@@ -57,10 +57,19 @@ holders AS (
       ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     WHERE w.gpu_count > 0
 ),
-named_on AS (
-    -- The cards of the GPUs the telemetry names each holder on in that minute (their shares of a card).
-    SELECT *, sum(CASE WHEN named THEN gpu_share ELSE 0 END) OVER (PARTITION BY host, minute, workload_id) AS named_on_cards
+gpu_names AS (
+    -- Per GPU-minute: the cards of the holders its label names (two records naming one pod share it
+    -- by cards), and how many holders the host has (every holder is a row of each of its GPU-minutes).
+    SELECT *, sum(CASE WHEN named THEN cards ELSE 0 END) OVER (PARTITION BY gpu_key, minute) AS named_cards,
+           count(*) OVER (PARTITION BY gpu_key, minute) AS holders_on_host
     FROM holders
+),
+named_on AS (
+    -- The cards of the GPUs the telemetry names each holder on in that minute: its part of each
+    -- (their shares of a card).
+    SELECT *, sum(CASE WHEN named THEN gpu_share * cards / named_cards ELSE 0 END)
+                  OVER (PARTITION BY host, minute, workload_id) AS named_on_cards
+    FROM gpu_names
 ),
 claims AS (
     -- Each holder's cards left for the GPUs no label names: those it holds less those named its own,
@@ -74,11 +83,8 @@ claims AS (
     FROM named_on
 ),
 shares AS (
-    -- Per GPU-minute: the cards of the holders its label names, and all holders' cards left (every
-    -- holder on the host is a row of each of its GPU-minutes).
-    SELECT *, sum(CASE WHEN named THEN cards ELSE 0 END) OVER (PARTITION BY gpu_key, minute) AS named_cards,
-           sum(cards_left) OVER (PARTITION BY gpu_key, minute) AS cards_left_on_host,
-           count(*) OVER (PARTITION BY gpu_key, minute) AS holders_on_host
+    -- Per GPU-minute: all holders' cards left.
+    SELECT *, sum(cards_left) OVER (PARTITION BY gpu_key, minute) AS cards_left_on_host
     FROM claims
 ),
 host_labels AS (
