@@ -3,8 +3,9 @@
 -- every node over still running, the latest end, one sizing its MIG instances, then the latest
 -- load), with a row for each node it names, so a multi-node job written once per host holds GPUs
 -- on every host. (Keeping one row per id lost all but one node: its hosts' charges went
--- unattributed.) Its phase is, in order: the phase the source states (a phase column or a phase / ml-phase label), else the first phase rule
--- whose conditions all match (phase_rules: one row per condition), else 'unattributed'.
+-- unattributed.) Its phase is, in order: the phase the source states (a phase column or a phase /
+-- ml-phase label), else the first phase rule whose conditions all match (phase_rules: one row per
+-- condition), else 'unattributed'.
 -- `phase_rule` says which. `gpu_cards`: the cards its GPUs are where the source names MIG profiles
 -- (a Kubernetes `nvidia.com/mig-1g.10gb`, a Slurm typed gres): a MIG instance its profile's share of
 -- the card. NULL where it names none: whole GPUs, or slices it cannot size (MIG's single strategy

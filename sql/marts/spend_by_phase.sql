@@ -5,8 +5,9 @@
 --
 -- GPU-hours busy come from core.gpu_minutes (busy fraction × coverage, so the same at any sampling
 -- interval): a busy minute on a host counts for the phases of the workloads running there (split
--- by cards held, or the pod dcgm-exporter names on the GPU: marts.gpu_busy_by_workload_hour); with no workload, a GPU-minute at or over $idle_busy_threshold counts as
--- 'unattributed' (something ran that no workload record names) and one under it as 'idle'. They
+-- by cards held, or the pod dcgm-exporter names on the GPU: marts.gpu_busy_by_workload_hour); with
+-- no workload, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed' (something ran
+-- that no workload record names) and one under it as 'idle'. They
 -- are summed per UTC hour, host and workload in marts.gpu_busy_by_workload_hour, built per day, which this
 -- adds up.
 -- Parameter: $typical_ranges, a list of {phase, util_low, util_high, share_low, share_high}.
