@@ -25,7 +25,7 @@ from connectors.kit import (
 )
 from connectors.kit import normalise_host
 from connectors.kit import Connector, ReadContext
-from models.gpus import mig_card_share
+from models.gpus import mig_card_share, mig_profile_match
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
 REQUIRED = ("workload_id", "phase", "host", "gpu_count", "started_at", "ended_at")
@@ -66,7 +66,9 @@ class WorkloadsCsvConnector(Connector):
                 (pl.col("host").is_null() & (pl.col("resource_id").is_null() if "resource_id" in frame.columns else pl.lit(True)),
                  "neither host nor resource_id is given"),
                 (gpu_count.is_null() | (gpu_count < 0), pl.format("gpu_count '{}' is not a whole number ≥ 0", pl.col("gpu_count"))),
-                (profile.is_not_null() & share.is_null(), pl.format("mig_profile '{}' is not a MIG profile such as 1g.10gb", profile)),
+                # A profile only its card can size (2g.48gb) is GPUs of unknown size, as elsewhere: gpu_cards NULL.
+                (profile.is_not_null() & profile.map_elements(lambda p: mig_profile_match(p) is None, return_dtype=pl.Boolean),
+                 pl.format("mig_profile '{}' is not a MIG profile such as 1g.10gb", profile)),
                 (started.is_null(), pl.format("started_at '{}' is not a timestamp", pl.col("started_at"))),
                 (failed("ended_at", ended), pl.format("ended_at '{}' is not a timestamp", pl.col("ended_at"))),
                 (ended < started, "ended_at is before started_at"),

@@ -80,6 +80,15 @@ def mig_card_slices(card: str | None) -> int | None:
     return MIG_CARD_SLICES.get(canonical_gpu_model(card.replace("_", " ")) if card else None)
 
 
+def mig_profile_match(profile: str | None) -> re.Match | None:
+    """The one MIG profile `profile` ends with (its groups: compute slices, GPU instance slices,
+    GB), or None when it names none or more than one."""
+    text = (profile or "").strip()
+    found = MIG_PROFILE.search(text)
+    return found if found and len(re.findall(r"\d+g\.\d+gb", text, re.IGNORECASE)) == 1 else None
+
+
+@cache  # a pure function of two names, asked per row by the Slurm and workloads CSV connectors
 def mig_card_share(profile: str | None, card: str | None = None) -> float | None:
     """The part of a physical card a MIG profile is: its compute slices (a compute instance's own,
     '1c.3g.40gb' 1; else its GPU instance's, '3g.40gb' 3) over the card's (MIG_CARD_SLICES; 7 on
@@ -87,12 +96,11 @@ def mig_card_share(profile: str | None, card: str | None = None) -> float | None
     name itself gives (a Slurm type 'nvidia_rtx_pro_6000_1g.24gb', a node's single-strategy product
     'NVIDIA-A30-MIG-1g.6gb'), else the one only its profile can be (ONE_CARD_PROFILES); else seven
     slices. None when `profile` is not one MIG profile, or one only its card can size (2g.48gb)."""
-    text = (profile or "").strip()
-    found = MIG_PROFILE.search(text)
-    if not found or len(re.findall(r"\d+g\.\d+gb", text, re.IGNORECASE)) != 1:
+    found = mig_profile_match(profile)
+    if not found:
         return None
     compute, instance_slices, gigabytes = found.group(1), int(found.group(2)), int(found.group(3))
-    card_slices = mig_card_slices(card) or mig_card_slices(text[:found.start()])
+    card_slices = mig_card_slices(card) or mig_card_slices(found.string[:found.start()])
     if card_slices is None:
         if (instance_slices, gigabytes) in UNSIZED_WITHOUT_CARD:
             return None

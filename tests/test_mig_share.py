@@ -290,10 +290,12 @@ def test_workload_sources_give_the_cards_of_mig_instances(tmp_path):
     jobs.write_text("workload_id,phase,host,gpu_count,started_at,ended_at,mig_profile\n"
                     "a,inference,mig-1,2,2026-09-01T00:00:00Z,,2g.20gb\nb,inference,gpu01,1,2026-09-01T00:00:00Z,,\n"
                     "c,inference,mig-1,1,2026-09-01T00:00:00Z,,banana\nd,inference,gpu01,1,2026-09-01T00:00:00Z,, \n"
-                    "e,inference,mig-1,1,2026-09-01T00:00:00Z,,1g.10gb;3g.40gb\nf,inference,gpu01,1,2026-09-01T00:00:00Z,,N/A\n")
+                    "e,inference,mig-1,1,2026-09-01T00:00:00Z,,1g.10gb;3g.40gb\nf,inference,gpu01,1,2026-09-01T00:00:00Z,,N/A\n"
+                    "g,inference,rtx-1,1,2026-09-01T00:00:00Z,,2g.48gb\n")
     rows, ctx = read_all(WorkloadsCsvConnector(), jobs, WORKLOAD)
+    # blank or N/A: whole GPUs; 2g.48gb, which only its card sizes: GPUs of unknown size (whole cards), not quarantined.
     assert [(r["workload_id"], r["gpu_count"], r["gpu_cards"]) for r in rows] == [
-        ("a", 2, pytest.approx(4 / 7)), ("b", 1, None), ("d", 1, None), ("f", 1, None)]  # blank or N/A: whole GPUs
+        ("a", 2, pytest.approx(4 / 7)), ("b", 1, None), ("d", 1, None), ("f", 1, None), ("g", 1, None)]
     assert [q["reason"] for q in ctx.quarantined] == ["mig_profile 'banana' is not a MIG profile such as 1g.10gb",
                                                       "mig_profile '1g.10gb;3g.40gb' is not a MIG profile such as 1g.10gb"]
 
@@ -508,18 +510,16 @@ def test_a_listing_with_the_nodes_sizes_a_pod_whichever_was_landed_first(tmp_pat
                                                       "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"}),
              "b-pods.json": listing}
     telemetry = dcgm_mig([("1", "1g.10gb", 90)] + [(str(i), "1g.10gb", 0) for i in range(2, 8)])
-    for order in (["a-pods-nodes.json", "b-pods.json"], ["b-pods.json", "a-pods-nodes.json"], None):
-        folder = tmp_path / ("-".join(order) if order else "at-once")
+    # Each run lands the files of one batch: one after the other, in both orders, or both at once.
+    for order in ([["a-pods-nodes.json"], ["b-pods.json"]], [["b-pods.json"], ["a-pods-nodes.json"]], [list(files)]):
+        folder = tmp_path / "-then-".join("+".join(batch) for batch in order)
         landing = folder / "landing"
         landing.mkdir(parents=True)
         (landing / "charges.csv").write_text(CHARGE)
         (landing / "dcgm.json").write_text(telemetry)
-        for name in (order or files):
-            (landing / name).write_text(files[name])
-            if order:
-                outcome = run_pipeline(landing, folder / "wh.duckdb", reporting_currency="USD")
-                assert outcome.success and not outcome.failed_checks, outcome.failed_checks
-        if not order:
+        for batch in order:
+            for name in batch:
+                (landing / name).write_text(files[name])
             outcome = run_pipeline(landing, folder / "wh.duckdb", reporting_currency="USD")
             assert outcome.success and not outcome.failed_checks, outcome.failed_checks
         conn = connect(folder / "wh.duckdb", read_only=True)
