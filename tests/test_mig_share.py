@@ -314,9 +314,13 @@ def test_a_pod_on_a_mig_slice_is_charged_its_share_of_the_card(tmp_path):
         assert fetch_all(conn, "SELECT phase, method, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1") == [
             ("finetuning", "workload_overlap", Decimal("6.8572222222"), 12343),  # 1/7 of a day: 12,342.86 GPU-seconds, whole
             ("unattributed", "busy_telemetry", Decimal("41.1427777778"), 74057)]
-        # The busy slices' hours: sft-1 is the only workload on the host, so the host's busy minutes are its own.
+        # The busy slices' hours: sft-1, the only workload on the host, takes no more than its slice
+        # (3.43 of them, not the host's 19.54: 570 % of what it held); the rest ran on slices no
+        # record holds, as the charge's busy_telemetry part says.
         assert fetch_all(conn, "SELECT phase, round(sum(gpu_hours_held), 4), round(sum(gpu_hours_busy), 4) FROM marts.gpu_hours_profile "
-                               "WHERE phase = 'finetuning' GROUP BY 1") == [("finetuning", pytest.approx(3.4286), pytest.approx(19.5429))]
+                               "WHERE phase = 'finetuning' GROUP BY 1") == [("finetuning", pytest.approx(3.4286), pytest.approx(3.4286))]
+        assert busy_hours(conn) == [("k8s:ml/sft-1", pytest.approx(24 / 7, abs=1e-4)),
+                                    ("unattributed", pytest.approx((0.9 + 0.8 * 6 - 1) / 7 * 24, abs=1e-4))]
     finally:
         conn.close()
 
@@ -401,6 +405,31 @@ def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path, labels,
                                    "WHERE period = 'all' AND phase IN ('pretraining', 'inference') ORDER BY 1") == [
                 ("inference", 0.0), ("pretraining", 90.0)]
         # GPU-minutes are conserved: the host's busy hours, whatever split them.
+        assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
+            fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("label", [None, "debug-shell"])
+def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path, label):
+    # Two whole GPUs on mig-1, both 90 % busy all day (96.00 USD); the only record, train-1, holds one.
+    # Its busy hours are at most its card's 24 (they were both GPUs' 43.2: 180 % of it); the other
+    # 19.2 busy hours ran on a GPU no record holds, as the charge's other half is unattributed.
+    # `label`: dcgm-exporter names a pod no record holds on GPU 0 (a host-minute with labels that
+    # name no holder is split as one without).
+    charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
+    telemetry = dcgm(mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod=label), mig_series(None, None, 90, uuid="GPU-w1", gpu="1"))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry,
+                                  "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
+    try:
+        assert busy_hours(conn) == [("k8s:ml/train-1", 24.0), ("unattributed", pytest.approx(19.2, abs=1e-4))]
+        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed') "
+                               "ORDER BY 1") == [("pretraining", 24.0, 24.0, 100.0), ("unattributed", 24.0, 19.2, 80.0)]
+        assert [(phase, method, amount.quantize(CENT)) for phase, method, amount in fetch_all(
+            conn, "SELECT phase, method, amount_billing FROM marts.cost_attribution ORDER BY 1")] == [
+            ("pretraining", "workload_overlap", Decimal("48.00")), ("unattributed", "busy_telemetry", Decimal("48.00"))]
         assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
             fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
     finally:

@@ -4,7 +4,10 @@
 -- every minute of the history to the workloads. (A host's hour whole, never split, is
 -- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
--- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's); with
+-- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's), none
+-- taking more than its cards: where the host's GPUs are busier than the cards held, what the cards
+-- leave over counts as no workload's (a busy GPU no record holds: 'unattributed', as the charge's
+-- busy_telemetry part in marts.cost_attribution, or 'idle' under the busy threshold); with
 -- no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed'
 -- (something ran that no workload record names) and one under it as 'idle'
 -- (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
@@ -33,17 +36,41 @@ labelled AS (
     -- below (their windows doubled this model's time on a fleet without labels).
     SELECT DISTINCT host, minute FROM minutes WHERE pod IS NOT NULL
 ),
-plain_held AS (
-    -- Elsewhere: each workload holding GPUs on the host, its share of the cards held.
-    SELECT m.host, m.minute,
-           m.busy * workload_cards(w.gpu_cards, w.gpu_count)
-               / sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY m.gpu_key, m.minute) AS busy,
-           w.workload_id, w.phase
-    FROM minutes AS m
+plain_minutes AS (
+    SELECT m.* FROM minutes AS m
+    WHERE NOT EXISTS (SELECT 1 FROM labelled AS l WHERE l.host = m.host AND l.minute = m.minute)
+),
+plain_holders AS (
+    -- Elsewhere: per host-minute, each workload holding GPUs there with the cards it holds, all
+    -- the holders' cards, and the host's busy GPU-minutes (its GPUs' busy fractions × coverage ×
+    -- share, in cards).
+    SELECT h.host, h.minute, h.host_busy, w.workload_id, w.phase, workload_cards(w.gpu_cards, w.gpu_count) AS cards,
+           sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY h.host, h.minute) AS held_cards
+    FROM (SELECT host, minute, sum(busy) AS host_busy FROM plain_minutes GROUP BY host, minute) AS h
     JOIN core.workloads AS w
-      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+      ON w.host = h.host AND w.started_at <= h.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
     WHERE w.gpu_count > 0
-      AND NOT EXISTS (SELECT 1 FROM labelled AS l WHERE l.host = m.host AND l.minute = m.minute)
+),
+plain_held AS (
+    -- Each GPU-minute split between the holders by the cards they hold; where the host's GPUs are
+    -- busier than the holders' cards could be (a busy GPU no record holds), over the host's busy
+    -- GPU-minutes instead: no holder takes more than its cards, the rest is plain_unclaimed.
+    SELECT m.host, m.minute,
+           m.busy * p.cards / CASE WHEN round(p.host_busy - p.held_cards, 9) > 0 THEN p.host_busy ELSE p.held_cards END AS busy,
+           p.workload_id, p.phase
+    FROM plain_minutes AS m
+    JOIN plain_holders AS p ON p.host = m.host AND p.minute = m.minute
+),
+plain_unclaimed AS (
+    -- The part of each GPU-minute the holders' cards leave over, where the host's GPUs are busier
+    -- than those cards: no workload record names what ran on it (unattributed, or idle by the busy
+    -- threshold), as in cost_attribution's busy_telemetry.
+    SELECT m.host, m.minute, m.busy * (1 - o.held_cards / o.host_busy) AS busy, NULL AS workload_id,
+           CASE WHEN m.busy_fraction >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
+    FROM plain_minutes AS m
+    JOIN (SELECT host, minute, any_value(host_busy) AS host_busy, any_value(held_cards) AS held_cards
+          FROM plain_holders WHERE round(host_busy - held_cards, 9) > 0 GROUP BY host, minute) AS o
+      ON o.host = m.host AND o.minute = m.minute
 ),
 holders AS (
     -- On a labelled host-minute: the workloads holding GPUs, with the cards they hold; `named`: the
@@ -88,23 +115,25 @@ shares AS (
     FROM claims
 ),
 host_labels AS (
-    -- Per host-minute: whether a label names a holder there, and the cards of its GPUs that no
-    -- label gives to a holder (each GPU once: it is a row per holder).
+    -- Per host-minute: whether a label names a holder there, the cards of its GPUs that no label
+    -- gives to a holder and its busy GPU-minutes (each GPU once: it is a row per holder).
     SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
-           sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards
+           sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards,
+           sum(busy / holders_on_host) OVER (PARTITION BY host, minute) AS host_busy
     FROM shares
 ),
 parts AS (
     -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
-    -- theirs, by cards. Where no label names a holder: every holder's share of the cards held, as
-    -- in plain_held. Else a GPU no label gives: each holder's cards left over the greater of all
-    -- cards left and the unnamed GPUs' cards (no holder takes more than it has left; the rest is
-    -- no one's).
+    -- theirs, by cards. Where no label names a holder: every holder's share of the cards held, over
+    -- the host's busy GPU-minutes where they are more, as in plain_held. Else a GPU no label gives:
+    -- each holder's cards left over the greater of all cards left and the unnamed GPUs' cards (no
+    -- holder takes more than it has left; the rest is no one's).
     SELECT *,
            CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards * named_cap ELSE 0 END)
                 WHEN host_named = 0 THEN cards
                 ELSE cards_left END AS part_of,
            CASE WHEN named_cards > 0 THEN named_cards
+                WHEN host_named = 0 AND round(host_busy - cards_left_on_host, 9) > 0 THEN host_busy
                 WHEN host_named = 0 OR cards_left_on_host = 0 THEN cards_left_on_host
                 ELSE greatest(cards_left_on_host, round(unnamed_gpu_cards, 9)) END AS out_of
     FROM host_labels
@@ -112,17 +141,19 @@ parts AS (
 held AS (
     SELECT host, minute, workload_id, phase, busy FROM plain_held
     UNION ALL
+    SELECT host, minute, workload_id, phase, busy FROM plain_unclaimed
+    UNION ALL
     SELECT host, minute, workload_id, phase, busy * part_of / out_of AS busy FROM parts WHERE part_of > 0 AND out_of > 0
 ),
 unclaimed AS (
     -- What no holder takes of a GPU-minute, on a host where labels name the holders' own GPUs (a GPU
-    -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards):
-    -- no workload record names what ran on it.
+    -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards) or
+    -- whose GPUs are busier than the holders' cards: no workload record names what ran on it.
     SELECT host, minute, any_value(busy) * (1 - sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END)) AS busy,
            NULL AS workload_id,
            CASE WHEN any_value(busy_fraction) >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
     FROM parts
-    WHERE host_named = 1
+    WHERE host_named = 1 OR round(host_busy - cards_left_on_host, 9) > 0
     GROUP BY gpu_key, host, minute
     HAVING round(sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END), 9) < 1
 ),
