@@ -195,3 +195,32 @@ def test_the_gpu_minutes_check_fails_a_card_whose_mig_instances_add_up_to_more_t
     conn.execute("UPDATE core.gpu_minutes SET gpu_share = 4 / 7 WHERE gpu_key = 'h/GPU-a/mig2'")  # 8/7 of a card
     result = gpu_minutes_consistent(conn)
     assert not result.passed and result.metadata["overfull_card_minutes"].value == 1
+
+
+def test_the_busy_checks_fail_a_workload_busier_than_its_cards_and_a_split_that_loses_minutes(tmp_path):
+    from pipelines.orchestration.checks import busy_split_conserved, busy_within_cards_held
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect(str(tmp_path / "wh.duckdb"))
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    conn.execute("CREATE SCHEMA core; CREATE SCHEMA marts")
+    # job-1 holds 2 GPUs from 10:00:30 to 10:30: the minutes 10:01-10:29 count for it, 29 of them,
+    # 58 card-minutes; pod-1 holds a 1g.10gb slice (1/7 of a card) from 09:00 on: 60/7 in the hour.
+    conn.execute("""CREATE TABLE core.workloads AS SELECT * FROM (VALUES
+        ('job-1', 'h1', 2, NULL, TIMESTAMPTZ '2026-09-01 10:00:30+00', TIMESTAMPTZ '2026-09-01 10:30:00+00'),
+        ('pod-1', 'h1', 1, 1 / 7, TIMESTAMPTZ '2026-09-01 09:00:00+00', NULL))
+        AS t(workload_id, host, gpu_count, gpu_cards, started_at, ended_at)""")
+    conn.execute("""CREATE TABLE marts.gpu_busy_by_workload_hour AS SELECT * FROM (VALUES
+        ('job-1', 58.0), ('pod-1', 60 / 7), (NULL, 30.0))
+        AS t(workload_id, busy_gpu_minutes), (SELECT TIMESTAMPTZ '2026-09-01 10:00:00+00' AS hour, 'h1' AS host)""")
+    conn.execute("""CREATE TABLE marts.gpu_busy_by_host_hour AS
+        SELECT TIMESTAMPTZ '2026-09-01 10:00:00+00' AS hour, 'h1' AS host, 88 + 60 / 7 AS busy_gpu_minutes""")
+    assert busy_within_cards_held(conn).passed and busy_split_conserved(conn).passed
+
+    conn.execute("UPDATE marts.gpu_busy_by_workload_hour SET busy_gpu_minutes = 59.0 WHERE workload_id = 'job-1'")
+    over = busy_within_cards_held(conn)
+    assert not over.passed and [(o["workload_id"], o["busy_gpu_minutes"], o["held_card_minutes"])
+                                for o in over.metadata["busier_than_held"].value] == [("job-1", "59.0", "58.0")]
+    lost = busy_split_conserved(conn)  # the split now holds a minute more than the host's
+    assert not lost.passed and [(b["host"], b["host_busy"], b["split_busy"]) for b in lost.metadata["unbalanced_host_hours"].value] == [
+        ("h1", "96.571429", "97.571429")]

@@ -178,6 +178,45 @@ def gpu_minutes_consistent(conn) -> AssetCheckResult:
                             metadata={"inconsistent_minutes": bad, "overfull_card_minutes": overfull})
 
 
+@check("marts.gpu_busy_by_workload_hour", "no workload is busier in an hour than the cards it holds in that hour "
+       "(busy GPU-minutes at most its cards × the minutes it held them)")
+def busy_within_cards_held(conn) -> AssetCheckResult:
+    # A minute counts for a workload when it started at or before the minute and ended after it:
+    # the minutes it held in an hour are the minute starts in [its start, its end) within the hour.
+    over = fetch_dicts(conn, """
+        WITH busy AS (
+            SELECT hour, host, workload_id, sum(busy_gpu_minutes) AS busy_gpu_minutes
+            FROM marts.gpu_busy_by_workload_hour WHERE workload_id IS NOT NULL GROUP BY ALL
+        ),
+        held AS (
+            SELECT b.hour, b.host, b.workload_id, any_value(b.busy_gpu_minutes) AS busy_gpu_minutes,
+                   sum(workload_cards(w.gpu_cards, w.gpu_count)
+                       * greatest(0, ceil(epoch(least(coalesce(w.ended_at, b.hour + INTERVAL 1 HOUR), b.hour + INTERVAL 1 HOUR)) / 60)
+                                     - ceil(epoch(greatest(w.started_at, b.hour)) / 60))) AS held_card_minutes
+            FROM busy AS b
+            JOIN core.workloads AS w ON w.workload_id = b.workload_id AND w.host = b.host AND w.gpu_count > 0
+            GROUP BY ALL
+        )
+        SELECT hour, host, workload_id, round(busy_gpu_minutes, 3) AS busy_gpu_minutes, round(held_card_minutes, 3) AS held_card_minutes
+        FROM held WHERE busy_gpu_minutes > held_card_minutes + 1e-6
+        ORDER BY busy_gpu_minutes - held_card_minutes DESC LIMIT 20""")
+    return AssetCheckResult(passed=not over, metadata={"busier_than_held": MetadataValue.json([{k: str(v) for k, v in o.items()} for o in over])})
+
+
+@check("marts.gpu_busy_by_host_hour", "busy GPU-minutes are conserved: per host and hour, marts.gpu_busy_by_workload_hour's "
+       "split adds up to the host's busy GPU-minutes")
+def busy_split_conserved(conn) -> AssetCheckResult:
+    # Both round each row to 9 decimals: a host-hour of many rows may differ by their rounding.
+    broken = fetch_dicts(conn, """
+        SELECT hour, host, round(h.busy_gpu_minutes, 6) AS host_busy, round(w.busy_gpu_minutes, 6) AS split_busy
+        FROM marts.gpu_busy_by_host_hour AS h
+        FULL JOIN (SELECT hour, host, sum(busy_gpu_minutes) AS busy_gpu_minutes FROM marts.gpu_busy_by_workload_hour GROUP BY ALL) AS w
+          USING (hour, host)
+        WHERE abs(coalesce(h.busy_gpu_minutes, 0) - coalesce(w.busy_gpu_minutes, 0)) > 1e-6
+        ORDER BY hour, host LIMIT 20""")
+    return AssetCheckResult(passed=not broken, metadata={"unbalanced_host_hours": MetadataValue.json([{k: str(v) for k, v in b.items()} for b in broken])})
+
+
 @check("marts.cost_attribution", blocking=True, by_period=True,
        description="money is conserved: each charge's phase parts add up to its EffectiveCost exactly "
                    "(in the billing months the run attributed)")
