@@ -118,6 +118,13 @@ CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
 -- The cards a workload holds (core.workloads): gpu_cards where its source names MIG profiles (a
 -- slice as its share of the card), else gpu_count whole cards. Every reader of held GPUs in cards.
 CREATE OR REPLACE MACRO workload_cards(gpu_cards, gpu_count) AS coalesce(gpu_cards, gpu_count);
+-- The part of a GPU (of `share` cards) that workloads holding `held_cards` hold, when the GPUs
+-- before it in their order take `cards_before` (marts.gpu_busy_by_workload_hour: the busiest
+-- first): 0-1, and 0 or 1 within a billionth of a card, so float sums of sevenths leave no crumb.
+CREATE OR REPLACE MACRO held_portion(held_cards, cards_before, share) AS CASE
+    WHEN share <= 0 OR held_cards - cards_before >= share - 1e-9 THEN 1
+    WHEN held_cards - cards_before <= 1e-9 THEN 0
+    ELSE (held_cards - cards_before) / share END;
 -- A quantity (a double: GPU-hours, GB) times a DECIMAL price, as DECIMAL money: the quantity is
 -- fixed to 10 decimals first, so the product itself is exact decimal arithmetic (scale 10 + the
 -- price's), then rounded to money's 10 decimals.

@@ -314,13 +314,14 @@ def test_a_pod_on_a_mig_slice_is_charged_its_share_of_the_card(tmp_path):
         assert fetch_all(conn, "SELECT phase, method, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1") == [
             ("finetuning", "workload_overlap", Decimal("6.8572222222"), 12343),  # 1/7 of a day: 12,342.86 GPU-seconds, whole
             ("unattributed", "busy_telemetry", Decimal("41.1427777778"), 74057)]
-        # The busy slices' hours: sft-1, the only workload on the host, takes no more than its slice
-        # (3.43 of them, not the host's 19.54: 570 % of what it held); the rest ran on slices no
-        # record holds, as the charge's busy_telemetry part says.
+        # The busy slices' hours: sft-1, the only workload on the host, holds one slice of seven; which
+        # one is not recorded, so it is taken to hold the busiest (90 %: 3.09 hours, not the host's
+        # 19.54, 570 % of what it held), as the charge's split takes the busy slices beyond it to be
+        # no workload's; the other six slices' busy hours are unattributed.
         assert fetch_all(conn, "SELECT phase, round(sum(gpu_hours_held), 4), round(sum(gpu_hours_busy), 4) FROM marts.gpu_hours_profile "
-                               "WHERE phase = 'finetuning' GROUP BY 1") == [("finetuning", pytest.approx(3.4286), pytest.approx(3.4286))]
-        assert busy_hours(conn) == [("k8s:ml/sft-1", pytest.approx(24 / 7, abs=1e-4)),
-                                    ("unattributed", pytest.approx((0.9 + 0.8 * 6 - 1) / 7 * 24, abs=1e-4))]
+                               "WHERE phase = 'finetuning' GROUP BY 1") == [("finetuning", pytest.approx(3.4286), pytest.approx(0.9 * 24 / 7, abs=1e-4))]
+        assert busy_hours(conn) == [("k8s:ml/sft-1", pytest.approx(0.9 * 24 / 7, abs=1e-4)),
+                                    ("unattributed", pytest.approx(0.8 * 6 / 7 * 24, abs=1e-4))]
     finally:
         conn.close()
 
@@ -339,7 +340,7 @@ def test_a_pod_on_a_slice_beside_idle_slices_leaves_them_idle(tmp_path):
         assert sum(amount for _, amount in split) == Decimal("48.0000000000")
         # Busy GPU-minutes split between the pods by the cards they hold (1:3), not by their count (1:1).
         assert fetch_all(conn, "SELECT workload_id, round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour "
-                               "GROUP BY 1 ORDER BY 1") == [
+                               "WHERE workload_id IS NOT NULL GROUP BY 1 ORDER BY 1") == [
             ("k8s:ml/serve-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 * 3 / 4, abs=1e-4)),
             ("k8s:ml/sft-1", pytest.approx((0.9 / 7 + 0.7 * 3 / 7) * 24 / 4, abs=1e-4))]
     finally:
@@ -414,8 +415,8 @@ def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path, labels,
 @pytest.mark.parametrize("label", [None, "debug-shell"])
 def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path, label):
     # Two whole GPUs on mig-1, both 90 % busy all day (96.00 USD); the only record, train-1, holds one.
-    # Its busy hours are at most its card's 24 (they were both GPUs' 43.2: 180 % of it); the other
-    # 19.2 busy hours ran on a GPU no record holds, as the charge's other half is unattributed.
+    # Its busy hours are its card's 21.6 (they were both GPUs' 43.2: 180 % of it); the other 21.6
+    # ran on a GPU no record holds, as the charge's other half is unattributed.
     # `label`: dcgm-exporter names a pod no record holds on GPU 0 (a host-minute with labels that
     # name no holder is split as one without).
     charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
@@ -423,15 +424,39 @@ def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path
     conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry,
                                   "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
     try:
-        assert busy_hours(conn) == [("k8s:ml/train-1", 24.0), ("unattributed", pytest.approx(19.2, abs=1e-4))]
+        assert busy_hours(conn) == [("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4)), ("unattributed", pytest.approx(21.6, abs=1e-4))]
         assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
                                "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed') "
-                               "ORDER BY 1") == [("pretraining", 24.0, 24.0, 100.0), ("unattributed", 24.0, 19.2, 80.0)]
+                               "ORDER BY 1") == [("pretraining", 24.0, 21.6, 90.0), ("unattributed", 24.0, 21.6, 90.0)]
         assert [(phase, method, amount.quantize(CENT)) for phase, method, amount in fetch_all(
             conn, "SELECT phase, method, amount_billing FROM marts.cost_attribution ORDER BY 1")] == [
             ("pretraining", "workload_overlap", Decimal("48.00")), ("unattributed", "busy_telemetry", Decimal("48.00"))]
         assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
             fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
+    finally:
+        conn.close()
+
+
+def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones(tmp_path):
+    # Eight GPUs on mig-1 (384.00 USD for the day), GPUs 0-2 100 % busy, 3-7 at 4 % (under the 5 %
+    # idle threshold); train-1 holds one GPU, which is not recorded. It is taken to hold a busiest
+    # one, as the charge's split counts the two other busy GPUs as no workload's: train-1 24 busy
+    # hours, unattributed 48 (100 % of the 48 GPU-hours its part of the charge pays), idle 4.8.
+    charge = CHARGE.replace("48.00,48.00", "384.00,384.00").replace(",1\n", ",8\n")
+    telemetry = dcgm(*(mig_series(None, None, 100 if gpu < 3 else 4, uuid=f"GPU-w{gpu}", gpu=str(gpu)) for gpu in range(8)))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry,
+                                  "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
+    try:
+        assert busy_hours(conn) == [("idle", pytest.approx(4.8, abs=1e-4)), ("k8s:ml/train-1", pytest.approx(24.0, abs=1e-4)),
+                                    ("unattributed", pytest.approx(48.0, abs=1e-4))]
+        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('idle', 'pretraining', 'unattributed') "
+                               "ORDER BY 1") == [("idle", 120.0, 4.8, 4.0), ("pretraining", 24.0, 24.0, 100.0),
+                                                 ("unattributed", 48.0, 48.0, 100.0)]
+        assert [(phase, method, amount.quantize(CENT)) for phase, method, amount in fetch_all(
+            conn, "SELECT phase, method, amount_billing FROM marts.cost_attribution ORDER BY 1")] == [
+            ("idle", "no_workload", Decimal("240.00")), ("pretraining", "workload_overlap", Decimal("48.00")),
+            ("unattributed", "busy_telemetry", Decimal("96.00"))]
     finally:
         conn.close()
 

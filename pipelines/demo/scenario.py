@@ -471,13 +471,13 @@ def expected_attribution(rows: list[dict], jobs: list[Workload]) -> dict:
 
 
 def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> dict[str, float]:
-    """Busy GPU-hours per phase by the mart's rule: a host-minute's busy time goes to the workloads
-    running on the host then (by GPUs held); with none, a GPU-minute under the idle threshold to idle
-    and one at or over it to unattributed."""
+    """Busy GPU-hours per phase by the mart's rule: a host-minute's workloads hold the busiest of its
+    GPUs, as many as they hold (which ones is not recorded), and that busy time goes to them by GPUs
+    held; the rest of the host's GPUs are no workload's: a GPU-minute under the idle threshold to
+    idle and one at or over it to unattributed."""
     out: dict[str, float] = {}
     for host, util in utils.items():
-        n = util.shape[1]
-        busy = util.sum(axis=0) / 100.0
+        gpus, n = util.shape
         weights: dict[str, np.ndarray] = {}
         total = np.zeros(n)
         for j in (j for j in jobs if j.host == host):
@@ -487,14 +487,18 @@ def busy_hours_by_phase(utils: dict[str, np.ndarray], jobs: list[Workload]) -> d
             w[a:b] = j.gpu_count
             weights[j.phase] = weights.get(j.phase, np.zeros(n)) + w
             total += w
+        busiest_first = -np.sort(-util, axis=0)
+        # The part of each GPU (busiest first) the workloads hold: whole until their GPUs run out.
+        held = np.clip(total[None, :] - np.arange(gpus)[:, None], 0, 1)
+        held_busy = (busiest_first * held).sum(axis=0) / 100.0
         for phase, w in weights.items():
             share = np.divide(w, total, out=np.zeros(n), where=total > 0)
-            out[phase] = out.get(phase, 0.0) + float((busy * share).sum() / 60)
-        # No workload: a GPU-minute at or over the idle threshold ran something unrecorded.
-        unheld = util[:, total == 0]
-        out["idle"] = out.get("idle", 0.0) + float(unheld[unheld < IDLE_BUSY_PCT].sum() / 100 / 60)
-        if (unheld >= IDLE_BUSY_PCT).any():
-            out["unattributed"] = out.get("unattributed", 0.0) + float(unheld[unheld >= IDLE_BUSY_PCT].sum() / 100 / 60)
+            out[phase] = out.get(phase, 0.0) + float((held_busy * share).sum() / 60)
+        # The rest: a GPU-minute at or over the idle threshold ran something unrecorded.
+        rest = busiest_first * (1 - held)
+        out["idle"] = out.get("idle", 0.0) + float(rest[busiest_first < IDLE_BUSY_PCT].sum() / 100 / 60)
+        if (rest[busiest_first >= IDLE_BUSY_PCT] > 0).any():
+            out["unattributed"] = out.get("unattributed", 0.0) + float(rest[busiest_first >= IDLE_BUSY_PCT].sum() / 100 / 60)
     return out
 
 

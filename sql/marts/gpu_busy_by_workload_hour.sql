@@ -4,10 +4,11 @@
 -- every minute of the history to the workloads. (A host's hour whole, never split, is
 -- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
--- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's), none
--- taking more than its cards: where the host's GPUs are busier than the cards held, what the cards
--- leave over counts as no workload's (a busy GPU no record holds: 'unattributed', as the charge's
--- busy_telemetry part in marts.cost_attribution, or 'idle' under the busy threshold); with
+-- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's). Where
+-- they hold fewer cards than the host's GPUs are, they are taken to hold the busiest GPUs (as
+-- marts.cost_attribution takes the busy GPUs beyond the cards held to be no workload's: its
+-- busy_telemetry part), and the rest counts as no workload's ('unattributed', or 'idle' under the
+-- busy threshold), so no workload is busier than its cards; with
 -- no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed'
 -- (something ran that no workload record names) and one under it as 'idle'
 -- (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
@@ -41,36 +42,45 @@ plain_minutes AS (
     WHERE NOT EXISTS (SELECT 1 FROM labelled AS l WHERE l.host = m.host AND l.minute = m.minute)
 ),
 plain_holders AS (
-    -- Elsewhere: per host-minute, each workload holding GPUs there with the cards it holds, all
-    -- the holders' cards, and the host's busy GPU-minutes (its GPUs' busy fractions × coverage ×
-    -- share, in cards).
-    SELECT h.host, h.minute, h.host_busy, w.workload_id, w.phase, workload_cards(w.gpu_cards, w.gpu_count) AS cards,
+    -- Elsewhere: per host-minute, the cards of the GPUs reporting there, and each workload holding
+    -- GPUs there with the cards it holds and all the holders' cards.
+    SELECT h.host, h.minute, h.host_cards, w.workload_id, w.phase, workload_cards(w.gpu_cards, w.gpu_count) AS cards,
            sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY h.host, h.minute) AS held_cards
-    FROM (SELECT host, minute, sum(busy) AS host_busy FROM plain_minutes GROUP BY host, minute) AS h
+    FROM (SELECT host, minute, sum(gpu_share) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
     JOIN core.workloads AS w
       ON w.host = h.host AND w.started_at <= h.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
     WHERE w.gpu_count > 0
 ),
+plain_portions AS (
+    -- Where the holders hold fewer cards than the host's GPUs are, which GPUs they hold is not
+    -- recorded: they are taken to hold the busiest (as marts.cost_attribution counts the busy GPUs
+    -- beyond those held as no workload's), each GPU's `portion` held, 0-1, the busiest first.
+    SELECT m.gpu_key, m.minute,
+           held_portion(s.held_cards, sum(m.gpu_share) OVER (
+               PARTITION BY m.host, m.minute ORDER BY m.busy_fraction DESC NULLS LAST, m.gpu_key) - m.gpu_share, m.gpu_share) AS portion
+    FROM plain_minutes AS m
+    JOIN (SELECT host, minute, any_value(held_cards) AS held_cards FROM plain_holders
+          WHERE round(host_cards - held_cards, 9) > 0 GROUP BY host, minute) AS s
+      ON s.host = m.host AND s.minute = m.minute
+),
 plain_held AS (
-    -- Each GPU-minute split between the holders by the cards they hold; where the host's GPUs are
-    -- busier than the holders' cards could be (a busy GPU no record holds), over the host's busy
-    -- GPU-minutes instead: no holder takes more than its cards, the rest is plain_unclaimed.
+    -- The part of each GPU-minute the holders hold, split between them by the cards they hold.
     SELECT m.host, m.minute,
-           m.busy * p.cards / CASE WHEN round(p.host_busy - p.held_cards, 9) > 0 THEN p.host_busy ELSE p.held_cards END AS busy,
+           CASE WHEN q.portion IS NULL THEN m.busy * p.cards / p.held_cards
+                ELSE m.busy * q.portion * p.cards / p.held_cards END AS busy,
            p.workload_id, p.phase
     FROM plain_minutes AS m
     JOIN plain_holders AS p ON p.host = m.host AND p.minute = m.minute
+    LEFT JOIN plain_portions AS q ON q.gpu_key = m.gpu_key AND q.minute = m.minute
 ),
 plain_unclaimed AS (
-    -- The part of each GPU-minute the holders' cards leave over, where the host's GPUs are busier
-    -- than those cards: no workload record names what ran on it (unattributed, or idle by the busy
-    -- threshold), as in cost_attribution's busy_telemetry.
-    SELECT m.host, m.minute, m.busy * (1 - o.held_cards / o.host_busy) AS busy, NULL AS workload_id,
+    -- The rest of a GPU-minute the holders do not hold: no workload record names what ran on it
+    -- (unattributed, or idle under the busy threshold).
+    SELECT m.host, m.minute, m.busy * (1 - q.portion) AS busy, NULL AS workload_id,
            CASE WHEN m.busy_fraction >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
     FROM plain_minutes AS m
-    JOIN (SELECT host, minute, any_value(host_busy) AS host_busy, any_value(held_cards) AS held_cards
-          FROM plain_holders WHERE round(host_busy - held_cards, 9) > 0 GROUP BY host, minute) AS o
-      ON o.host = m.host AND o.minute = m.minute
+    JOIN plain_portions AS q ON q.gpu_key = m.gpu_key AND q.minute = m.minute
+    WHERE q.portion < 1
 ),
 holders AS (
     -- On a labelled host-minute: the workloads holding GPUs, with the cards they hold; `named`: the
@@ -116,27 +126,33 @@ shares AS (
 ),
 host_labels AS (
     -- Per host-minute: whether a label names a holder there, the cards of its GPUs that no label
-    -- gives to a holder and its busy GPU-minutes (each GPU once: it is a row per holder).
+    -- gives to a holder (each GPU once: it is a row per holder), and the cards of its GPUs up to
+    -- this one, the busiest first (the rows of one GPU are peers in that order).
     SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
            sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards,
-           sum(busy / holders_on_host) OVER (PARTITION BY host, minute) AS host_busy
+           sum(gpu_share / holders_on_host) OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
     FROM shares
+),
+portions AS (
+    -- Where no label names a holder: the part of each GPU the holders hold, as in plain_portions
+    -- (all holders' cards are their cards left then).
+    SELECT *, held_portion(cards_left_on_host, cards_through - gpu_share, gpu_share) AS portion
+    FROM host_labels
 ),
 parts AS (
     -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
-    -- theirs, by cards. Where no label names a holder: every holder's share of the cards held, over
-    -- the host's busy GPU-minutes where they are more, as in plain_held. Else a GPU no label gives:
-    -- each holder's cards left over the greater of all cards left and the unnamed GPUs' cards (no
-    -- holder takes more than it has left; the rest is no one's).
+    -- theirs, by cards. Where no label names a holder: the part the holders hold, split by the
+    -- cards they hold, as in plain_held. Else a GPU no label gives: each holder's cards left over the
+    -- greater of all cards left and the unnamed GPUs' cards (no holder takes more than it has left;
+    -- the rest is no one's).
     SELECT *,
            CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards * named_cap ELSE 0 END)
-                WHEN host_named = 0 THEN cards
+                WHEN host_named = 0 THEN cards * portion
                 ELSE cards_left END AS part_of,
            CASE WHEN named_cards > 0 THEN named_cards
-                WHEN host_named = 0 AND round(host_busy - cards_left_on_host, 9) > 0 THEN host_busy
                 WHEN host_named = 0 OR cards_left_on_host = 0 THEN cards_left_on_host
                 ELSE greatest(cards_left_on_host, round(unnamed_gpu_cards, 9)) END AS out_of
-    FROM host_labels
+    FROM portions
 ),
 held AS (
     SELECT host, minute, workload_id, phase, busy FROM plain_held
@@ -148,12 +164,12 @@ held AS (
 unclaimed AS (
     -- What no holder takes of a GPU-minute, on a host where labels name the holders' own GPUs (a GPU
     -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards) or
-    -- whose GPUs are busier than the holders' cards: no workload record names what ran on it.
+    -- whose GPUs are more than the cards held: no workload record names what ran on it.
     SELECT host, minute, any_value(busy) * (1 - sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END)) AS busy,
            NULL AS workload_id,
            CASE WHEN any_value(busy_fraction) >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
     FROM parts
-    WHERE host_named = 1 OR round(host_busy - cards_left_on_host, 9) > 0
+    WHERE host_named = 1 OR portion < 1
     GROUP BY gpu_key, host, minute
     HAVING round(sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END), 9) < 1
 ),
