@@ -437,6 +437,27 @@ def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path
         conn.close()
 
 
+def test_a_gpu_seen_half_of_each_minute_takes_half_a_card_of_the_holders(tmp_path):
+    # Two GPUs on mig-1 (96.00 USD for the day); train-1 holds one. GPU 0 is 100 % busy but sampled
+    # at :00, :10 and :20 of each minute only (every 10 s, then 40 s missing: half of each minute
+    # covered); GPU 1 is 90 % busy, covered whole. The busiest GPU takes half of train-1's card, the
+    # other half is GPU 1's: train-1 0.5 + 0.45 of a busy GPU a minute (95 %), and GPU 1's other half
+    # unattributed (10.8 hours, 90 % of the 12 the charge pays for busy GPUs beyond the card held).
+    charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
+    sparse = mig_series(None, None, 100, uuid="GPU-w0", gpu="0")
+    sparse["values"] = [[DAY_START + 60 * m + s, "100"] for m in range(24 * 60) for s in (0, 10, 20)]
+    telemetry = dcgm(sparse, mig_series(None, None, 90, uuid="GPU-w1", gpu="1"))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry,
+                                  "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
+    try:
+        assert busy_hours(conn) == [("k8s:ml/train-1", pytest.approx(22.8, abs=1e-4)), ("unattributed", pytest.approx(10.8, abs=1e-4))]
+        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed') "
+                               "ORDER BY 1") == [("pretraining", 24.0, 22.8, 95.0), ("unattributed", 12.0, 10.8, 90.0)]
+    finally:
+        conn.close()
+
+
 def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones(tmp_path):
     # Eight GPUs on mig-1 (384.00 USD for the day), GPUs 0-2 100 % busy, 3-7 at 4 % (under the 5 %
     # idle threshold); train-1 holds one GPU, which is not recorded. It is taken to hold a busiest

@@ -5,10 +5,10 @@
 -- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
 -- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's). Where
--- they hold fewer cards than the host's GPUs are, they are taken to hold the busiest GPUs (as
--- marts.cost_attribution takes the busy GPUs beyond the cards held to be no workload's: its
--- busy_telemetry part), and the rest counts as no workload's ('unattributed', or 'idle' under the
--- busy threshold), so no workload is busier than its cards; with
+-- they hold fewer cards than the host's GPUs' telemetry covers, they are taken to hold the busiest
+-- GPUs (as marts.cost_attribution takes the busy GPUs beyond the cards held to be no workload's:
+-- its busy_telemetry part), and the rest counts as no workload's ('unattributed', or 'idle' under
+-- the busy threshold), so no workload is busier than its cards; with
 -- no workload on the host, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed'
 -- (something ran that no workload record names) and one under it as 'idle'
 -- (workload_id NULL). A minute when only workloads holding no GPUs ran counts for no phase
@@ -27,6 +27,8 @@
 CREATE OR REPLACE TABLE marts.gpu_busy_by_workload_hour AS
 WITH minutes AS NOT MATERIALIZED (
     SELECT m.gpu_key, m.host, m.minute, m.busy_fraction * m.coverage * m.gpu_share AS busy, m.busy_fraction, m.gpu_share,
+           -- The card-minutes the GPU's telemetry covers: what holders of cards can hold of it.
+           m.coverage * m.gpu_share AS covered_cards,
            m.pod, m.namespace
     FROM core.gpu_minutes AS m
     -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
@@ -42,22 +44,24 @@ plain_minutes AS (
     WHERE NOT EXISTS (SELECT 1 FROM labelled AS l WHERE l.host = m.host AND l.minute = m.minute)
 ),
 plain_holders AS (
-    -- Elsewhere: per host-minute, the cards of the GPUs reporting there, and each workload holding
+    -- Elsewhere: per host-minute, the cards its GPUs' telemetry covers, and each workload holding
     -- GPUs there with the cards it holds and all the holders' cards.
     SELECT h.host, h.minute, h.host_cards, w.workload_id, w.phase, workload_cards(w.gpu_cards, w.gpu_count) AS cards,
            sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY h.host, h.minute) AS held_cards
-    FROM (SELECT host, minute, sum(gpu_share) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
+    FROM (SELECT host, minute, sum(covered_cards) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
     JOIN core.workloads AS w
       ON w.host = h.host AND w.started_at <= h.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
     WHERE w.gpu_count > 0
 ),
 plain_portions AS (
-    -- Where the holders hold fewer cards than the host's GPUs are, which GPUs they hold is not
-    -- recorded: they are taken to hold the busiest (as marts.cost_attribution counts the busy GPUs
-    -- beyond those held as no workload's), each GPU's `portion` held, 0-1, the busiest first.
+    -- Where the holders hold fewer cards than the host's GPUs' telemetry covers, which GPUs they
+    -- hold is not recorded: they are taken to hold the busiest (as marts.cost_attribution counts the
+    -- busy GPUs beyond those held as no workload's), each GPU's `portion` held, 0-1, the busiest
+    -- first, in covered card-minutes (a GPU seen half the minute takes half a card of theirs).
     SELECT m.gpu_key, m.minute,
-           held_portion(s.held_cards, sum(m.gpu_share) OVER (
-               PARTITION BY m.host, m.minute ORDER BY m.busy_fraction DESC NULLS LAST, m.gpu_key) - m.gpu_share, m.gpu_share) AS portion
+           held_portion(s.held_cards, sum(m.covered_cards) OVER (
+               PARTITION BY m.host, m.minute ORDER BY m.busy_fraction DESC NULLS LAST, m.gpu_key) - m.covered_cards,
+               m.covered_cards) AS portion
     FROM plain_minutes AS m
     JOIN (SELECT host, minute, any_value(held_cards) AS held_cards FROM plain_holders
           WHERE round(host_cards - held_cards, 9) > 0 GROUP BY host, minute) AS s
@@ -85,7 +89,7 @@ plain_unclaimed AS (
 holders AS (
     -- On a labelled host-minute: the workloads holding GPUs, with the cards they hold; `named`: the
     -- workload is the pod the GPU's telemetry names for that minute.
-    SELECT m.gpu_key, m.host, m.minute, m.busy, m.busy_fraction, m.gpu_share, w.workload_id, w.phase,
+    SELECT m.gpu_key, m.host, m.minute, m.busy, m.busy_fraction, m.gpu_share, m.covered_cards, w.workload_id, w.phase,
            workload_cards(w.gpu_cards, w.gpu_count) AS cards,
            coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named
     FROM minutes AS m
@@ -126,17 +130,17 @@ shares AS (
 ),
 host_labels AS (
     -- Per host-minute: whether a label names a holder there, the cards of its GPUs that no label
-    -- gives to a holder (each GPU once: it is a row per holder), and the cards of its GPUs up to
+    -- gives to a holder (each GPU once: it is a row per holder), and the covered cards of its GPUs up to
     -- this one, the busiest first (the rows of one GPU are peers in that order).
     SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
            sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards,
-           sum(gpu_share / holders_on_host) OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
+           sum(covered_cards / holders_on_host) OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
     FROM shares
 ),
 portions AS (
     -- Where no label names a holder: the part of each GPU the holders hold, as in plain_portions
     -- (all holders' cards are their cards left then).
-    SELECT *, held_portion(cards_left_on_host, cards_through - gpu_share, gpu_share) AS portion
+    SELECT *, held_portion(cards_left_on_host, cards_through - covered_cards, covered_cards) AS portion
     FROM host_labels
 ),
 parts AS (
