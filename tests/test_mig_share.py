@@ -458,6 +458,27 @@ def test_a_gpu_seen_half_of_each_minute_takes_half_a_card_of_the_holders(tmp_pat
         conn.close()
 
 
+def test_beside_a_labelled_pod_an_unlabelled_holder_takes_the_busiest_gpu_left(tmp_path):
+    # Four GPUs on mig-1 (192.00 USD for the day). dcgm-exporter names train-1 on GPU 0 (90 %);
+    # serve-1 holds one GPU no label names: of GPUs 1-3 (2 %, 100 %, 70 %) it is taken to hold the
+    # busiest, as the charge's split counts busy GPUs beyond those held as no workload's. serve-1 24
+    # busy hours; GPU 3's 16.8 unattributed (70 % of the 24 GPU-hours paid for it: it was 27.2, 113 %,
+    # when serve-1 took a third of each), GPU 1's 0.48 idle.
+    charge = CHARGE.replace("48.00,48.00", "192.00,192.00").replace(",1\n", ",4\n")
+    telemetry = dcgm(*(mig_series(None, None, util, uuid=f"GPU-w{gpu}", gpu=str(gpu), pod="train-1" if gpu == 0 else None)
+                       for gpu, util in enumerate((90, 2, 100, 70))))
+    listing = pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}), ("serve-1", "inference", {"nvidia.com/gpu": "1"}))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry, "pods.json": listing})
+    try:
+        assert busy_hours(conn) == [("idle", pytest.approx(0.48, abs=1e-4)), ("k8s:ml/serve-1", pytest.approx(24.0, abs=1e-4)),
+                                    ("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4)), ("unattributed", pytest.approx(16.8, abs=1e-4))]
+        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('inference', 'unattributed') "
+                               "ORDER BY 1") == [("inference", 24.0, 24.0, 100.0), ("unattributed", 24.0, 16.8, 70.0)]
+    finally:
+        conn.close()
+
+
 def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones(tmp_path):
     # Eight GPUs on mig-1 (384.00 USD for the day), GPUs 0-2 100 % busy, 3-7 at 4 % (under the 5 %
     # idle threshold); train-1 holds one GPU, which is not recorded. It is taken to hold a busiest

@@ -17,9 +17,10 @@
 -- Kubernetes) and that pod is one of the workloads holding GPUs there, the GPU's minute is that
 -- pod's alone: a busy and an idle pod on one node are each their own, not both half busy. On such
 -- a host the GPUs no label gives to a holder go to the cards each holder has left once its named
--- GPUs are counted (a pod named on its one GPU takes no part of its neighbour's), never more than
--- it has left, and a pod takes of the GPUs named its own no more than the cards it holds; what no
--- holder takes counts as if no workload held it. A label naming a pod no record holds is as no label.
+-- GPUs are counted, the busiest first (a pod named on its one GPU takes no part of its
+-- neighbour's), never more than it has left, and a pod takes of the GPUs named its own no more
+-- than the cards it holds; what no holder takes counts as if no workload held it. A label naming
+-- a pod no record holds is as no label.
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
 -- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
@@ -129,33 +130,28 @@ shares AS (
     FROM claims
 ),
 host_labels AS (
-    -- Per host-minute: whether a label names a holder there, the cards of its GPUs that no label
-    -- gives to a holder (each GPU once: it is a row per holder), and the covered cards of its GPUs up to
-    -- this one, the busiest first (the rows of one GPU are peers in that order).
+    -- Per host-minute: whether a label names a holder there, and the covered cards of the GPUs no
+    -- label gives to a holder up to this one, the busiest first (each GPU once: it is a row per
+    -- holder, and the rows of one GPU are peers in that order).
     SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
-           sum(CASE WHEN named_cards = 0 THEN gpu_share / holders_on_host ELSE 0 END) OVER (PARTITION BY host, minute) AS unnamed_gpu_cards,
-           sum(covered_cards / holders_on_host) OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
+           sum(CASE WHEN named_cards = 0 THEN covered_cards / holders_on_host ELSE 0 END)
+               OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
     FROM shares
 ),
 portions AS (
-    -- Where no label names a holder: the part of each GPU the holders hold, as in plain_portions
-    -- (all holders' cards are their cards left then).
+    -- A GPU no label gives to a holder: the part of it the holders' cards left hold, the busiest
+    -- such GPUs first, as in plain_portions (where no label names a holder, all their cards).
     SELECT *, held_portion(cards_left_on_host, cards_through - covered_cards, covered_cards) AS portion
     FROM host_labels
 ),
 parts AS (
     -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
-    -- theirs, by cards. Where no label names a holder: the part the holders hold, split by the
-    -- cards they hold, as in plain_held. Else a GPU no label gives: each holder's cards left over the
-    -- greater of all cards left and the unnamed GPUs' cards (no holder takes more than it has left;
-    -- the rest is no one's).
+    -- theirs, by cards. A GPU no label gives: the part the holders' cards left hold, split by their
+    -- cards left (no holder takes more than it has left; the rest is no one's).
     SELECT *,
            CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards * named_cap ELSE 0 END)
-                WHEN host_named = 0 THEN cards * portion
-                ELSE cards_left END AS part_of,
-           CASE WHEN named_cards > 0 THEN named_cards
-                WHEN host_named = 0 OR cards_left_on_host = 0 THEN cards_left_on_host
-                ELSE greatest(cards_left_on_host, round(unnamed_gpu_cards, 9)) END AS out_of
+                ELSE cards_left * portion END AS part_of,
+           CASE WHEN named_cards > 0 THEN named_cards ELSE cards_left_on_host END AS out_of
     FROM portions
 ),
 held AS (
