@@ -353,6 +353,12 @@ def busy_hours(conn) -> list[tuple]:
                            "GROUP BY 1 HAVING sum(busy_gpu_minutes) > 0 OR count(workload_id) > 0 ORDER BY 1")
 
 
+def phase_hours(conn, *phases: str) -> list[tuple]:
+    """marts.spend_by_phase over the whole period for `phases`: GPU-hours paid, busy, utilization %."""
+    return fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
+                           "FROM marts.spend_by_phase WHERE period = 'all' AND list_contains(?, phase) ORDER BY 1", [list(phases)])
+
+
 def test_busy_slices_count_for_the_pod_dcgm_names_on_them(tmp_path):
     # The card of the test above, with dcgm-exporter's pod labels: slice 1 is sft-1's, slice 2
     # serve-1's. Each pod's busy hours are its own slice's (sft-1 90 % of 1/7 of a card for 24 hours,
@@ -425,9 +431,7 @@ def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path
                                   "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
     try:
         assert busy_hours(conn) == [("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4)), ("unattributed", pytest.approx(21.6, abs=1e-4))]
-        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
-                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed') "
-                               "ORDER BY 1") == [("pretraining", 24.0, 21.6, 90.0), ("unattributed", 24.0, 21.6, 90.0)]
+        assert phase_hours(conn, "pretraining", "unattributed") == [("pretraining", 24.0, 21.6, 90.0), ("unattributed", 24.0, 21.6, 90.0)]
         assert [(phase, method, amount.quantize(CENT)) for phase, method, amount in fetch_all(
             conn, "SELECT phase, method, amount_billing FROM marts.cost_attribution ORDER BY 1")] == [
             ("pretraining", "workload_overlap", Decimal("48.00")), ("unattributed", "busy_telemetry", Decimal("48.00"))]
@@ -451,9 +455,7 @@ def test_a_gpu_seen_half_of_each_minute_takes_half_a_card_of_the_holders(tmp_pat
                                   "pods.json": pods(("train-1", "pre-training", {"nvidia.com/gpu": "1"}))})
     try:
         assert busy_hours(conn) == [("k8s:ml/train-1", pytest.approx(22.8, abs=1e-4)), ("unattributed", pytest.approx(10.8, abs=1e-4))]
-        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
-                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('pretraining', 'unattributed') "
-                               "ORDER BY 1") == [("pretraining", 24.0, 22.8, 95.0), ("unattributed", 12.0, 10.8, 90.0)]
+        assert phase_hours(conn, "pretraining", "unattributed") == [("pretraining", 24.0, 22.8, 95.0), ("unattributed", 12.0, 10.8, 90.0)]
     finally:
         conn.close()
 
@@ -472,9 +474,7 @@ def test_beside_a_labelled_pod_an_unlabelled_holder_takes_the_busiest_gpu_left(t
     try:
         assert busy_hours(conn) == [("idle", pytest.approx(0.48, abs=1e-4)), ("k8s:ml/serve-1", pytest.approx(24.0, abs=1e-4)),
                                     ("k8s:ml/train-1", pytest.approx(21.6, abs=1e-4)), ("unattributed", pytest.approx(16.8, abs=1e-4))]
-        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
-                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('inference', 'unattributed') "
-                               "ORDER BY 1") == [("inference", 24.0, 24.0, 100.0), ("unattributed", 24.0, 16.8, 70.0)]
+        assert phase_hours(conn, "inference", "unattributed") == [("inference", 24.0, 24.0, 100.0), ("unattributed", 24.0, 16.8, 70.0)]
     finally:
         conn.close()
 
@@ -491,10 +491,8 @@ def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones
     try:
         assert busy_hours(conn) == [("idle", pytest.approx(4.8, abs=1e-4)), ("k8s:ml/train-1", pytest.approx(24.0, abs=1e-4)),
                                     ("unattributed", pytest.approx(48.0, abs=1e-4))]
-        assert fetch_all(conn, "SELECT phase, round(gpu_hours_paid, 4), round(gpu_hours_busy, 4), round(utilization_pct, 1) "
-                               "FROM marts.spend_by_phase WHERE period = 'all' AND phase IN ('idle', 'pretraining', 'unattributed') "
-                               "ORDER BY 1") == [("idle", 120.0, 4.8, 4.0), ("pretraining", 24.0, 24.0, 100.0),
-                                                 ("unattributed", 48.0, 48.0, 100.0)]
+        assert phase_hours(conn, "idle", "pretraining", "unattributed") == [
+            ("idle", 120.0, 4.8, 4.0), ("pretraining", 24.0, 24.0, 100.0), ("unattributed", 48.0, 48.0, 100.0)]
         assert [(phase, method, amount.quantize(CENT)) for phase, method, amount in fetch_all(
             conn, "SELECT phase, method, amount_billing FROM marts.cost_attribution ORDER BY 1")] == [
             ("idle", "no_workload", Decimal("240.00")), ("pretraining", "workload_overlap", Decimal("48.00")),
