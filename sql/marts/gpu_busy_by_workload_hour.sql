@@ -69,11 +69,9 @@ plain_portions AS (
       ON s.host = m.host AND s.minute = m.minute
 ),
 plain_held AS (
-    -- The part of each GPU-minute the holders hold, split between them by the cards they hold.
-    SELECT m.host, m.minute,
-           CASE WHEN q.portion IS NULL THEN m.busy * p.cards / p.held_cards
-                ELSE m.busy * q.portion * p.cards / p.held_cards END AS busy,
-           p.workload_id, p.phase
+    -- The part of each GPU-minute the holders hold (all of it where they hold the host's cards),
+    -- split between them by the cards they hold.
+    SELECT m.host, m.minute, m.busy * coalesce(q.portion, 1) * p.cards / p.held_cards AS busy, p.workload_id, p.phase
     FROM plain_minutes AS m
     JOIN plain_holders AS p ON p.host = m.host AND p.minute = m.minute
     LEFT JOIN plain_portions AS q ON q.gpu_key = m.gpu_key AND q.minute = m.minute

@@ -5,7 +5,8 @@
 --
 -- GPU-hours busy come from core.gpu_minutes (busy fraction × coverage, so the same at any sampling
 -- interval): a busy minute on a host counts for the phases of the workloads running there (split
--- by cards held, or the pod dcgm-exporter names on the GPU: marts.gpu_busy_by_workload_hour); with
+-- by cards held, the busiest GPUs first, or the pod dcgm-exporter names on the GPU:
+-- marts.gpu_busy_by_workload_hour); with
 -- no workload, a GPU-minute at or over $idle_busy_threshold counts as 'unattributed' (something ran
 -- that no workload record names) and one under it as 'idle'. They
 -- are summed per UTC hour, host and workload in marts.gpu_busy_by_workload_hour, built per day, which this
