@@ -204,8 +204,8 @@ def test_the_busy_checks_fail_a_workload_busier_than_its_cards_and_a_split_that_
     conn = duckdb.connect(str(tmp_path / "wh.duckdb"))
     conn.execute((SQL_DIR / "macros.sql").read_text())
     conn.execute("CREATE SCHEMA core; CREATE SCHEMA marts")
-    # job-1 holds 2 GPUs from 10:00:30 to 10:30: the minutes 10:01-10:29 count for it, 29 of them,
-    # 58 card-minutes; pod-1 holds a 1g.10gb slice (1/7 of a card) from 09:00 on: 60/7 in the hour.
+    # job-1 holds 2 GPUs from 10:00:30 to 10:30: 29.5 minutes (half of 10:00 and 10:01-10:29),
+    # 59 card-minutes; pod-1 holds a 1g.10gb slice (1/7 of a card) from 09:00 on: 60/7 in the hour.
     conn.execute("""CREATE TABLE core.workloads AS SELECT * FROM (VALUES
         ('job-1', 'h1', 2, NULL, TIMESTAMPTZ '2026-09-01 10:00:30+00', TIMESTAMPTZ '2026-09-01 10:30:00+00'),
         ('pod-1', 'h1', 1, 1 / 7, TIMESTAMPTZ '2026-09-01 09:00:00+00', NULL))
@@ -217,10 +217,10 @@ def test_the_busy_checks_fail_a_workload_busier_than_its_cards_and_a_split_that_
         SELECT TIMESTAMPTZ '2026-09-01 10:00:00+00' AS hour, 'h1' AS host, 88 + 60 / 7 AS busy_gpu_minutes""")
     assert busy_within_cards_held(conn).passed and busy_split_conserved(conn).passed
 
-    conn.execute("UPDATE marts.gpu_busy_by_workload_hour SET busy_gpu_minutes = 59.0 WHERE workload_id = 'job-1'")
+    conn.execute("UPDATE marts.gpu_busy_by_workload_hour SET busy_gpu_minutes = 59.5 WHERE workload_id = 'job-1'")
     over = busy_within_cards_held(conn)
     assert not over.passed and [(o["workload_id"], o["busy_gpu_minutes"], o["held_card_minutes"])
-                                for o in over.metadata["busier_than_held"].value] == [("job-1", "59.0", "58.0")]
-    lost = busy_split_conserved(conn)  # the split now holds a minute more than the host's
+                                for o in over.metadata["busier_than_held"].value] == [("job-1", "59.5", "59.0")]
+    lost = busy_split_conserved(conn)  # the split now holds 1.5 minutes more than the host's
     assert not lost.passed and [(b["host"], b["host_busy"], b["split_busy"]) for b in lost.metadata["unbalanced_host_hours"].value] == [
-        ("h1", "96.571429", "97.571429")]
+        ("h1", "96.571429", "98.071429")]

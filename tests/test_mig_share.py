@@ -501,6 +501,28 @@ def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones
         conn.close()
 
 
+@pytest.mark.parametrize("label", [None, "debug-shell"])
+def test_a_job_of_thirty_seconds_holds_half_a_minute(tmp_path, label):
+    # One GPU on mig-1, 90 % busy all day (48.00 USD); 24 probes of 30 s, each from :00:30 to :01:00 of
+    # an hour. Each holds the card half a minute, as the charge pays its 30 s: 0.45 busy GPU-minutes
+    # (none before: no whole minute started after it), inference 90 % busy, and the other half of
+    # those minutes busy with nothing on record: unattributed, not idle (0.40 USD idle before, on a
+    # card busy all day). `label`: a pod no record holds named on the GPU (the labelled split).
+    jobs = "workload_id,name,phase,host,gpu_count,started_at,ended_at\n" + "".join(
+        f"p{h:02d},probe-{h:02d},inference,mig-1,1,2026-09-01T{h:02d}:00:30Z,2026-09-01T{h:02d}:01:00Z\n" for h in range(24))
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": dcgm(mig_series(None, None, 90, uuid="GPU-w0", pod=label)),
+                                  "workloads.csv": jobs})
+    try:
+        assert busy_hours(conn) == [(f"p{h:02d}", pytest.approx(0.0075, abs=1e-6)) for h in range(24)] + [
+            ("unattributed", pytest.approx(21.42, abs=1e-4))]
+        assert phase_hours(conn, "inference", "unattributed") == [("inference", 0.2, 0.18, 90.0), ("unattributed", 23.8, 21.42, 90.0)]
+        assert fetch_all(conn, "SELECT phase, method, amount_billing, gpu_seconds FROM marts.cost_attribution ORDER BY 1") == [
+            ("inference", "workload_overlap", Decimal("0.4000000000"), 720),
+            ("unattributed", "busy_telemetry", Decimal("47.6000000000"), 85680)]
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize(("limits", "reason"), [
     ({"nvidia.com/mig-1g.10gb": "0.5"}, "nvidia.com/mig-1g.10gb limit or request '0.5' is not a whole number ≥ 0"),
     ({"nvidia.com/mig-1g.10gb": 1.5}, "nvidia.com/mig-1g.10gb limit or request 1.5 is not a whole number ≥ 0"),  # not truncated to 1

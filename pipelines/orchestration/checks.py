@@ -181,8 +181,8 @@ def gpu_minutes_consistent(conn) -> AssetCheckResult:
 @check("marts.gpu_busy_by_workload_hour", "no workload is busier in an hour than the cards it holds in that hour "
        "(busy GPU-minutes at most its cards × the minutes it held them)")
 def busy_within_cards_held(conn) -> AssetCheckResult:
-    # A minute counts for a workload when it started at or before the minute and ended after it:
-    # the minutes it held in an hour are the minute starts in [its start, its end) within the hour.
+    # A workload holds its cards for the part of each minute it ran (held_in_minute): in an hour,
+    # for the time from its start to its end within the hour.
     over = fetch_dicts(conn, """
         WITH busy AS (
             SELECT hour, host, workload_id, sum(busy_gpu_minutes) AS busy_gpu_minutes
@@ -191,8 +191,8 @@ def busy_within_cards_held(conn) -> AssetCheckResult:
         held AS (
             SELECT b.hour, b.host, b.workload_id, any_value(b.busy_gpu_minutes) AS busy_gpu_minutes,
                    sum(workload_cards(w.gpu_cards, w.gpu_count)
-                       * greatest(0, ceil(epoch(least(coalesce(w.ended_at, b.hour + INTERVAL 1 HOUR), b.hour + INTERVAL 1 HOUR)) / 60)
-                                     - ceil(epoch(greatest(w.started_at, b.hour)) / 60))) AS held_card_minutes
+                       * greatest(0, epoch_us(least(coalesce(w.ended_at, b.hour + INTERVAL 1 HOUR), b.hour + INTERVAL 1 HOUR))
+                                     - epoch_us(greatest(w.started_at, b.hour))) / 60000000.0) AS held_card_minutes
             FROM busy AS b
             JOIN core.workloads AS w ON w.workload_id = b.workload_id AND w.host = b.host AND w.gpu_count > 0
             GROUP BY ALL

@@ -96,8 +96,11 @@ busy_gpus AS (
 ),
 busy_minutes AS (
     SELECT b.x_ChargeId, b.minute, any_value(b.gpu_count) AS gpu_count, any_value(b.busy_gpus) AS busy_gpus,
-           any_value(b.busy_devices) AS busy_devices, coalesce(sum(w.gpu_count), 0) AS held_gpus,
-           coalesce(sum(w.gpu_cards), 0) AS held_cards, coalesce(sum(w.gpu_count) FILTER (WHERE w.unsized), 0) AS held_unsized
+           any_value(b.busy_devices) AS busy_devices,
+           -- A workload holds its GPUs for the part of the minute it ran (a job of 30 s: half of it).
+           coalesce(sum(w.gpu_count * held_in_minute(w.held_from, w.held_to, b.minute)), 0) AS held_gpus,
+           coalesce(sum(w.gpu_cards * held_in_minute(w.held_from, w.held_to, b.minute)), 0) AS held_cards,
+           coalesce(sum(w.gpu_count) FILTER (WHERE w.unsized), 0) AS held_unsized
     FROM busy_gpus AS b
     LEFT JOIN charge_workloads AS w
       ON w.x_ChargeId = b.x_ChargeId AND w.held_from < b.minute + INTERVAL 1 MINUTE AND w.held_to > b.minute

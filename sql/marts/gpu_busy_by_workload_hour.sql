@@ -4,7 +4,9 @@
 -- every minute of the history to the workloads. (A host's hour whole, never split, is
 -- marts.gpu_busy_by_host_hour.)
 -- A busy minute on a host counts for the workloads holding GPUs there, split by the cards they hold
--- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's). Where
+-- (core.workloads.gpu_cards: a MIG instance as its share of the card; phase: the workload's), each
+-- for the part of the minute it ran (a job of 30 s holds its cards for half a minute, as the charges
+-- pay its seconds, not the whole minute nor none of it). Where
 -- they hold fewer cards than the host's GPUs' telemetry covers, they are taken to hold the busiest
 -- GPUs (as marts.cost_attribution takes the busy GPUs beyond the cards held to be no workload's:
 -- its busy_telemetry part), and the rest counts as no workload's ('unattributed', or 'idle' under
@@ -47,12 +49,13 @@ plain_minutes AS (
 plain_holders AS (
     -- Elsewhere: per host-minute, the cards its GPUs' telemetry covers, and each workload holding
     -- GPUs there with the cards it holds and all the holders' cards.
-    SELECT h.host, h.minute, h.host_cards, w.workload_id, w.phase, workload_cards(w.gpu_cards, w.gpu_count) AS cards,
-           sum(workload_cards(w.gpu_cards, w.gpu_count)) OVER (PARTITION BY h.host, h.minute) AS held_cards
-    FROM (SELECT host, minute, sum(covered_cards) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
-    JOIN core.workloads AS w
-      ON w.host = h.host AND w.started_at <= h.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
-    WHERE w.gpu_count > 0
+    SELECT *, sum(cards) OVER (PARTITION BY host, minute) AS held_cards
+    FROM (SELECT h.host, h.minute, h.host_cards, w.workload_id, w.phase,
+                 workload_cards(w.gpu_cards, w.gpu_count) * held_in_minute(w.started_at, w.ended_at, h.minute) AS cards
+          FROM (SELECT host, minute, sum(covered_cards) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
+          JOIN core.workloads AS w
+            ON w.host = h.host AND w.started_at < h.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
+          WHERE w.gpu_count > 0)
 ),
 plain_portions AS (
     -- Where the holders hold fewer cards than the host's GPUs' telemetry covers, which GPUs they
@@ -89,12 +92,12 @@ holders AS (
     -- On a labelled host-minute: the workloads holding GPUs, with the cards they hold; `named`: the
     -- workload is the pod the GPU's telemetry names for that minute.
     SELECT m.gpu_key, m.host, m.minute, m.busy, m.busy_fraction, m.gpu_share, m.covered_cards, w.workload_id, w.phase,
-           workload_cards(w.gpu_cards, w.gpu_count) AS cards,
+           workload_cards(w.gpu_cards, w.gpu_count) * held_in_minute(w.started_at, w.ended_at, m.minute) AS cards,
            coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named
     FROM minutes AS m
     SEMI JOIN labelled AS l ON l.host = m.host AND l.minute = m.minute
     JOIN core.workloads AS w
-      ON w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+      ON w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
     WHERE w.gpu_count > 0
 ),
 gpu_names AS (
@@ -176,7 +179,7 @@ unheld AS (
     SELECT m.* FROM minutes AS m
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = m.host AND w.started_at <= m.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+        WHERE w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
           AND w.gpu_count > 0
     )
 ),
@@ -186,7 +189,7 @@ no_workload AS (
     FROM unheld AS u
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at <= u.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
     )
 ),
 gpuless_workloads AS (
@@ -194,7 +197,7 @@ gpuless_workloads AS (
     FROM unheld AS u
     WHERE EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at <= u.minute AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
     )
 )
 SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', minute))) AS hour, host,
