@@ -501,6 +501,25 @@ def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones
         conn.close()
 
 
+def test_a_gpu_passing_between_pods_in_a_minute_keeps_each_pods_own_namespace(tmp_path):
+    # GPU 0 on mig-1, each minute: train-1 (its series without a namespace label) for the first 30 s,
+    # serve-1 in namespace prod for the last 30 s. A minute names the pod its last sample names, with
+    # that sample's namespace; the pod and the namespace were taken apart (train-1 in prod all day, a
+    # pod no listing holds), each from any sample (which one could differ between builds and engines).
+    first = mig_series(None, None, 90, uuid="GPU-w0", pod="train-1")
+    del first["metric"]["namespace"]
+    first["values"] = [[DAY_START + 60 * m + s, "90"] for m in range(24 * 60) for s in (0, 10, 20)]
+    second = mig_series(None, None, 10, uuid="GPU-w0", pod="serve-1")
+    second["metric"]["namespace"] = "prod"
+    second["values"] = [[DAY_START + 60 * m + s, "10"] for m in range(24 * 60) for s in (30, 40, 50)]
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": dcgm(first, second)})
+    try:
+        assert fetch_all(conn, "SELECT DISTINCT pod, namespace FROM core.gpu_minutes") == [("serve-1", "prod")]
+        assert fetch_all(conn, "SELECT count(*), round(sum(busy_fraction * coverage) / 60, 4) FROM core.gpu_minutes") == [(1440, 12.0)]
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("label", [None, "debug-shell"])
 def test_a_job_of_thirty_seconds_holds_half_a_minute(tmp_path, label):
     # One GPU on mig-1, 90 % busy all day (48.00 USD); 24 probes of 30 s, each from :00:30 to :01:00 of

@@ -140,7 +140,10 @@ pieces AS (
 ),
 per_kind AS (
     SELECT gpu_no, minute_no, kind_no,
-           any_value(pod) AS pod, any_value(namespace) AS namespace,
+           -- The pod (and its namespace, from the same sample) the minute's last labelled sample
+           -- names: in a minute when the GPU passes from one pod to another, the one it went to,
+           -- never one's name with the other's namespace, and the same on every build and engine.
+           arg_max({'pod': pod, 'namespace': namespace}, t0_us) FILTER (WHERE pod IS NOT NULL) AS pod_label,
            count(*) AS samples,
            sum(overlap_us) AS covered_us,
            sum(util_pct * overlap_us) / sum(overlap_us) / 100.0 AS busy_fraction,
@@ -152,7 +155,7 @@ per_kind AS (
 ),
 per_minute AS (
     SELECT
-        gpu_no, minute_no, any_value(pod) AS pod, any_value(namespace) AS namespace,
+        gpu_no, minute_no, arg_min(pod_label, coalesce(kind_no, 2147483647)) FILTER (WHERE pod_label IS NOT NULL) AS pod_label,
         sum(samples) AS samples,
         coalesce(arg_min(samples, kind_no) FILTER (WHERE kind_no IS NOT NULL), 0) AS busy_samples,
         min(kind_no) AS kind_no,
@@ -178,7 +181,7 @@ card_minutes AS (
 )
 SELECT
     n.host, n.gpu_key, n.gpu_index, n.gpu_uuid, n.mig_instance, to_timestamp(m.minute_no * 60) AS minute,
-    (SELECT keys FROM model_keys)[n.gpu_model] AS gpu_model, m.pod, m.namespace,
+    (SELECT keys FROM model_keys)[n.gpu_model] AS gpu_model, m.pod_label.pod AS pod, m.pod_label.namespace AS namespace,
     m.samples, m.busy_samples, k.util_kind, m.busy_fraction, m.coverage, m.mem_used_mib, m.mem_used_mib_max, m.power_w,
     n.gpu_model AS gpu_model_name,
     gpu_model_known((SELECT keys FROM model_keys)[n.gpu_model]) AS gpu_model_known,
