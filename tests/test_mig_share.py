@@ -390,8 +390,9 @@ WHOLE_GPUS = {"train-1": ("0", 90), "serve-1": ("1", 0)}  # pod -> (its GPU on m
     ({"0": "train-1", "1": "serve-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
     # Only train-1's GPU labelled: serve-1 has the other GPU, not half of train-1's.
     ({"0": "train-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
-    # GPU 0 labelled with a pod no record holds (a debugging shell): it is the GPU serve-1 is not named on.
-    ({"0": "debug-shell", "1": "serve-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 21.6)]),
+    # GPU 0 labelled with a pod no record holds (a debugging shell), where serve-1's label shows the
+    # labels match the records: GPU 0 ran the shell, not train-1 (it took GPU 0 before): unattributed.
+    ({"0": "debug-shell", "1": "serve-1"}, [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", 0.0), ("unattributed", 21.6)]),
     # No labels: split by the GPUs held, as before labels were read.
     ({}, [("k8s:ml/serve-1", 10.8), ("k8s:ml/train-1", 10.8)]),
     # A third GPU, 90 % busy, no pod holds nor labels: no holder has a card left for it.
@@ -410,7 +411,7 @@ def test_a_busy_and_an_idle_pod_on_one_node_are_each_their_own(tmp_path, labels,
         if labels.get("1") == "serve-1":
             assert fetch_all(conn, "SELECT phase, round(utilization_pct, 1) FROM marts.spend_by_phase "
                                    "WHERE period = 'all' AND phase IN ('pretraining', 'inference') ORDER BY 1") == [
-                ("inference", 0.0), ("pretraining", 90.0)]
+                ("inference", 0.0), ("pretraining", 0.0 if labels["0"] == "debug-shell" else 90.0)]
         # GPU-minutes are conserved: the host's busy hours, whatever split them.
         assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
             fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
@@ -423,8 +424,8 @@ def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path
     # Two whole GPUs on mig-1, both 90 % busy all day (96.00 USD); the only record, train-1, holds one.
     # Its busy hours are its card's 21.6 (they were both GPUs' 43.2: 180 % of it); the other 21.6
     # ran on a GPU no record holds, as the charge's other half is unattributed.
-    # `label`: dcgm-exporter names a pod no record holds on GPU 0 (a host-minute with labels that
-    # name no holder is split as one without).
+    # `label`: dcgm-exporter names a pod no record holds on GPU 0 (labels naming no holder on the
+    # host are as none: the same hours).
     charge = CHARGE.replace("48.00,48.00", "96.00,96.00").replace(",1\n", ",2\n")
     telemetry = dcgm(mig_series(None, None, 90, uuid="GPU-w0", gpu="0", pod=label), mig_series(None, None, 90, uuid="GPU-w1", gpu="1"))
     conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry,
@@ -437,6 +438,28 @@ def test_a_job_holding_one_of_two_busy_gpus_takes_no_more_than_its_card(tmp_path
             ("pretraining", "workload_overlap", Decimal("48.00")), ("unattributed", "busy_telemetry", Decimal("48.00"))]
         assert fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_workload_hour") == \
             fetch_all(conn, "SELECT round(sum(busy_gpu_minutes) / 60, 4) FROM marts.gpu_busy_by_host_hour")
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("gpu0_pod", [None, "debug-shell"])
+def test_a_gpu_labelled_with_a_pod_no_record_holds_is_that_pods(tmp_path, gpu0_pod):
+    # Three GPUs on mig-1 (144.00 USD for the day): GPU 0 100 % busy, GPU 1 60 %, GPU 2 idle and
+    # labelled serve-1; the listing holds train-1 and serve-1 on a GPU each. Without a label on GPU 0,
+    # train-1 is taken to hold the busier of GPUs 0 and 1 (24 busy hours). Where dcgm-exporter names
+    # debug-shell on GPU 0, a pod the listing does not hold (it had ended when the listing was taken)
+    # and serve-1's label shows that labels match the records here, GPU 0 ran debug-shell: train-1
+    # holds GPU 1 (14.4 busy hours, 60 %) and GPU 0's 24 hours are no record's. It took GPU 0 before.
+    charge = CHARGE.replace("48.00,48.00", "144.00,144.00").replace(",1\n", ",3\n")
+    telemetry = dcgm(mig_series(None, None, 100, uuid="GPU-w0", gpu="0", pod=gpu0_pod), mig_series(None, None, 60, uuid="GPU-w1", gpu="1"),
+                     mig_series(None, None, 0, uuid="GPU-w2", gpu="2", pod="serve-1"))
+    conn = build(tmp_path, files={"charges.csv": charge, "dcgm.json": telemetry, "pods.json": pods(
+        ("train-1", "pre-training", {"nvidia.com/gpu": "1"}), ("serve-1", "inference", {"nvidia.com/gpu": "1"}))})
+    try:
+        held, other = (24.0, 14.4) if gpu0_pod is None else (14.4, 24.0)
+        assert busy_hours(conn) == [("k8s:ml/serve-1", 0.0), ("k8s:ml/train-1", pytest.approx(held, abs=1e-4)),
+                                    ("unattributed", pytest.approx(other, abs=1e-4))]
+        assert phase_hours(conn, "inference", "pretraining") == [("inference", 24.0, 0.0, 0.0), ("pretraining", 24.0, held, held / 24 * 100)]
     finally:
         conn.close()
 

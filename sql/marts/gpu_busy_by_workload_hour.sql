@@ -21,8 +21,10 @@
 -- a host the GPUs no label gives to a holder go to the cards each holder has left once its named
 -- GPUs are counted, the busiest first (a pod named on its one GPU takes no part of its
 -- neighbour's), never more than it has left, and a pod takes of the GPUs named its own no more
--- than the cards it holds; what no holder takes counts as if no workload held it. A label naming
--- a pod no record holds is as no label.
+-- than the cards it holds; what no holder takes counts as if no workload held it. Where a label
+-- names a holder, a GPU whose label names a pod no record holds there ran that pod: no holder takes
+-- it, and its minute counts as no workload's (a pod listing taken after the pod ended does not hold
+-- it); where no label names a holder, labels are as none.
 --
 -- Built per UTC day ($busy_days: YYYY-MM-DD days; ['*'] builds every day): the days
 -- core.gpu_minutes rebuilt, and the days whose workloads changed (a day's fingerprint covers the
@@ -93,7 +95,7 @@ holders AS (
     -- workload is the pod the GPU's telemetry names for that minute.
     SELECT m.gpu_key, m.host, m.minute, m.busy, m.busy_fraction, m.gpu_share, m.covered_cards, w.workload_id, w.phase,
            workload_cards(w.gpu_cards, w.gpu_count) * held_in_minute(w.started_at, w.ended_at, m.minute) AS cards,
-           coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named
+           coalesce(m.pod = w.name AND m.namespace = w.namespace, false) AS named, m.pod IS NOT NULL AS labelled_gpu
     FROM minutes AS m
     SEMI JOIN labelled AS l ON l.host = m.host AND l.minute = m.minute
     JOIN core.workloads AS w
@@ -131,19 +133,29 @@ shares AS (
     FROM claims
 ),
 host_labels AS (
-    -- Per host-minute: whether a label names a holder there, and the covered cards of the GPUs no
-    -- label gives to a holder up to this one, the busiest first (each GPU once: it is a row per
-    -- holder, and the rows of one GPU are peers in that order).
-    SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named,
-           sum(CASE WHEN named_cards = 0 THEN covered_cards / holders_on_host ELSE 0 END)
-               OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
-    FROM shares
+    -- Per host-minute: whether a label names a holder there. Where one does, the labels match the
+    -- records on this host, so a GPU whose label names a pod no holder is ran that pod (a listing
+    -- taken after it ended does not hold it): `taken`, the holders take none of it. Where none
+    -- does, the labels may name pods as no record does (jobs from another source): they are as no
+    -- label.
+    SELECT *, named_cards = 0 AND labelled_gpu AND host_named = 1 AS taken
+    FROM (SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named
+          FROM shares)
+),
+ranked AS (
+    -- The covered cards of the GPUs no label gives to anyone up to this one, the busiest first (each
+    -- GPU once: it is a row per holder, and the rows of one GPU are peers in that order).
+    SELECT *, sum(CASE WHEN named_cards = 0 AND NOT taken THEN covered_cards / holders_on_host ELSE 0 END)
+                  OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
+    FROM host_labels
 ),
 portions AS (
-    -- A GPU no label gives to a holder: the part of it the holders' cards left hold, the busiest
-    -- such GPUs first, as in plain_portions (where no label names a holder, all their cards).
-    SELECT *, held_portion(cards_left_on_host, cards_through - covered_cards, covered_cards) AS portion
-    FROM host_labels
+    -- A GPU no label gives to anyone: the part of it the holders' cards left hold, the busiest such
+    -- GPUs first, as in plain_portions (where no label names a holder, all their cards). A GPU
+    -- another pod has taken: none.
+    SELECT *, CASE WHEN taken THEN 0
+                   ELSE held_portion(cards_left_on_host, cards_through - covered_cards, covered_cards) END AS portion
+    FROM ranked
 ),
 parts AS (
     -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
@@ -160,7 +172,10 @@ held AS (
     UNION ALL
     SELECT host, minute, workload_id, phase, busy FROM plain_unclaimed
     UNION ALL
-    SELECT host, minute, workload_id, phase, busy * part_of / out_of AS busy FROM parts WHERE part_of > 0 AND out_of > 0
+    -- (a holder taking nothing of a GPU-minute has its row, at 0, as on the plain path: a workload
+    -- holding GPUs has its hours, busy or not)
+    SELECT host, minute, workload_id, phase, CASE WHEN part_of > 0 AND out_of > 0 THEN busy * part_of / out_of ELSE 0 END AS busy
+    FROM parts
 ),
 unclaimed AS (
     -- What no holder takes of a GPU-minute, on a host where labels name the holders' own GPUs (a GPU
