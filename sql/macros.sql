@@ -120,8 +120,9 @@ CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
 CREATE OR REPLACE MACRO workload_cards(gpu_cards, gpu_count) AS coalesce(gpu_cards, gpu_count);
 -- The part (0-1) of the minute starting at `minute` that a workload running from started_at to
 -- ended_at (NULL: still running) holds: a job of 30 s holds half a minute, as the charges pay its
--- seconds. It is above 0 exactly when started_at < minute + 1 minute and ended_at > minute, the
--- join that finds the workloads holding some of a minute.
+-- seconds. It is above 0 exactly when started_at < minute + 1 minute and ended_at >
+-- greatest(minute, started_at), the join that finds the workloads holding some of a minute (a
+-- workload that ended as it started holds none).
 CREATE OR REPLACE MACRO held_in_minute(started_at, ended_at, minute) AS
     greatest(0, epoch_us(least(coalesce(ended_at, minute + INTERVAL 1 MINUTE), minute + INTERVAL 1 MINUTE))
                 - epoch_us(greatest(started_at, minute))) / 60000000.0;

@@ -524,6 +524,28 @@ def test_a_job_on_a_node_of_eight_gpus_holds_the_busiest_and_the_rest_is_no_ones
         conn.close()
 
 
+def test_a_pod_handing_its_gpu_over_mid_minute_keeps_its_part_of_that_minute(tmp_path):
+    # GPU 0 on mig-1 90 % busy all day, sampled every 10 s: train-1's (record A, until 10:00:30; its
+    # label on the samples up to 10:00:20), then serve-1's (record B, from 10:00:30). Minute 10:00
+    # is labelled serve-1 (its last sample): B takes its half, and A, not named in that minute,
+    # holds the other half (it went to unattributed: 0.45 GPU-minutes a hand-over).
+    first = mig_series(None, None, 90, uuid="GPU-w0", pod="train-1")
+    first["values"] = [[DAY_START + t, "90"] for t in range(0, 10 * 3600 + 30, 10)]
+    second = mig_series(None, None, 90, uuid="GPU-w0", pod="serve-1")
+    second["values"] = [[DAY_START + t, "90"] for t in range(10 * 3600 + 30, 86400, 10)]
+    jobs = ("workload_id,name,namespace,phase,host,gpu_count,started_at,ended_at\n"
+            "A,train-1,ml,pre-training,mig-1,1,2026-09-01T00:00:00Z,2026-09-01T10:00:30Z\n"
+            "B,serve-1,ml,inference,mig-1,1,2026-09-01T10:00:30Z,2026-09-02T00:00:00Z\n")
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": dcgm(first, second), "workloads.csv": jobs})
+    try:
+        assert busy_hours(conn) == [("A", pytest.approx(9.0075, abs=1e-4)), ("B", pytest.approx(12.5925, abs=1e-4))]
+        assert fetch_all(conn, "SELECT workload_id, busy_gpu_minutes FROM marts.gpu_busy_by_workload_hour "
+                               "WHERE hour = TIMESTAMPTZ '2026-09-01 10:00:00+00' ORDER BY 1") == [("A", 0.45), ("B", 53.55)]
+        assert phase_hours(conn, "inference", "pretraining") == [("inference", 13.992, 12.592, 90.0), ("pretraining", 10.008, 9.008, 90.0)]
+    finally:
+        conn.close()
+
+
 def test_a_gpu_passing_between_pods_in_a_minute_keeps_each_pods_own_namespace(tmp_path):
     # GPU 0 on mig-1, each minute: train-1 (its series without a namespace label) for the first 30 s,
     # serve-1 in namespace prod for the last 30 s. A minute names the pod its last sample names, with
@@ -550,8 +572,10 @@ def test_a_job_of_thirty_seconds_holds_half_a_minute(tmp_path, label):
     # (none before: no whole minute started after it), inference 90 % busy, and the other half of
     # those minutes busy with nothing on record: unattributed, not idle (0.40 USD idle before, on a
     # card busy all day). `label`: a pod no record holds named on the GPU (the labelled split).
+    # A job that ended as it started (12:30:10) holds nothing.
     jobs = "workload_id,name,phase,host,gpu_count,started_at,ended_at\n" + "".join(
-        f"p{h:02d},probe-{h:02d},inference,mig-1,1,2026-09-01T{h:02d}:00:30Z,2026-09-01T{h:02d}:01:00Z\n" for h in range(24))
+        f"p{h:02d},probe-{h:02d},inference,mig-1,1,2026-09-01T{h:02d}:00:30Z,2026-09-01T{h:02d}:01:00Z\n" for h in range(24)) + (
+        "z0,zero,inference,mig-1,1,2026-09-01T12:30:10Z,2026-09-01T12:30:10Z\n")
     conn = build(tmp_path, files={"charges.csv": CHARGE, "dcgm.json": dcgm(mig_series(None, None, 90, uuid="GPU-w0", pod=label)),
                                   "workloads.csv": jobs})
     try:

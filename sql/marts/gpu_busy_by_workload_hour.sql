@@ -56,7 +56,7 @@ plain_holders AS (
                  workload_cards(w.gpu_cards, w.gpu_count) * held_in_minute(w.started_at, w.ended_at, h.minute) AS cards
           FROM (SELECT host, minute, sum(covered_cards) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
           JOIN core.workloads AS w
-            ON w.host = h.host AND w.started_at < h.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.minute
+            ON w.host = h.host AND w.started_at < h.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(h.minute, w.started_at)
           WHERE w.gpu_count > 0)
 ),
 plain_portions AS (
@@ -99,7 +99,7 @@ holders AS (
     FROM minutes AS m
     SEMI JOIN labelled AS l ON l.host = m.host AND l.minute = m.minute
     JOIN core.workloads AS w
-      ON w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+      ON w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(m.minute, w.started_at)
     WHERE w.gpu_count > 0
 ),
 gpu_names AS (
@@ -122,49 +122,55 @@ claims AS (
     -- whole GPU's minute); all of them where none is named its own.
     -- `named_cap`: the part of its named GPUs a holder takes, all of them unless they are more cards
     -- than it holds (a slice the telemetry sizes 1/4 named to a pod recorded at 1/7): never more
-    -- than its cards, the rest is no one's.
+    -- than its cards, the rest is open to the holders' cards left (host_labels).
     SELECT *, CASE WHEN named_on_cards = 0 THEN cards ELSE greatest(round(cards - named_on_cards, 9), 0) END AS cards_left,
            CASE WHEN round(named_on_cards - cards, 9) > 0 THEN cards / named_on_cards ELSE 1 END AS named_cap
     FROM named_on
 ),
 shares AS (
-    -- Per GPU-minute: all holders' cards left.
-    SELECT *, sum(cards_left) OVER (PARTITION BY gpu_key, minute) AS cards_left_on_host
+    -- Per GPU-minute: all holders' cards left, and the part of it the holders its label names take
+    -- (all of it, unless they held their cards for part of the minute or hold fewer cards than the
+    -- telemetry sizes the GPU: 0 where the label names no holder).
+    SELECT *, sum(cards_left) OVER (PARTITION BY gpu_key, minute) AS cards_left_on_host,
+           sum(CASE WHEN named THEN cards * named_cap / named_cards ELSE 0 END) OVER (PARTITION BY gpu_key, minute) AS named_taken
     FROM claims
 ),
 host_labels AS (
     -- Per host-minute: whether a label names a holder there. Where one does, the labels match the
     -- records on this host, so a GPU whose label names a pod no holder is ran that pod (a listing
-    -- taken after it ended does not hold it): `taken`, the holders take none of it. Where none
-    -- does, the labels may name pods as no record does (jobs from another source): they are as no
-    -- label.
-    SELECT *, named_cards = 0 AND labelled_gpu AND host_named = 1 AS taken
+    -- taken after it ended does not hold it): the holders take none of it. Where none does, the
+    -- labels may name pods as no record does (jobs from another source): they are as no label.
+    -- `open_part`: the part of a GPU-minute open to the holders' cards left: a GPU no label gives to
+    -- anyone, all of it; a GPU whose named holders take part of it (a pod that started at :30 takes
+    -- half the minute, the pod before it, not named in that minute, may hold the other half), the rest.
+    SELECT *, CASE WHEN named_cards = 0 AND labelled_gpu AND host_named = 1 THEN 0
+                   WHEN named_taken >= 1 - 1e-9 THEN 0
+                   ELSE 1 - named_taken END AS open_part
     FROM (SELECT *, max(CASE WHEN named_cards > 0 THEN 1 ELSE 0 END) OVER (PARTITION BY host, minute) AS host_named
           FROM shares)
 ),
 ranked AS (
-    -- The covered cards of the GPUs no label gives to anyone up to this one, the busiest first (each
-    -- GPU once: it is a row per holder, and the rows of one GPU are peers in that order).
-    SELECT *, sum(CASE WHEN named_cards = 0 AND NOT taken THEN covered_cards / holders_on_host ELSE 0 END)
+    -- The covered cards open to the holders' cards left of the GPUs up to this one, the busiest
+    -- first (each GPU once: it is a row per holder, and the rows of one GPU are peers in that order).
+    SELECT *, sum(covered_cards * open_part / holders_on_host)
                   OVER (PARTITION BY host, minute ORDER BY busy_fraction DESC NULLS LAST, gpu_key) AS cards_through
     FROM host_labels
 ),
 portions AS (
-    -- A GPU no label gives to anyone: the part of it the holders' cards left hold, the busiest such
-    -- GPUs first, as in plain_portions (where no label names a holder, all their cards). A GPU
-    -- another pod has taken: none.
-    SELECT *, CASE WHEN taken THEN 0
-                   ELSE held_portion(cards_left_on_host, cards_through - covered_cards, covered_cards) END AS portion
+    -- The part of a GPU's open part the holders' cards left hold, the busiest GPUs first, as in
+    -- plain_portions (where no label names a holder, all their cards).
+    SELECT *, CASE WHEN open_part = 0 THEN 0
+                   ELSE held_portion(cards_left_on_host, cards_through - covered_cards * open_part, covered_cards * open_part) END AS portion
     FROM ranked
 ),
 parts AS (
-    -- Each holder's part of a GPU-minute, as part_of / out_of. A GPU its label gives to holders:
-    -- theirs, by cards. A GPU no label gives: the part the holders' cards left hold, split by their
-    -- cards left (no holder takes more than it has left; the rest is no one's).
+    -- Each holder's part of a GPU-minute (0-1): a holder its label names, its cards' share of the
+    -- named holders' cards (never more than its cards); and of the open part, the part the holders'
+    -- cards left hold, split by their cards left (no holder takes more than it has left; the rest
+    -- is no one's).
     SELECT *,
-           CASE WHEN named_cards > 0 THEN (CASE WHEN named THEN cards * named_cap ELSE 0 END)
-                ELSE cards_left * portion END AS part_of,
-           CASE WHEN named_cards > 0 THEN named_cards ELSE cards_left_on_host END AS out_of
+           CASE WHEN named THEN cards * named_cap / named_cards ELSE 0 END
+           + CASE WHEN cards_left > 0 AND open_part > 0 THEN cards_left / cards_left_on_host * portion * open_part ELSE 0 END AS part
     FROM portions
 ),
 held AS (
@@ -174,27 +180,27 @@ held AS (
     UNION ALL
     -- (a holder taking nothing of a GPU-minute has its row, at 0, as on the plain path: a workload
     -- holding GPUs has its hours, busy or not)
-    SELECT host, minute, workload_id, phase, CASE WHEN part_of > 0 AND out_of > 0 THEN busy * part_of / out_of ELSE 0 END AS busy
-    FROM parts
+    SELECT host, minute, workload_id, phase, busy * part AS busy FROM parts
 ),
 unclaimed AS (
     -- What no holder takes of a GPU-minute, on a host where labels name the holders' own GPUs (a GPU
-    -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards) or
-    -- whose GPUs are more than the cards held: no workload record names what ran on it.
-    SELECT host, minute, any_value(busy) * (1 - sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END)) AS busy,
+    -- no label gives to one beyond the cards they have left; a named GPU beyond its pod's cards; a
+    -- GPU another pod ran) or whose GPUs are more than the cards held: no workload record names what
+    -- ran on it.
+    SELECT host, minute, any_value(busy) * (1 - sum(part)) AS busy,
            NULL AS workload_id,
            CASE WHEN any_value(busy_fraction) >= $idle_busy_threshold THEN 'unattributed' ELSE 'idle' END AS phase
     FROM parts
     WHERE host_named = 1 OR portion < 1
     GROUP BY gpu_key, host, minute
-    HAVING round(sum(CASE WHEN part_of > 0 AND out_of > 0 THEN part_of / out_of ELSE 0 END), 9) < 1
+    HAVING round(sum(part), 9) < 1
 ),
 unheld AS (
     -- Minutes no workload holding GPUs covers.
     SELECT m.* FROM minutes AS m
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > m.minute
+        WHERE w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(m.minute, w.started_at)
           AND w.gpu_count > 0
     )
 ),
@@ -204,7 +210,7 @@ no_workload AS (
     FROM unheld AS u
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(u.minute, w.started_at)
     )
 ),
 gpuless_workloads AS (
@@ -212,7 +218,7 @@ gpuless_workloads AS (
     FROM unheld AS u
     WHERE EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > u.minute
+        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(u.minute, w.started_at)
     )
 )
 SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', minute))) AS hour, host,
