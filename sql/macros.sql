@@ -118,14 +118,18 @@ CREATE OR REPLACE MACRO mig_card_key(gpu_key, mig_instance) AS
 -- The cards a workload holds (core.workloads): gpu_cards where its source names MIG profiles (a
 -- slice as its share of the card), else gpu_count whole cards. Every reader of held GPUs in cards.
 CREATE OR REPLACE MACRO workload_cards(gpu_cards, gpu_count) AS coalesce(gpu_cards, gpu_count);
--- The part (0-1) of the minute starting at `minute` that a workload running from started_at to
--- ended_at (NULL: still running) holds: a job of 30 s holds half a minute, as the charges pay its
--- seconds. It is above 0 exactly when started_at < minute + 1 minute and ended_at >
--- greatest(minute, started_at), the join that finds the workloads holding some of a minute (a
--- workload that ended as it started holds none).
+-- The microseconds of [window_start, window_end) a workload running from started_at to ended_at
+-- (NULL: still running) holds; the cost side pays the same time in seconds.
+CREATE OR REPLACE MACRO held_us(started_at, ended_at, window_start, window_end) AS
+    greatest(0, epoch_us(least(coalesce(ended_at, window_end), window_end)) - epoch_us(greatest(started_at, window_start)));
+-- Whether the workload holds some of the minute starting at `minute` (held_in_minute, below, above 0): the
+-- join that finds a minute's workloads. One that ended as it started holds none.
+CREATE OR REPLACE MACRO holds_minute(started_at, ended_at, minute) AS
+    started_at < minute + INTERVAL 1 MINUTE AND coalesce(ended_at, 'infinity'::TIMESTAMPTZ) > greatest(minute, started_at);
+-- The part (0-1) of that minute it holds: a job of 30 s holds half a minute, as the charges pay
+-- its seconds.
 CREATE OR REPLACE MACRO held_in_minute(started_at, ended_at, minute) AS
-    greatest(0, epoch_us(least(coalesce(ended_at, minute + INTERVAL 1 MINUTE), minute + INTERVAL 1 MINUTE))
-                - epoch_us(greatest(started_at, minute))) / 60000000.0;
+    held_us(started_at, ended_at, minute, minute + INTERVAL 1 MINUTE) / 60000000.0;
 -- The part of a GPU (of `share` cards) that workloads holding `held_cards` hold, when the GPUs
 -- before it in their order take `cards_before` (marts.gpu_busy_by_workload_hour: the busiest
 -- first): 0-1, and 0 or 1 within a billionth of a card, so float sums of sevenths leave no crumb.

@@ -191,8 +191,7 @@ def busy_within_cards_held(conn) -> AssetCheckResult:
         held AS (
             SELECT b.hour, b.host, b.workload_id, any_value(b.busy_gpu_minutes) AS busy_gpu_minutes,
                    sum(workload_cards(w.gpu_cards, w.gpu_count)
-                       * greatest(0, epoch_us(least(coalesce(w.ended_at, b.hour + INTERVAL 1 HOUR), b.hour + INTERVAL 1 HOUR))
-                                     - epoch_us(greatest(w.started_at, b.hour))) / 60000000.0) AS held_card_minutes
+                       * held_us(w.started_at, w.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 60000000.0) AS held_card_minutes
             FROM busy AS b
             JOIN core.workloads AS w ON w.workload_id = b.workload_id AND w.host = b.host AND w.gpu_count > 0
             GROUP BY ALL

@@ -56,7 +56,7 @@ plain_holders AS (
                  workload_cards(w.gpu_cards, w.gpu_count) * held_in_minute(w.started_at, w.ended_at, h.minute) AS cards
           FROM (SELECT host, minute, sum(covered_cards) AS host_cards FROM plain_minutes GROUP BY host, minute) AS h
           JOIN core.workloads AS w
-            ON w.host = h.host AND w.started_at < h.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(h.minute, w.started_at)
+            ON w.host = h.host AND holds_minute(w.started_at, w.ended_at, h.minute)
           WHERE w.gpu_count > 0)
 ),
 plain_portions AS (
@@ -99,7 +99,7 @@ holders AS (
     FROM minutes AS m
     SEMI JOIN labelled AS l ON l.host = m.host AND l.minute = m.minute
     JOIN core.workloads AS w
-      ON w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(m.minute, w.started_at)
+      ON w.host = m.host AND holds_minute(w.started_at, w.ended_at, m.minute)
     WHERE w.gpu_count > 0
 ),
 gpu_names AS (
@@ -200,7 +200,7 @@ unheld AS (
     SELECT m.* FROM minutes AS m
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = m.host AND w.started_at < m.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(m.minute, w.started_at)
+        WHERE w.host = m.host AND holds_minute(w.started_at, w.ended_at, m.minute)
           AND w.gpu_count > 0
     )
 ),
@@ -210,7 +210,7 @@ no_workload AS (
     FROM unheld AS u
     WHERE NOT EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(u.minute, w.started_at)
+        WHERE w.host = u.host AND holds_minute(w.started_at, w.ended_at, u.minute)
     )
 ),
 gpuless_workloads AS (
@@ -218,7 +218,7 @@ gpuless_workloads AS (
     FROM unheld AS u
     WHERE EXISTS (
         SELECT 1 FROM core.workloads AS w
-        WHERE w.host = u.host AND w.started_at < u.minute + INTERVAL 1 MINUTE AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > greatest(u.minute, w.started_at)
+        WHERE w.host = u.host AND holds_minute(w.started_at, w.ended_at, u.minute)
     )
 )
 SELECT utc_day(minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', minute))) AS hour, host,
