@@ -565,6 +565,23 @@ def test_a_gpu_passing_between_pods_in_a_minute_keeps_each_pods_own_namespace(tm
         conn.close()
 
 
+def test_two_files_naming_other_pods_at_one_instant_merge_a_pod_with_its_own_namespace(tmp_path):
+    # GPU 0 on mig-1 logged at the same instants by two files: a.json names train-1 without a
+    # namespace label, b.json serve-1 in prod. The merged sample takes the first file by path, a.json,
+    # for the pod, and its namespace with it (none): not train-1 in prod, a pod no listing holds.
+    first = mig_series(None, None, 90, uuid="GPU-w0", pod="train-1")
+    del first["metric"]["namespace"], first["metric"]["container"]
+    second = mig_series(None, None, 90, uuid="GPU-w0", pod="serve-1")
+    second["metric"]["namespace"] = "prod"
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "a.json": dcgm(first), "b.json": dcgm(second)})
+    try:
+        assert fetch_all(conn, "SELECT pod, namespace, container, count(*) FROM core.gpu_samples GROUP BY ALL") == [
+            ("train-1", None, None, 1440)]
+        assert fetch_all(conn, "SELECT DISTINCT pod, namespace FROM core.gpu_minutes") == [("train-1", None)]
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("label", [None, "debug-shell"])
 def test_a_job_of_thirty_seconds_holds_half_a_minute(tmp_path, label):
     # One GPU on mig-1, 90 % busy all day (48.00 USD); 24 probes of 30 s, each from :00:30 to :01:00 of

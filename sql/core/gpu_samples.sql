@@ -96,9 +96,14 @@ SELECT
     arg_min(gpu_model, merge_order) FILTER (WHERE gpu_model IS NOT NULL) AS gpu_model,
     arg_min(mig_instance, merge_order) FILTER (WHERE mig_instance IS NOT NULL) AS mig_instance,
     arg_min(mig_profile, merge_order) FILTER (WHERE mig_profile IS NOT NULL) AS mig_profile,
-    arg_min(pod, merge_order) FILTER (WHERE pod IS NOT NULL) AS pod,
-    arg_min(namespace, merge_order) FILTER (WHERE namespace IS NOT NULL) AS namespace,
-    arg_min(container, merge_order) FILTER (WHERE container IS NOT NULL) AS container,
+    -- A pod, its namespace and its container come from one row, the first naming a pod: never one
+    -- row's pod with another's namespace (a series without a namespace label beside another pod's).
+    -- Only where no row names a pod are the namespace and container taken as the other columns are.
+    (arg_min({'pod': pod, 'namespace': namespace, 'container': container}, merge_order) FILTER (WHERE pod IS NOT NULL)).pod AS pod,
+    coalesce((arg_min({'pod': pod, 'namespace': namespace, 'container': container}, merge_order) FILTER (WHERE pod IS NOT NULL)).namespace,
+             CASE WHEN count(pod) = 0 THEN arg_min(namespace, merge_order) FILTER (WHERE namespace IS NOT NULL) END) AS namespace,
+    coalesce((arg_min({'pod': pod, 'namespace': namespace, 'container': container}, merge_order) FILTER (WHERE pod IS NOT NULL)).container,
+             CASE WHEN count(pod) = 0 THEN arg_min(container, merge_order) FILTER (WHERE container IS NOT NULL) END) AS container,
     -- arg_min skips the rows whose value is NULL: a partial row's missing metric never wins. The
     -- busy signal's order puts its kind above the row's place, in one HUGEINT (a struct took 20 % longer).
     arg_min(util_pct, kind_rank::HUGEINT * 1208925819614629174706176 + merge_order) FILTER (WHERE util_pct IS NOT NULL) AS util_pct,
