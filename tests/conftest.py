@@ -99,6 +99,23 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def reference_cache_of_this_session(tmp_path_factory):
+    """The suite's new warehouses copy core.fx_rates from one folder shared by this session's
+    processes (pipelines/warehouse/reference_cache.py), not the user's ~/.cache: each of some 300
+    new warehouses derived it again (0.7-1.7 s each), and no test may read what an earlier session
+    or a developer's own runs left there. A test of the cache sets its own folder."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if base.name.startswith("popen-gw") else base) / "finops-reference-cache"
+    before = os.environ.get("FINOPS_CACHE_DIR")
+    os.environ["FINOPS_CACHE_DIR"] = str(shared)
+    yield
+    if before is None:
+        os.environ.pop("FINOPS_CACHE_DIR", None)
+    else:
+        os.environ["FINOPS_CACHE_DIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def great_expectations_imported_once():
     """Great Expectations imported once in each test process, so the many runs of the suite judge
     their tables here. Otherwise every run starts a worker process that imports it again (3-4 s of

@@ -150,3 +150,59 @@ def test_every_billing_connector_that_checked_a_pattern_checks_the_list(connecto
 
     source = inspect.getsource(inspect.getmodule(connector))
     assert "ISO4217" in source and "[A-Z]{3}" not in source
+
+
+# --- the reference cache: core.fx_rates derived once per machine ---------------------------------------------------
+
+def fx_in_new_warehouse(tmp_path, name: str, **settings) -> tuple[dict, list[tuple], list[tuple]]:
+    """core.fx_rates built as a run builds it in a new warehouse: what build_model said, the
+    table's columns and types, and its rows in their stored order."""
+    from pipelines.engines.resource import SqlEngineResource
+    from pipelines.warehouse.connection import connect, fetch_all
+    from pipelines.warehouse.models import build_model
+
+    conn = connect(tmp_path / f"{name}.duckdb")
+    try:
+        prepare(conn, always_set_up=True)
+        built = build_model(conn, "core.fx_rates", FinopsSettings(landing_dir=str(tmp_path), **settings), SqlEngineResource())
+        columns = fetch_all(conn, "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = 'fx_rates' ORDER BY column_index")
+        rows = fetch_all(conn, "SELECT * FROM core.fx_rates ORDER BY rowid")
+        return built, columns, rows
+    finally:
+        conn.close()
+
+
+def test_a_new_warehouse_copies_the_rates_another_derived_and_gets_the_same_table(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FINOPS_CACHE_DIR", str(cache))
+    first = fx_in_new_warehouse(tmp_path, "first")
+    (kept,) = cache.glob("core.fx_rates-*.parquet")
+    second = fx_in_new_warehouse(tmp_path, "second")
+    assert (first[0]["built"], second[0]["built"]) == ("whole table", "whole table, copied from the reference cache")
+    assert second[1] == first[1] and ("rate", "DECIMAL(38,12)") in first[1]
+    assert second[2] == first[2] and len(first[2]) > 600_000  # every rate, to 12 decimals, in the same order
+    # Other settings are another fingerprint: derived again (here with EUR crosses), and kept beside it.
+    other = fx_in_new_warehouse(tmp_path, "eur", reporting_currency="EUR")
+    assert other[0]["built"] == "whole table" and len(list(cache.glob("core.fx_rates-*.parquet"))) == 2
+    assert kept.exists()
+
+
+def test_a_kept_file_that_cannot_be_read_is_derived_again_and_replaced(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FINOPS_CACHE_DIR", str(cache))
+    built, _, rows = fx_in_new_warehouse(tmp_path, "first")
+    (kept,) = cache.glob("core.fx_rates-*.parquet")
+    kept.write_bytes(kept.read_bytes()[: kept.stat().st_size // 2])  # cut short, as a full disk leaves it
+    again = fx_in_new_warehouse(tmp_path, "second")
+    assert again[0]["built"] == "whole table" and again[2] == rows
+    assert fx_in_new_warehouse(tmp_path, "third")[0]["built"] == "whole table, copied from the reference cache"
+
+
+@pytest.mark.parametrize("where", ["off", "unwritable"])
+def test_without_a_cache_folder_every_new_warehouse_derives_its_rates(tmp_path, monkeypatch, where):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("FINOPS_CACHE_DIR", "off" if where == "off" else str(blocker / "cache"))
+    for name in ("first", "second"):
+        assert fx_in_new_warehouse(tmp_path, name)[0]["built"] == "whole table"
+    assert not list(tmp_path.rglob("*fx_rates*"))

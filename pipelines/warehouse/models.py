@@ -20,7 +20,7 @@ import pyarrow.csv as pacsv
 from models.phase_rules import load_charge_rules, load_rules
 from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
-from pipelines.warehouse import builds, periods
+from pipelines.warehouse import builds, periods, reference_cache
 from pipelines.warehouse.periods import PERIOD_MODELS
 from pipelines.warehouse.run_state import model_salt
 
@@ -203,7 +203,15 @@ def build_model(conn, table: str, settings: FinopsSettings, engine, days: tuple[
         return _build_derived_mart(conn, model, settings, fingerprint, days, only_changed, log)
     if builds.built_from(conn, table, fingerprint):
         return {"built": UNCHANGED}
-    engine.build(conn, table, params, model.inputs(settings) if model.inputs else {})  # DuckDB or Spark
+
+    def build() -> None:
+        engine.build(conn, table, params, model.inputs(settings) if model.inputs else {})  # DuckDB or Spark
+
+    if on_duckdb and table in reference_cache.CACHED_TABLES:  # reference data alone: kept once per machine
+        how = reference_cache.build_cached(conn, table, fingerprint, build)
+        builds.record(conn, table, fingerprint)
+        return {"built": "whole table" if how == "built" else "whole table, copied from the reference cache"}
+    build()
     builds.record(conn, table, fingerprint)
     return {"built": "whole table"}
 
