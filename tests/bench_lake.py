@@ -15,6 +15,10 @@ Each measurement is a fresh `finops run` process (wall time and its own peak RSS
   through the connector, so this is the least a run can take as the code stands: its ratio to the
   floor says how close to the floor a run can come without a reader of its own.
 
+Each bench starts with an empty reference cache of its own (pipelines/warehouse/reference_cache.py),
+as on a machine that never ran a pipeline: its first run derives the FX rates and the later new
+warehouses copy them. `FINOPS_CACHE_DIR=off` measures every run deriving them.
+
     python -m tests.bench_lake [--rows 1000000] [--hosts 25 --samples 10000] [--huge-rows 10000000]
 """
 
@@ -119,6 +123,9 @@ def main() -> None:
                         help="Also time one run over a CUR this size (10000000: about 8 GB of CSV) and its peak RSS; 0 skips it.")
     args = parser.parse_args()
     out: dict = {"machine": f"{os.cpu_count()} cores", "rows": args.rows}
+    cache = tempfile.TemporaryDirectory()  # the bench's own reference cache; the runs' processes inherit it
+    os.environ.setdefault("FINOPS_CACHE_DIR", cache.name)
+    out["reference_cache"] = os.environ["FINOPS_CACHE_DIR"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         # Billing.
@@ -175,6 +182,7 @@ def main() -> None:
         # A day of samples landed after the first, against the same day into an empty warehouse.
         "telemetry_next_day_vs_same_day_alone": round(out["run_telemetry_next_day"]["s"] / out["run_telemetry_day_alone"]["s"], 2),
     }
+    cache.cleanup()
     json.dump(out, sys.stdout, indent=2)
     print()
 
