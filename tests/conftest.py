@@ -101,9 +101,9 @@ def pytest_collection_modifyitems(session, config, items):
 @pytest.fixture(scope="session", autouse=True)
 def reference_cache_of_this_session(tmp_path_factory):
     """The suite's new warehouses copy core.fx_rates from one folder shared by this session's
-    processes (pipelines/warehouse/reference_cache.py), not the user's ~/.cache: each of some 300
-    new warehouses derived it again (0.7-1.7 s each), and no test may read what an earlier session
-    or a developer's own runs left there. A test of the cache sets its own folder."""
+    processes (pipelines/warehouse/reference_cache.py), not the user's ~/.cache: most tests build a
+    new warehouse, and each derived it again (0.7-1.8 s); no test may read what an earlier session or
+    a developer's own runs left there. A test of the cache sets its own folder."""
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if base.name.startswith("popen-gw") else base) / "finops-reference-cache"
     before = os.environ.get("FINOPS_CACHE_DIR")

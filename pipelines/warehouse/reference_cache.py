@@ -42,9 +42,9 @@ def _path(table: str, fingerprint: str) -> Path | None:
 
 
 def build_cached(conn: duckdb.DuckDBPyConnection, table: str, fingerprint: str | None, build: Callable[[], None]) -> str:
-    """Build `table` by copying the kept file of `fingerprint`, else by `build()` and keep it.
-    Returns 'copied' or 'built'."""
-    path = _path(table, fingerprint) if fingerprint and table in CACHED_TABLES else None
+    """Build `table` (one of CACHED_TABLES) by copying the kept file of `fingerprint`, else by
+    `build()` and keep it. Returns 'copied' or 'built'."""
+    path = _path(table, fingerprint) if fingerprint else None
     if path is not None and path.exists():
         try:
             with insertion_order_kept(conn):  # the rows in the order the build stored them
