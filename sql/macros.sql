@@ -17,6 +17,15 @@ CREATE OR REPLACE MACRO convert_money(amount, rate) AS CAST(round(
     CAST(trunc(CAST(amount AS DECIMAL(38, 10))) AS DECIMAL(38, 0)) * CAST(rate AS DECIMAL(38, 12))
     + CAST(round(CAST(CAST(amount AS DECIMAL(38, 10)) - trunc(CAST(amount AS DECIMAL(38, 10))) AS DECIMAL(11, 10))
                  * CAST(rate AS DECIMAL(38, 12)), 12) AS DECIMAL(38, 12)), 10) AS DECIMAL(38, 10));
+-- n / d rounded to a whole number, half away from zero, for integers (HUGEINT): exact on every
+-- engine. round() over a DOUBLE quotient is not: DuckDB rounds the double's binary value (12.5925 is
+-- 12.59249999… there, so 12.592) and Spark its shortest decimal text (12.593). NULL where d is 0.
+CREATE OR REPLACE MACRO rounded_quotient(n, d) AS CASE
+    WHEN CAST(d AS HUGEINT) = 0 THEN NULL
+    WHEN (CAST(n AS HUGEINT) < 0) = (CAST(d AS HUGEINT) < 0)
+        THEN (2 * abs(CAST(n AS HUGEINT)) + abs(CAST(d AS HUGEINT))) // (2 * abs(CAST(d AS HUGEINT)))
+    ELSE -((2 * abs(CAST(n AS HUGEINT)) + abs(CAST(d AS HUGEINT))) // (2 * abs(CAST(d AS HUGEINT))))
+END;
 -- The UTC calendar day and minute of a TIMESTAMPTZ, whatever the session's TimeZone setting.
 CREATE OR REPLACE MACRO utc_day(ts) AS CAST(timezone('UTC', ts) AS DATE);
 CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', timezone('UTC', ts)));

@@ -136,6 +136,22 @@ def test_fx_conversion_never_overflows_and_rounds_once_to_10_decimals():
     assert conn.execute("SELECT typeof(convert_money(1.5, 2.0))").fetchone()[0] == "DECIMAL(38,10)"
 
 
+
+def test_rounded_quotient_rounds_an_exact_half_away_from_zero_whatever_the_signs():
+    """marts.spend_by_phase rounds its hours, shares and utilization from exact integers: a DOUBLE
+    quotient rounded gave 12.592 for 12.5925 on DuckDB (its binary value is 12.59249999…) and 12.593
+    on Spark (Spark rounds the shortest decimal text)."""
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    assert conn.execute("SELECT round(12592.5 / 1000, 3)").fetchone()[0] == 12.592  # the trap itself
+    cases = [(125925, 10, 12593), (-125925, 10, -12593), (125925, -10, -12593), (-125925, -10, 12593),
+             (9 * 1000, 3600, 3), (7, 3, 2), (-7, 3, -2), (0, 5, 0), (10 ** 30 + 1, 2, 5 * 10 ** 29 + 1)]
+    for n, d, expected in cases:
+        assert conn.execute("SELECT rounded_quotient(CAST(? AS HUGEINT), CAST(? AS HUGEINT))", [str(n), str(d)]).fetchone()[0] == expected, (n, d)
+    assert conn.execute("SELECT rounded_quotient(5, 0), rounded_quotient(NULL, 3), rounded_quotient(3, NULL)").fetchone() == (None, None, None)
+
 OLD_MONEY = "DECIMAL(18,6)"
 
 

@@ -26,7 +26,7 @@ attributed AS (
 cost AS (
     SELECT period, phase,
            sum(cost_reporting) AS cost_reporting,
-           sum(gpu_seconds_paid) / 3600.0 AS gpu_hours_paid,
+           CAST(sum(gpu_seconds_paid) AS HUGEINT) AS gpu_seconds_paid,
            CAST(sum(lines_without_fx_rate) AS BIGINT) AS parts_without_fx_rate
     FROM attributed
     GROUP BY period, phase
@@ -38,8 +38,9 @@ by_currency AS (
 ),
 busy AS (
     -- The busy side, per UTC hour, host and workload (marts.gpu_busy_by_workload_hour, built per day).
-    -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in.
-    SELECT p.period, b.phase, sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) / 60.0 AS gpu_hours_busy
+    -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in;
+    -- kept in whole 10^-9 GPU-minutes, so every figure below is rounded from the exact sum.
+    SELECT p.period, b.phase, CAST(sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) * 1000000000 AS HUGEINT) AS busy_nano_minutes
     FROM marts.gpu_busy_by_workload_hour AS b
     CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
     WHERE b.phase IS NOT NULL
@@ -58,13 +59,18 @@ SELECT
     $reporting_currency AS reporting_currency,
     coalesce(c.cost_reporting, 0)::DECIMAL(38, 10) AS cost_reporting,
     b.cost_by_billing_currency,
-    round(100.0 * coalesce(c.cost_reporting, 0) / nullif(t.cost_reporting, 0), 2) AS share_pct,
-    round(coalesce(c.gpu_hours_paid, 0), 3) AS gpu_hours_paid,
-    round(coalesce(u.gpu_hours_busy, 0), 3) AS gpu_hours_busy,
-    round(100.0 * u.gpu_hours_busy / nullif(c.gpu_hours_paid, 0), 2) AS utilization_pct,
+    -- Ratios and hours are rounded from exact integers (rounded_quotient: half away from zero), then
+    -- shown as DOUBLE: a rounded DOUBLE quotient rounds an exact half one way on DuckDB and the
+    -- other on Spark.
+    CAST(rounded_quotient(to_units(coalesce(c.cost_reporting, 0)) * 10000, to_units(t.cost_reporting)) AS DOUBLE) / 100 AS share_pct,
+    CAST(rounded_quotient(coalesce(c.gpu_seconds_paid, 0) * 1000, 3600) AS DOUBLE) / 1000 AS gpu_hours_paid,
+    -- busy GPU-hours × 1000 = nano-minutes ÷ (60 × 10^6)
+    CAST(rounded_quotient(coalesce(u.busy_nano_minutes, 0), 60000000) AS DOUBLE) / 1000 AS gpu_hours_busy,
+    -- busy ÷ paid in hundredths of a percent = nano-minutes × 60 × 10^4 ÷ (10^9 × paid seconds)
+    CAST(rounded_quotient(u.busy_nano_minutes * 6, c.gpu_seconds_paid * 10000) AS DOUBLE) / 100 AS utilization_pct,
     -- A money rate: whole 10^-10 units divided by whole busy GPU-seconds, never through a float.
-    CASE WHEN round(u.gpu_hours_busy * 3600) > 0 THEN
-        from_units(to_units(c.cost_reporting) * 3600 // CAST(round(u.gpu_hours_busy * 3600) AS HUGEINT))
+    CASE WHEN rounded_quotient(u.busy_nano_minutes * 60, 1000000000) > 0 THEN
+        from_units(to_units(c.cost_reporting) * 3600 // rounded_quotient(u.busy_nano_minutes * 60, 1000000000))
     END AS cost_per_busy_gpu_hour,
     r.util_low AS typical_util_pct_low,
     r.util_high AS typical_util_pct_high,
