@@ -124,13 +124,13 @@ def one_pass_telemetry(folder: Path, out: Path) -> dict:
     run stores every sample, so this bounds any design that does: the connector plus the lake writer
     is what it would replace."""
     number = "TRY_CAST(rtrim({}, ' %MiBW') AS DOUBLE)"  # '81920 MiB' → 81920: the units' letters cut from the end
-    sql = (f"COPY (SELECT strptime(trim(ts), '%Y/%m/%d %H:%M:%S.%g') AS ts, "
+    sql = (f"COPY (SELECT *, CAST(ts AS DATE) AS day FROM (SELECT strptime(trim(ts), '%Y/%m/%d %H:%M:%S.%g') AS ts, "
            f"regexp_extract(filename, '([^/]+)\\.csv$', 1) AS host, trim(uuid) AS gpu_uuid, "
            f"TRY_CAST(trim(idx) AS INTEGER) AS gpu_index, trim(name) AS gpu_model, {number.format('util')} AS util_pct, "
            f"{number.format('mem_used')} AS mem_used_mib, {number.format('mem_total')} AS mem_total_mib, "
-           f"{number.format('power')} AS power_w, strftime(strptime(trim(ts), '%Y/%m/%d %H:%M:%S.%g'), '%Y-%m-%d') AS day "
+           f"{number.format('power')} AS power_w "
            f"FROM read_csv('{folder}/*.csv', header = true, all_varchar = true, filename = true, "
-           f"names = ['ts', 'idx', 'uuid', 'name', 'bus', 'pstate', 'util', 'mem_total', 'mem_used', 'power'])) "
+           f"names = ['ts', 'idx', 'uuid', 'name', 'bus', 'pstate', 'util', 'mem_total', 'mem_used', 'power']))) "
            f"TO '{out}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE)")
     return timed([sys.executable, "-c", f"import duckdb; duckdb.connect().execute({sql!r})"])
 
