@@ -4,7 +4,13 @@ shown as a reader expects them."""
 from datetime import date
 from decimal import Decimal
 
+from pathlib import Path
+
+from rich.console import Console
+
+from pipelines.cli.summary import print_summary
 from pipelines.report.daily import kpi_cards, money, render
+from pipelines.report.figures import with_shown_shares
 
 EVIL = "<script>alert(1)</script>|x"
 
@@ -55,6 +61,27 @@ def test_headers_are_words_and_an_idle_row_has_no_cost_per_busy_gpu_hour():
     idle_row = next(line for line in markdown.splitlines() if line.startswith("| Idle (paid, nothing ran)"))
     assert "33.67" not in idle_row and "—" in idle_row and "7,000.00 CNY" in idle_row
     assert "33.67" in next(line for line in markdown.splitlines() if line.startswith("| Inference"))
+
+
+def test_shares_and_utilization_are_rounded_once_from_the_exact_figures():
+    """The mart keeps share_pct and utilization_pct to two decimals; shown to one, they are rounded
+    again from the exact amounts and hours, not from the rounded figure: an idle share of exactly
+    13.647 % (share_pct 13.65) reads 13.6 %, as the header's idle share does, not 13.7 %."""
+    costs = (("pretraining", "485.00", 48.5), ("finetuning", "249.00", 24.9), ("inference", "26.00", 2.6),
+             ("idle", "136.47", 13.65), ("unattributed", "103.53", 10.35))
+    phases = [{"phase": p, "reporting_currency": "USD", "cost_reporting": Decimal(c), "share_pct": s,
+               "gpu_hours_paid": 2668.0, "gpu_hours_busy": 1734.933, "utilization_pct": 65.03,
+               "typical_util_pct_low": None, "typical_util_pct_high": None, "cost_per_busy_gpu_hour": None,
+               "cost_by_billing_currency": {}} for p, c, s in costs]
+    _, markdown, _ = render(report_data(spend_by_phase=with_shown_shares(phases)))
+    idle_row = next(line for line in markdown.splitlines() if line.startswith("| Idle (paid, nothing ran)"))
+    assert "| 13.6 % |" in idle_row and "13.7" not in idle_row
+    assert "| 65.0 % |" in idle_row  # 1,734.933 of 2,668 GPU-hours is 65.027 %, not the 65.03 rounded again
+    console = Console(record=True, width=200)
+    print_summary(console, {"files": [], "problems": [], "spend_by_phase": phases, "conservation": [], "tables": {}},
+                  Path("wh.duckdb"), 1.0)
+    idle_line = next(line for line in console.export_text().splitlines() if "idle" in line)
+    assert "13.6" in idle_line and "13.7" not in idle_line and "65.0" in idle_line
 
 
 def test_kpi_cards_say_what_each_number_is_against():

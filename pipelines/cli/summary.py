@@ -1,6 +1,7 @@
 """The terminal summary of a run, read back from the warehouse."""
 
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from rich.console import Console
@@ -9,6 +10,7 @@ from rich.text import Text
 
 from pipelines.text import for_terminal
 from pipelines.cli.hints import describe_table_command, open_warehouse_command
+from pipelines.report.figures import with_shown_shares
 from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
@@ -138,7 +140,8 @@ def print_problems(console: Console, problems: list[dict]) -> None:
 
 
 def _money(value) -> str:
-    return "—" if value is None else f"{value:,.2f}"
+    # Half up to the cent, as the report shows money (a Decimal's own format rounds half to even).
+    return "—" if value is None else f"{Decimal(str(value)).quantize(Decimal('0.01'), ROUND_HALF_UP):,.2f}"
 
 
 def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) -> None:
@@ -159,12 +162,15 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
 
     phases = Table("phase", "cost", "share %", "GPU-h paid", "GPU-h busy", "util %", "cost / busy GPU-h", "by billing currency",
                    title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
-    for p in s["spend_by_phase"]:
+    for p in with_shown_shares(s["spend_by_phase"]):
         by_currency = ", ".join(f"{k} {_money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
-        phases.add_row(Text(for_terminal(p["phase"])), _money(p["cost_reporting"]), f"{p['share_pct'] or 0:.1f}",
+        phases.add_row(Text(for_terminal(p["phase"])), _money(p["cost_reporting"]), f"{p['share_shown'] or 0:.1f}",
                        f"{p['gpu_hours_paid']:,.1f}", f"{p['gpu_hours_busy']:,.1f}",
-                       "—" if p["utilization_pct"] is None else f"{p['utilization_pct']:.1f}",
-                       _money(p["cost_per_busy_gpu_hour"]), Text(for_terminal(by_currency)))
+                       "—" if p["utilization_shown"] is None else f"{p['utilization_shown']:.1f}",
+                       # As in the report: idle GPU-hours are by definition not busy, so a price per
+                       # busy hour means nothing there (the mart keeps the quotient for analysts).
+                       "—" if p["phase"] in ("idle", "unattributed") else _money(p["cost_per_busy_gpu_hour"]),
+                       Text(for_terminal(by_currency)))
     console.print(phases)
 
     if line := unidentified_gpu_line(s.get("unidentified_gpus") or []):

@@ -21,6 +21,7 @@ import polars as pl
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
+from pipelines.report.figures import with_shown_shares
 from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
@@ -54,11 +55,11 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
         "date": report_date.isoformat(),
         "scored_day": day.isoformat(),
         "kpis": fetch_dicts(conn, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": day})[0],
-        "spend_by_phase": fetch_dicts(conn, """
+        "spend_by_phase": with_shown_shares(fetch_dicts(conn, """
             SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, gpu_hours_busy, utilization_pct,
                    typical_util_pct_low, typical_util_pct_high, typical_share_pct_low, typical_share_pct_high,
                    cost_per_busy_gpu_hour, cost_by_billing_currency
-            FROM marts.spend_by_phase WHERE period = ?""", [month]),
+            FROM marts.spend_by_phase WHERE period = ?""", [month])),
         "day_cost": fetch_dicts(conn, """
             SELECT provider, service_name, phase, billing_currency, sum(cost_billing) AS cost_billing,
                    reporting_currency, sum(cost_reporting) AS cost_reporting
@@ -237,10 +238,10 @@ def phase_columns(currency: str) -> list[Column]:
     return [
         Column("Phase", lambda r: PHASE_LABELS.get(r["phase"], r["phase"])),
         Column(f"Cost ({currency})", lambda r: money(r["cost_reporting"]), True),
-        Column("Share of spend", lambda r: percent(r["share_pct"]), True),
+        Column("Share of spend", lambda r: percent(r.get("share_shown", r["share_pct"])), True),
         Column("GPU-hours paid", lambda r: number(r["gpu_hours_paid"]), True),
         Column("GPU-hours busy", lambda r: number(r["gpu_hours_busy"]), True),
-        Column("GPU utilization (busy ÷ paid)", lambda r: percent(r["utilization_pct"]), True),
+        Column("GPU utilization (busy ÷ paid)", lambda r: percent(r.get("utilization_shown", r["utilization_pct"])), True),
         Column("Typical utilization", lambda r: "—" if r.get("typical_util_pct_low") is None
                else f"{r['typical_util_pct_low']:.0f}–{r['typical_util_pct_high']:.0f} %", True),
         # Idle GPU-hours are by definition not busy: a price per busy hour means nothing there.

@@ -1,0 +1,22 @@
+"""Figures as a reader sees them in the report and the terminal summary, each rounded once.
+
+Kept apart from the report (polars, the anomaly models) so the terminal summary imports nothing heavy."""
+
+from decimal import ROUND_HALF_UP, Decimal
+
+
+def tenths_pct(part, whole) -> Decimal | None:
+    """`part` of `whole` in percent, rounded once, half up, to one decimal (None without a whole)."""
+    if part is None or not whole:
+        return None
+    return (Decimal(str(part)) * 100 / Decimal(str(whole))).quantize(Decimal("0.1"), ROUND_HALF_UP)
+
+
+def with_shown_shares(rows: list[dict]) -> list[dict]:
+    """The phases of one period with the share and utilization a reader sees, each rounded once:
+    from the exact amounts and the GPU-hours, not from the mart's share_pct and utilization_pct,
+    which are rounded to two decimals already (a second rounding showed 13.65 → 13.7 % where the
+    exact 13.647 % is 13.6 %, as the header's idle share says)."""
+    total = sum((Decimal(r["cost_reporting"] or 0) for r in rows), Decimal(0))
+    return [{**r, "share_shown": tenths_pct(r["cost_reporting"] or 0, total),
+             "utilization_shown": tenths_pct(r["gpu_hours_busy"], r["gpu_hours_paid"])} for r in rows]
