@@ -220,3 +220,25 @@ def test_a_run_with_a_truncated_billing_file_exits_non_zero(tmp_path, monkeypatc
         assert fetch_all(conn, "SELECT status FROM raw.files ORDER BY path") == [("failed",), ("loaded",)]
     finally:
         conn.close()
+
+
+def test_a_run_says_which_loaded_files_had_rows_set_aside_or_filled_out(tmp_path, monkeypatch):
+    """A file that loads with a short row (filled out with empty columns) or a quarantined row passes
+    the run, and the run says so, file by file: the damage is not left to raw.files and raw.quarantine."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cur.csv").write_text(HEADER + line(1) + "Usage,2026-09-02T00:00:00Z,2.50,USD\n"
+                                     + line(3, cost="3.50").replace(",USD,", ",XYZ,") + line(4))
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"),
+                                      "--reports", str(tmp_path / "reports")], terminal_width=300)
+    assert result.exit_code == 0, result.output[-3000:]
+    assert ("quarantined rows: cur.csv — 1 row quarantined (their cost in the file: 3.5), "
+            "e.g. lineItem/CurrencyCode 'XYZ' is not an ISO 4217 code") in result.output, result.output[-2000:]
+    assert ("warning: cur.csv — 1 row with fewer fields than the header's 7: the missing last columns are empty "
+            "(first at line 3, 4 fields)") in result.output
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT count(*), sum(EffectiveCost) FROM core.cost_lines") == [(3, Decimal("5.00"))]
+    finally:
+        conn.close()

@@ -130,6 +130,47 @@ def run_problems(warehouse: Path, since: datetime) -> list[dict]:
     return problems
 
 
+def run_notices(warehouse: Path, since: datetime) -> list[dict]:
+    """Files this run loaded with something to say: the rows it quarantined (loaded files keep the
+    rest, and the run passes) with the first reason and the money set aside, and the connector's
+    warnings (a row with fewer fields than the header was filled out with empty columns). Without
+    them a loaded file's damage was only in raw.files and raw.quarantine."""
+    if not warehouse.exists():
+        return []
+    conn = connect(warehouse, read_only=True)
+    try:
+        if not table_exists(conn, "raw.files") or not table_exists(conn, "raw.quarantine"):
+            return []
+        rows = fetch_dicts(conn, """
+            SELECT path, detail, rows_quarantined, quarantined_total,
+                   (SELECT min(q.reason) FROM raw.quarantine AS q
+                    WHERE q.x_SourceFile = f.path AND q.x_SourceSha256 = f.sha256) AS first_reason
+            FROM raw.files AS f
+            WHERE ingested_at >= ? AND status = 'loaded' AND (rows_quarantined > 0 OR detail LIKE '%; warning: %')
+            ORDER BY path""", [since])
+    finally:
+        conn.close()
+    notices = []
+    for r in rows:
+        if n := r["rows_quarantined"]:
+            money = f" (their cost in the file: {r['quarantined_total'].normalize():f})" if r["quarantined_total"] else ""
+            reason = f"{n:,} row{'' if n == 1 else 's'} quarantined{money}" + (f", e.g. {r['first_reason']}" if r["first_reason"] else "")
+            notices.append({"path": r["path"], "notice": "quarantined rows", "reason": reason})
+        for warning in (r["detail"] or "").split("; warning: ")[1:]:
+            notices.append({"path": r["path"], "notice": "warning", "reason": warning})
+    return notices
+
+
+def print_notices(console: Console, notices: list[dict]) -> None:
+    """One line per file the run loaded with rows set aside or a warning (the run still passes)."""
+    for n in notices:
+        console.print(Text.assemble((n["notice"], "yellow"), f": {for_terminal(n['path'])} — {for_terminal(n['reason'])}"),
+                      highlight=False, soft_wrap=True)
+    if notices:
+        console.print(Text("rows set aside: SELECT x_SourceFile, x_SourceRow, reason FROM raw.quarantine; "
+                           "warnings: SELECT path, detail FROM raw.files", style="yellow"), highlight=False, soft_wrap=True)
+
+
 def print_problems(console: Console, problems: list[dict]) -> None:
     """One line per file the run could not load: what happened, its path and the reason."""
     if problems:
