@@ -192,11 +192,17 @@ def test_a_run_with_a_failed_step_publishes_nothing_but_a_failed_delivery_does_n
     broken.write_text("planned_runs: [{name: x, start: not-a-date}]\n")  # the anomaly step fails on it
     outcome = run_pipeline(base[1], warehouse, as_of=date(2026, 10, 2), planned_runs_file=str(broken))
     assert not outcome.success and not outcome.published
+    # The step and its own error, on one line (the CLI prints it after Dagster's tracebacks).
+    assert outcome.failed_steps == [f"anomalies: ValueError: {broken}: planned run 1 ({{'name': 'x', 'start': 'not-a-date'}}) "
+                                    "needs start and end dates (YYYY-MM-DD): Invalid isoformat string: 'not-a-date'"]
     assert digest(warehouse) == before and not staging_files(warehouse)
     # A chat server that is down fails only the webhook step, which writes nothing: the run publishes.
     outcome = run_pipeline(base[1], warehouse, as_of=date(2026, 10, 2), webhook_url="http://127.0.0.1:9/hook",
                            webhook_retries=0, webhook_timeout_s=1.0)
     assert not outcome.success and outcome.published
+    assert outcome.failed_steps == ["reports__webhook: pipelines.report.webhook.DeliveryError: webhook at 127.0.0.1:9 could "
+                                    "not be reached: HTTPConnection(host='127.0.0.1', port=9): Failed to establish a new "
+                                    "connection: [Errno 111] Connection refused"]
     assert digest(warehouse) != before and not staging_files(warehouse)
 
 

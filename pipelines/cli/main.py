@@ -208,6 +208,9 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",
                            style="red"), soft_wrap=True)
     if not outcome.success:
+        # The tracebacks above are Dagster's; the last lines say which step failed and why.
+        for failure in outcome.failed_steps:
+            console.print(Text.assemble(("step failed", "red"), f": {for_terminal(failure)}"), highlight=False, soft_wrap=True)
         console.print(Text(f"the run did not complete cleanly; see the logs above, or the Dagster UI: {ui_command()}", style="red"),
                       soft_wrap=True)
         return 1

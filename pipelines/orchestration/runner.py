@@ -2,11 +2,11 @@
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterInstance, materialize
+from dagster import AssetSelection, DagsterEventType, DagsterInstance, materialize
 
 from pipelines.orchestration.assets import ALL_ASSETS
 from pipelines.orchestration.automation import INGEST, daily_run_config, plan_models_run
@@ -37,6 +37,22 @@ class GraphRun:
     failed_checks: list[str]
     warned_checks: list[str]
     published: bool = True  # False: a step failed and the warehouse was left as it was before the run
+    # "<step>: <the error's last line>" for each step that failed, so a caller can say why in one line.
+    failed_steps: list[str] = field(default_factory=list)
+
+
+def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
+    """Each failed step of a run with its error's message on one line: the step's own error, not
+    Dagster's wrapper around it (nor the error that one was raised from, which says less)."""
+    out = []
+    for record in instance.all_logs(run_id, of_type=DagsterEventType.STEP_FAILURE):
+        event = record.dagster_event
+        error = event.step_failure_data.error if event and event.step_failure_data else None
+        while error is not None and error.cls_name and error.cls_name.startswith("Dagster") and error.cause is not None:
+            error = error.cause
+        message = (error.message.strip().splitlines() or [""])[0] if error is not None else "failed"
+        out.append(f"{event.step_key if event else '?'}: {message}")
+    return out
 
 
 def run_config(as_of: date | None = None, log_level: str = "WARNING") -> dict:
@@ -99,4 +115,5 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
                 (warned if evaluation.severity.value == "WARN" else failed).append(name)
     success = all(r.success for r in results) and not failed
-    return GraphRun(success, failed, warned, bool(last_published(warehouse)))
+    steps = [f for r in results for f in step_failures(instance, r.run_id)]
+    return GraphRun(success, failed, warned, bool(last_published(warehouse)), steps)
