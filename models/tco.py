@@ -37,10 +37,13 @@ def _merge(base: dict, override: dict) -> dict:
 
 
 def load_params(path: Path | None = None) -> dict:
-    """The bundled defaults, overridden by the values a user's file gives."""
+    """The bundled defaults, overridden by the values a user's file gives (checked first: an unknown
+    key or a value out of range is refused with ValueError, models/tco_params.py)."""
+    from models.tco_params import check_file
+
     params = yaml.safe_load(DEFAULT_PARAMS.read_text())
     if path:
-        params = _merge(params, yaml.safe_load(Path(path).read_text()) or {})
+        params = _merge(params, check_file(path))
     return params
 
 

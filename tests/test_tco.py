@@ -81,6 +81,28 @@ def test_user_parameters_override_only_what_they_give(tmp_path):
     assert a100["buy"]["server_price"] == 800000 and "RTX-6000-Ada" in params["models"]
 
 
+def test_a_misspelt_key_or_a_value_out_of_range_is_refused_naming_each(tmp_path):
+    """A typo used to keep the default silently, and a negative price priced a strategy below zero:
+    either changed a recommendation without a word. Both are refused, before any work (exit 2)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("buy:\n  price_per_kwH: 2.0\n  depreciation_per_year: 1.5\nrent:\n  spot_per_card_hour: -1\n"
+                    "models:\n  A100-80GB:\n    buy:\n      gpus_per_servr: 8\nbogus: 3\n")
+    with pytest.raises(ValueError) as refused:
+        load_params(mine)
+    assert str(refused.value) == (
+        f"{mine}: buy.depreciation_per_year: Input should be less than or equal to 1 (got 1.5); "
+        "buy.price_per_kwH: not a parameter (did you mean price_per_kwh?); "
+        "rent.spot_per_card_hour: Input should be greater than or equal to 0 (got -1); "
+        "models.A100-80GB.buy.gpus_per_servr: not a parameter (did you mean gpus_per_server?); "
+        "bogus: not a parameter (one of: currency, years, gpu_model, annualize, buy, rent, hybrid, models)")
+    result = CliRunner().invoke(app, ["tco", "--params", str(mine), "--warehouse", str(tmp_path / "none.duckdb")],
+                                terminal_width=400)
+    assert result.exit_code == 2 and "did you mean price_per_kwh?" in result.output, result.output
+    # `catalog` stays a price, and the bundled file passes its own schema.
+    mine.write_text("rent:\n  spot_per_card_hour: catalog\nmodels:\n  H100-80GB:\n    buy:\n      server_price: 2500000\n")
+    assert load_params(mine)["rent"]["spot_per_card_hour"] == "catalog"
+
+
 def test_published_claims_are_recomputed_and_judged():
     checks = {c.id: c for c in check_claims()}
     assert checks["onprem_3y"].recomputed == Decimal("1.04") and checks["onprem_3y"].follows is False

@@ -96,6 +96,20 @@ currency = _refusing(check_currency)
 finding_kind = _refusing(check_finding_kind)
 
 
+def tco_params_file(value: Path | None) -> Path | None:
+    """A purchasing-parameters file whose every key is known and every value in range, else a
+    one-line refusal (exit 2) naming each problem: a misspelt key would silently keep the default."""
+    if value is None:
+        return None
+    from models.tco_params import check_file
+
+    try:
+        check_file(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 def _open_warehouse(warehouse: Path):
     """A read-only connection to an existing warehouse, or a clear exit when there is none."""
     from pipelines.warehouse.connection import connect
@@ -258,7 +272,8 @@ def run(
     price_catalog: Annotated[Path | None, typer.Option(help="Your own GPU and egress prices CSV, winning over the bundled catalog.",
                                                        exists=True, dir_okay=False, envvar="FINOPS_PRICE_CATALOG")] = None,
     tco_params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
-                                                    exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS")] = None,
+                                                    exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS",
+                                                    callback=tco_params_file)] = None,
     as_of: Annotated[date | None, typer.Option(help="The run's date (YYYY-MM-DD); it scores and reports the day two days "
                                                     "before. Default: today (UTC); over a demo's landing folder, the demo's date.", parser=iso_date, metavar="YYYY-MM-DD")] = None,
     webhook_url: Annotated[str | None, typer.Option(envvar="FINOPS_WEBHOOK_URL", show_envvar=True,
@@ -441,7 +456,8 @@ def tco_command(
     warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.",
                                             envvar="FINOPS_WAREHOUSE")] = DEMO_DIR / "warehouse.duckdb",
     params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
-                                                exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS")] = None,
+                                                exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS",
+                                                callback=tco_params_file)] = None,
     check: Annotated[bool, typer.Option("--check", help="Recompute the published claims from their inputs.")] = False,
     claims: Annotated[Path | None, typer.Option(help="Claims YAML to check instead of the bundled ones.",
                                                 exists=True, dir_okay=False)] = None,
