@@ -100,6 +100,17 @@ def test_rebuilding_a_past_days_report_from_the_cli(demo_run, tmp_path):
     spike = [a for a in machine["anomalies"] if a["service"] == "AWS Data Transfer" and a["metric"] == "cost"]
     assert spike and spike[0]["new"]  # on its own day's report the spike is the alert
     assert "NEW: AWS Data Transfer" in "\n".join(machine["headline"]["lines"])
+    # As of its scored day: the spike had not ended (it resolved the day after), and no leak of
+    # October, which had not begun, is named (the October idle cards lead today's report).
+    assert spike[0]["status"] == "open" and spike[0]["resolution"] is None and "back to normal" not in spike[0]["state"]
+    assert machine["findings"] and {f["period"] for f in machine["findings"]} <= {"2026-09"}
+    assert "in 2026-10" not in "\n".join(machine["headline"]["lines"])
+    result = CliRunner().invoke(app, ["report", "--date", "2026-10-12", "--warehouse", str(demo_run.out / "warehouse.duckdb"),
+                                      "--out", str(tmp_path)], terminal_width=200)
+    today = json.loads((tmp_path / "2026-10-12" / "report.json").read_text())
+    assert [a["state"] for a in today["anomalies"] if a["service"] == "AWS Data Transfer" and a["metric"] == "cost"
+            and a["first_day"] == "2026-09-26"] in ([], ["resolved (back to normal)"])
+    assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10" in "\n".join(today["headline"]["lines"])
 
 
 # -- restatement --------------------------------------------------------------------------------

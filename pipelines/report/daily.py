@@ -71,7 +71,10 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
             SELECT finding_id, rank, kind, subkind, resource, title, period, period_start, period_end, items,
                    wasted_cost, avoidable_cost, currency, wasted_cost_reporting, avoidable_cost_reporting, reporting_currency,
                    severity, recommendation
-            FROM findings.hidden_costs ORDER BY rank LIMIT ?""", [TOP_FINDINGS]),
+            FROM findings.hidden_costs
+            -- A report rebuilt for a past day names no leak of a month that had not begun by then.
+            WHERE period_start IS NULL OR CAST(timezone('UTC', period_start) AS DATE) <= ?
+            ORDER BY rank LIMIT ?""", [day, TOP_FINDINGS]),
         "anomalies": anomalies_in_window(conn, window, new_ids),
         "suppressed": fetch_dicts(conn, """
             SELECT suppressed_by AS planned_run, count(*) AS days_suppressed, min(day) AS first_day, max(day) AS last_day
@@ -123,6 +126,9 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         (p, a, s, ph) == (r["provider"], r["sub_account"], r["service"], r["phase"]) and first <= r["last_day"] and r["first_day"] <= last
         for p, a, s, ph, first, last in cost_spans)]
     for r in rows:
+        if r["resolution"] == "back_to_normal" and r["resolved_on"] is not None and r["resolved_on"] > window.scored_day:
+            # A report rebuilt for a past day: on its scored day the episode had not ended yet.
+            r["status"], r["resolution"] = "open", None
         found_now = r["first_day"] == window.scored_day or r["anomaly_id"] in (new_ids or [])
         r["new"] = found_now and r["resolution"] != "restated"  # a restated anomaly no longer exists: no alert
         r["explanation"] = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else r["explanation"]
