@@ -208,10 +208,16 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
     An episode is open while its last day is the series' last scored day; otherwise it resolved
     on the next scored day (back to normal). `daily` keeps each alerted day's actual, expected and
     z, so an episode longer than one re-score window keeps its whole history.
+
+    A day without a baseline (too little history) is not judged, so it neither alerts nor ends an
+    episode, except a day of no spend at all: after a one-day spike of a new series (expected 0,
+    the new-spend rule) the next days have the spike in their short history and no baseline, and
+    their zero is what the series was before it. Without them such a spike stayed open for weeks.
     """
     group = [*KEY, "metric"]
     alerted = pl.col("flagged") & pl.col("suppressed_by").is_null()
-    frame = (scores.filter(pl.col("expected").is_not_null()).sort([*group, "day"])
+    judged_or_nothing = pl.col("expected").is_not_null() | (pl.col("actual") == 0)
+    frame = (scores.filter(judged_or_nothing).sort([*group, "day"])
              .with_columns(state=pl.when(alerted).then(pl.when(pl.col("direction") == "up").then(1).otherwise(-1)).otherwise(0))
              .with_columns(run=(pl.col("state") != pl.col("state").shift(1)).fill_null(True).cum_sum().over(group),
                            next_day=pl.col("day").shift(-1).over(group)))

@@ -156,6 +156,21 @@ def test_episodes_track_duration_and_resolution():
     assert open_ep["resolved_on"] is None and open_ep["days"] == 5
 
 
+def test_a_new_series_one_day_spike_ends_when_its_spend_goes_back_to_nothing():
+    """A series that spends once (a dataset pull) is flagged by the new-spend rule; the days after it
+    have that day in their short history and no baseline, but their zero is what the series was
+    before: the episode ends on the first of them. New spend that goes on stays open."""
+    days = [START + timedelta(days=i) for i in range(12)]
+    spike = frame([0.0] * 2 + [27.0] + [0.0] * 9, service="AWS Data Transfer")
+    scores = score(spike, days)
+    assert set(scores.filter(pl.col("day") > days[2])["baseline_method"]) == {"insufficient_history"}
+    (ep,) = episodes(scores)
+    assert (ep["kind"], ep["first_day"], ep["last_day"], ep["resolved_on"]) == ("new", days[2], days[2], days[3])
+    ongoing = frame([0.0] * 2 + [27.0] * 10, service="New service")
+    (ep,) = episodes(score(ongoing, days))
+    assert (ep["first_day"], ep["resolved_on"]) == (days[2], None)
+
+
 def test_reconcile_keeps_continuing_episodes_and_resolves_restated_ones():
     now1 = datetime(2026, 10, 1, 6, tzinfo=UTC)
     values = wobble(90)
