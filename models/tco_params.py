@@ -77,24 +77,20 @@ class TcoParams(_Strict):
     models: dict[str, ModelOverrides] | None = None
 
 
+SECTIONS: dict[str, type[BaseModel]] = {"annualize": Annualize, "buy": Buy, "rent": Rent, "hybrid": Hybrid}
+
+
 def _known_keys(loc: tuple) -> list[str]:
-    """The keys allowed where `loc` points (for a suggestion beside an unknown one)."""
+    """The keys allowed where the unknown key at `loc` stands (for a suggestion beside it)."""
+    parents = list(loc[:-1])
     model: type[BaseModel] = TcoParams
-    for part in loc[:-1]:
-        if model is TcoParams and part == "models":
-            model = dict  # the next part is a GPU model's key
-            continue
-        if model is dict:
-            model = ModelOverrides
-            continue
-        field = model.model_fields.get(part) if isinstance(part, str) else None
-        if field is None:
+    if parents[:1] == ["models"] and len(parents) >= 2:  # models.<gpu_model>.<section>
+        parents, model = parents[2:], ModelOverrides
+    for part in parents:
+        if part not in SECTIONS:
             return []
-        inner = [a for a in getattr(field.annotation, "__args__", (field.annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not inner:
-            return []
-        model = inner[0]
-    return list(model.model_fields) if model not in (dict,) else []
+        model = SECTIONS[part]
+    return list(model.model_fields)
 
 
 def problems(values: object) -> list[str]:

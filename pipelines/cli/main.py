@@ -162,7 +162,8 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         console.print(Text(f"{why}: {for_terminal(warehouse)} and its reports are as they were"), soft_wrap=True)
         return 0
     from pipelines.orchestration.runner import run_graph
-    from pipelines.cli.summary import print_notices, print_problems, print_summary, run_notices, run_problems, summary_dict
+    from pipelines.cli.summary import (files_read_since, print_notices, print_problems, print_summary, run_notices, run_problems,
+                                       summary_dict)
 
     if _whole_process:
         # What is imported by now (Dagster, the asset graph) lives as long as this command: kept out
@@ -213,10 +214,11 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         for line in headline["lines"]:
             console.print(Text("  " + for_terminal(line)))
     console.print(Text("written: " + ", ".join(for_terminal(p) for p in written)))
+    files = files_read_since(warehouse, run_started_at)
     # Rows set aside and warnings on files that loaded: the run passes, and says so.
-    print_notices(console, run_notices(warehouse, run_started_at))
+    print_notices(console, run_notices(files))
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
-    problems = run_problems(warehouse, run_started_at)
+    problems = run_problems(files)
     print_problems(console, problems)
     if not outcome.published:
         console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",

@@ -1,7 +1,6 @@
 """The terminal summary of a run, read back from the warehouse."""
 
 from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 from rich.console import Console
@@ -10,7 +9,7 @@ from rich.text import Text
 
 from pipelines.text import for_terminal
 from pipelines.cli.hints import describe_table_command, open_warehouse_command
-from pipelines.report.figures import with_shown_shares
+from pipelines.report.figures import money, with_shown_shares
 from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
@@ -97,29 +96,39 @@ def invalid_mapping_errors() -> list[dict]:
     return [{"file": m.error.source, "error": m.error.message} for m in invalid_mappings(all_connectors())]
 
 
-def run_problems(warehouse: Path, since: datetime) -> list[dict]:
-    """Files this run (ingested at or after `since`) could not load: failed ones, and ones every row of which
-    was quarantined (nothing loaded, whatever status they were given), with the reason, by path."""
+def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
+    """The files this run read (ingested at or after `since`) that have something to say: failed,
+    every row or some rows quarantined, or loaded with a connector's warning; each with its first
+    quarantine reason. One read of the published warehouse for the run's closing lines."""
     if not warehouse.exists():  # a first run that failed published nothing: the run says so itself
         return []
     conn = connect(warehouse, read_only=True)
     try:
         if not table_exists(conn, "raw.files"):
             return []
-        quarantine = table_exists(conn, "raw.quarantine")
         first_reason = ("(SELECT min(q.reason) FROM raw.quarantine AS q WHERE q.x_SourceFile = f.path "
-                        "AND q.x_SourceSha256 = f.sha256)" if quarantine else "NULL")
-        rows = fetch_dicts(conn, f"""
-            SELECT path, status, detail, rows_quarantined, {first_reason} AS first_reason FROM raw.files AS f
-            WHERE ingested_at >= ? AND (status = 'failed' OR (rows_loaded = 0 AND rows_quarantined > 0))
+                        "AND q.x_SourceSha256 = f.sha256)" if table_exists(conn, "raw.quarantine") else "NULL")
+        return fetch_dicts(conn, f"""
+            SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason
+            FROM raw.files AS f
+            WHERE ingested_at >= ? AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %')
             ORDER BY path""", [since])
     finally:
         conn.close()
+
+
+def _wholly_quarantined(r: dict) -> bool:
+    return r["status"] != "failed" and r["rows_loaded"] == 0 and r["rows_quarantined"] > 0
+
+
+def run_problems(files: list[dict]) -> list[dict]:
+    """Of `files_read_since`, the files this run could not load: failed ones, and ones every row of
+    which was quarantined (nothing loaded, whatever status they were given), with the reason, by path."""
     problems = []
-    for r in rows:
+    for r in files:
         if r["status"] == "failed":
             problems.append({"path": r["path"], "problem": "failed", "reason": r["detail"]})
-        else:
+        elif _wholly_quarantined(r):
             n = r["rows_quarantined"]
             reason = f"every row quarantined ({n:,} row{'' if n == 1 else 's'}, nothing loaded)"
             if r["first_reason"]:
@@ -130,28 +139,15 @@ def run_problems(warehouse: Path, since: datetime) -> list[dict]:
     return problems
 
 
-def run_notices(warehouse: Path, since: datetime) -> list[dict]:
-    """Files this run loaded with something to say: the rows it quarantined (loaded files keep the
-    rest, and the run passes) with the first reason and the money set aside, and the connector's
-    warnings (a row with fewer fields than the header was filled out with empty columns). Without
-    them a loaded file's damage was only in raw.files and raw.quarantine."""
-    if not warehouse.exists():
-        return []
-    conn = connect(warehouse, read_only=True)
-    try:
-        if not table_exists(conn, "raw.files") or not table_exists(conn, "raw.quarantine"):
-            return []
-        rows = fetch_dicts(conn, """
-            SELECT path, detail, rows_quarantined, quarantined_total,
-                   (SELECT min(q.reason) FROM raw.quarantine AS q
-                    WHERE q.x_SourceFile = f.path AND q.x_SourceSha256 = f.sha256) AS first_reason
-            FROM raw.files AS f
-            WHERE ingested_at >= ? AND status = 'loaded' AND (rows_quarantined > 0 OR detail LIKE '%; warning: %')
-            ORDER BY path""", [since])
-    finally:
-        conn.close()
+def run_notices(files: list[dict]) -> list[dict]:
+    """Of `files_read_since`, the files this run loaded with something to say: the rows it
+    quarantined (the rest loaded, and the run passes) with the first reason and the money set
+    aside, and the connector's warnings (a row with fewer fields than the header was filled out
+    with empty columns). Without them a loaded file's damage was only in raw.files and raw.quarantine."""
     notices = []
-    for r in rows:
+    for r in files:
+        if r["status"] != "loaded" or _wholly_quarantined(r):
+            continue
         if n := r["rows_quarantined"]:
             money = f" (their cost in the file: {r['quarantined_total'].normalize():f})" if r["quarantined_total"] else ""
             reason = f"{n:,} row{'' if n == 1 else 's'} quarantined{money}" + (f", e.g. {r['first_reason']}" if r["first_reason"] else "")
@@ -180,11 +176,6 @@ def print_problems(console: Console, problems: list[dict]) -> None:
                       highlight=False, soft_wrap=True)
 
 
-def _money(value) -> str:
-    # Half up to the cent, as the report shows money (a Decimal's own format rounds half to even).
-    return "—" if value is None else f"{Decimal(str(value)).quantize(Decimal('0.01'), ROUND_HALF_UP):,.2f}"
-
-
 def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) -> None:
     files = Table("status", "files", "rows loaded", "rows quarantined", title="landing files")
     for f in s["files"]:
@@ -204,13 +195,13 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
     phases = Table("phase", "cost", "share %", "GPU-h paid", "GPU-h busy", "util %", "cost / busy GPU-h", "by billing currency",
                    title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
     for p in with_shown_shares(s["spend_by_phase"]):
-        by_currency = ", ".join(f"{k} {_money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
-        phases.add_row(Text(for_terminal(p["phase"])), _money(p["cost_reporting"]), f"{p['share_shown'] or 0:.1f}",
+        by_currency = ", ".join(f"{k} {money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
+        phases.add_row(Text(for_terminal(p["phase"])), money(p["cost_reporting"]), f"{p['share_shown'] or 0:.1f}",
                        f"{p['gpu_hours_paid']:,.1f}", f"{p['gpu_hours_busy']:,.1f}",
                        "—" if p["utilization_shown"] is None else f"{p['utilization_shown']:.1f}",
                        # As in the report: idle GPU-hours are by definition not busy, so a price per
                        # busy hour means nothing there (the mart keeps the quotient for analysts).
-                       "—" if p["phase"] in ("idle", "unattributed") else _money(p["cost_per_busy_gpu_hour"]),
+                       "—" if p["phase"] in ("idle", "unattributed") else money(p["cost_per_busy_gpu_hour"]),
                        Text(for_terminal(by_currency)))
     console.print(phases)
 
@@ -219,7 +210,7 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
 
     balance = Table("currency", "cost lines", "attributed to phases", "conserved", title="money conservation")
     for c in s["conservation"]:
-        balance.add_row(Text(for_terminal(c["currency"])), _money(c["cost_lines_total"]), _money(c["attributed_total"]),
+        balance.add_row(Text(for_terminal(c["currency"])), money(c["cost_lines_total"]), money(c["attributed_total"]),
                         "yes" if c["cost_lines_total"] == c["attributed_total"] else "[red]NO[/]")
     console.print(balance)
     console.print("tables: " + ", ".join(f"{t} {n:,}" for t, n in s["tables"].items()))

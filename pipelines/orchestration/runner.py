@@ -37,7 +37,7 @@ class GraphRun:
     failed_checks: list[str]
     warned_checks: list[str]
     published: bool = True  # False: a step failed and the warehouse was left as it was before the run
-    # "<step>: <the error's last line>" for each step that failed, so a caller can say why in one line.
+    # "<step>: <its own error's first line>" for each step that failed, so a caller can say why in one line.
     failed_steps: list[str] = field(default_factory=list)
 
 

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -21,7 +21,7 @@ import polars as pl
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
-from pipelines.report.figures import with_shown_shares
+from pipelines.report.figures import money, with_shown_shares
 from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
@@ -166,15 +166,6 @@ KIND_LABELS = {"unused_gpu": "Unused GPUs", "egress": "Egress", "slow_disk_idle"
                "overprovisioned_inference": "Over-provisioned inference", "unused_commitment": "Unused commitment"}
 METRIC_LABELS = {"cost": "cost", "gpu_hours": "GPU-hours", "egress_gb": "egress"}
 SEVERITIES = ("high", "medium", "low", "unrated")  # the only values that become a CSS class
-CENT = Decimal("0.01")
-
-
-def money(value, currency: str | None = "") -> str:
-    """An amount with thousands separators, rounded half-up to the cent, and its currency: 4,671.37 CNY."""
-    if value is None:
-        return "—"
-    amount = (value if isinstance(value, Decimal) else Decimal(str(value))).quantize(CENT, ROUND_HALF_UP)
-    return f"{amount:,.2f} {currency or ''}".rstrip()
 
 
 def number(value, places: int = 1) -> str:

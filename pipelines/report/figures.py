@@ -1,8 +1,21 @@
-"""Figures as a reader sees them in the report and the terminal summary, each rounded once.
+"""Figures as a reader sees them in the report and the terminal summary: money to the cent, shares
+rounded once.
 
 Kept apart from the report (polars, the anomaly models) so the terminal summary imports nothing heavy."""
 
 from decimal import ROUND_HALF_UP, Decimal
+
+
+CENT = Decimal("0.01")
+
+
+def money(value, currency: str | None = "") -> str:
+    """An amount with thousands separators, rounded half-up to the cent (as an invoice rounds; a
+    Decimal's own format rounds half to even), and its currency: 4,671.37 CNY."""
+    if value is None:
+        return "—"
+    amount = (value if isinstance(value, Decimal) else Decimal(str(value))).quantize(CENT, ROUND_HALF_UP)
+    return f"{amount:,.2f} {currency or ''}".rstrip()
 
 
 def tenths_pct(part, whole) -> Decimal | None:
