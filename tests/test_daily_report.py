@@ -54,7 +54,7 @@ def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
     folder = demo_run.out / "reports" / "2026-10-12"
     page = (folder / "report.html").read_text()
     for title in ("What changed", "Expected vs actual", "Planned runs (spend expected, not alerted)",
-                  "Leaks to act on (USD)", "Detail", "Spend by phase this month", "Cost on 2026-10-10", "Daily cost by phase (USD)",
+                  "Leaks to act on (USD)", "Detail", "Spend by phase, Oct 1–10", "Cost on 2026-10-10", "Daily cost by phase (USD)",
                   "Purchasing strategy (3-year TCO, CNY)"):
         assert title in page, title
     # The order a reader needs: KPIs, what changed, the leaks, then the detail.
@@ -105,6 +105,14 @@ def test_rebuilding_a_past_days_report_from_the_cli(demo_run, tmp_path):
     assert spike[0]["status"] == "open" and spike[0]["resolution"] is None and "back to normal" not in spike[0]["state"]
     assert machine["findings"] and {f["period"] for f in machine["findings"]} <= {"2026-09"}
     assert "in 2026-10" not in "\n".join(machine["headline"]["lines"])
+    # The month's figures are September 1-26's, as its spend to date: not the 27th-30th, billed since.
+    phases = machine["spend_by_phase"]
+    assert sum(Decimal(p["cost_reporting"]) for p in phases).quantize(Decimal("0.01")) == Decimal(machine["kpis"]["mtd"]).quantize(Decimal("0.01"))
+    conn = connect(demo_run.out / "warehouse.duckdb", read_only=True)
+    whole_month = conn.execute("SELECT sum(cost_reporting) FROM marts.spend_by_phase WHERE period = '2026-09'").fetchall()[0][0]
+    conn.close()
+    assert sum(Decimal(p["cost_reporting"]) for p in phases) < whole_month
+    assert "Spend by phase, Sep 1–26" in (tmp_path / "2026-09-28" / "report.html").read_text()
     result = CliRunner().invoke(app, ["report", "--date", "2026-10-12", "--warehouse", str(demo_run.out / "warehouse.duckdb"),
                                       "--out", str(tmp_path)], terminal_width=200)
     today = json.loads((tmp_path / "2026-10-12" / "report.json").read_text())

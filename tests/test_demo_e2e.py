@@ -223,8 +223,8 @@ def test_the_report_headline_and_kpis_on_the_demo(demo_run):
         "Spend, Oct 1–10": ("713.07 USD", "818.76 USD at the same point last month (-12.9 %)"),
         "Forecast to Oct 31": ("2,154.08 USD", "68.62 USD a day (last 7 days) for the 21 days left"),
         "Avoidable this month": ("524.85 USD", "2 leaks to act on, below"),
-        "Idle share": ("73.6 %", "of this month's spend paid for GPUs nothing ran on (525.09 USD)"),
-        "Cost per busy GPU-hour": ("1.81 USD", "GPU spend 683.27 USD over 377 busy of 2,640 paid GPU-hours this month"),
+        "Idle share": ("73.6 %", "of the spend of Oct 1–10 paid for GPUs nothing ran on (525.09 USD)"),
+        "Cost per busy GPU-hour": ("1.81 USD", "GPU spend 683.27 USD over 377 busy of 2,640 paid GPU-hours, Oct 1–10"),
     }
     page = (demo_run.out / "reports" / "2026-10-12" / "report.html").read_text()
     assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10: 428.27 USD avoidable (2,871.20 CNY)" in page

@@ -12,6 +12,7 @@ from tests.conftest import run_pipeline, smi_minutes
 HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
           "ServiceName,ServiceCategory,ResourceId,ResourceName,Tags,x_GpuCount\n")
 DAY = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+NEXT_DAY = "2026-09-02T00:00:00Z,2026-09-03T00:00:00Z"
 CHARGES = [
     f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,h-1,h-1,,8",  # busy all day, no workload: unattributed
     f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,h-2,h-2,,8",  # pretraining 12 h, then idle 12 h
@@ -19,6 +20,8 @@ CHARGES = [
     f"50.00,50.00,USD,Tax,{DAY},GpuCloud,Tax,Other,,,,",
     f"10.00,10.00,USD,Usage,{DAY},GpuCloud,,Storage,vol-2,,,",  # no ServiceName: told apart by category
     f"20.00,20.00,USD,Usage,{DAY},GpuCloud,,Networking,lb-1,,,",
+    # The next day, billed as well: no figure of a report about the 1st counts it.
+    f"384.00,384.00,USD,Usage,{NEXT_DAY},GpuCloud,GPU,Compute,h-1,h-1,,8",
 ]
 WORKLOADS = """workload_id,name,phase,host,gpu_count,started_at,ended_at
 pt-1,pt-1,pretraining,h-2,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
@@ -59,6 +62,32 @@ def test_gpu_spend_is_the_money_of_the_gpu_charges_over_their_busy_hours(kpis):
     assert kpis["busy_gpu_hours"] == pytest.approx(259.2)
     assert kpis["cost_per_busy_gpu_hour"] == Decimal("2.9629629629")  # 768 / 259.2, truncated at 10^-10
     assert kpis["idle_cost"] == Decimal("192.0000000000")  # h-2's 12 idle hours
+
+
+def test_the_month_figures_of_a_report_stop_at_its_scored_day(warehouse, kpis):
+    """The header and the phases of a report about the 1st leave out the 2nd's bill, which the month's
+    row of marts.spend_by_phase holds; a report about the 2nd (the last day billed) shows that row."""
+    def phases(day):
+        rows = fetch_dicts(warehouse, (SQL_DIR / "queries" / "report_spend_by_phase.sql").read_text(),
+                           {"first_day": date(2026, 9, 1), "last_day": day})
+        return {r["phase"]: r for r in rows}
+
+    month = {r["phase"]: r for r in fetch_dicts(warehouse, """
+        SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, gpu_hours_busy, utilization_pct,
+               typical_util_pct_low, typical_util_pct_high, typical_share_pct_low, typical_share_pct_high,
+               cost_per_busy_gpu_hour, cost_by_billing_currency
+        FROM marts.spend_by_phase WHERE period = '2026-09'""")}
+    assert phases(date(2026, 9, 2)) == month
+    first = phases(date(2026, 9, 1))
+    assert sum(r["cost_reporting"] for r in first.values()) == kpis["mtd"] == Decimal("948.0000000000")
+    assert sum(r["cost_reporting"] for r in month.values()) == Decimal("1332.0000000000")
+    # h-1's second day, with no telemetry, is all the difference, in one phase and in its paid hours.
+    differs = {p for p in month if month[p]["cost_reporting"] != first[p]["cost_reporting"]}
+    assert len(differs) == 1 and month[differs.pop()]["gpu_hours_paid"] - 192 in {r["gpu_hours_paid"] for r in first.values()}
+    second = fetch_dicts(warehouse, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": date(2026, 9, 2)})[0]
+    assert (second["month_cost"], second["gpu_cost"], second["paid_gpu_hours"]) == (
+        Decimal("1332.0000000000"), Decimal("1152.0000000000"), 576.0)
+    assert kpis["paid_gpu_hours"] == 384.0
 
 
 @pytest.mark.parametrize("table", ["marts.daily_cost_by_billing_month", "marts.daily_cost"])

@@ -145,7 +145,7 @@ def hidden_costs_chart(findings: list[dict], width: float = 9) -> str:
 
 
 def utilization_chart(phases: list[dict], width: float = 9) -> str:
-    """GPU utilization of each phase this month, against its typical range where there is one."""
+    """GPU utilization of each phase (the month to the scored day), against its typical range where there is one."""
     rows = [p for p in phases if p.get("utilization_pct") is not None]
     fig, ax = plt.subplots(figsize=(width, 2.8 if width > 6 else 3.2))
     short = {"idle": "Idle"} if width <= 6 else {}

@@ -50,16 +50,13 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     are about the scored day, `lag_days` earlier; anomalies cover the re-score window up to it."""
     window = window_for(report_date, options.lag_days, options.rescore_days)
     day = window.scored_day
-    month = day.strftime("%Y-%m")
     data = {
         "date": report_date.isoformat(),
         "scored_day": day.isoformat(),
         "kpis": fetch_dicts(conn, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": day})[0],
-        "spend_by_phase": with_shown_shares(fetch_dicts(conn, """
-            SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, gpu_hours_busy, utilization_pct,
-                   typical_util_pct_low, typical_util_pct_high, typical_share_pct_low, typical_share_pct_high,
-                   cost_per_busy_gpu_hour, cost_by_billing_currency
-            FROM marts.spend_by_phase WHERE period = ?""", [month])),
+        # The month to the scored day, as the header's month-to-date figures.
+        "spend_by_phase": with_shown_shares(fetch_dicts(conn, (SQL_DIR / "queries" / "report_spend_by_phase.sql").read_text(),
+                                                        {"first_day": day.replace(day=1), "last_day": day})),
         "day_cost": fetch_dicts(conn, """
             SELECT provider, service_name, phase, billing_currency, sum(cost_billing) AS cost_billing,
                    reporting_currency, sum(cost_reporting) AS cost_reporting
@@ -324,6 +321,11 @@ def tco_columns(tco_data: dict) -> list[Column]:
 
 # -- the page --------------------------------------------------------------------------------------
 
+def month_to(day: date) -> str:
+    """The days from the 1st of `day`'s month to `day`, as a reader says them: "Oct 1–10"."""
+    return f"{day:%b} 1–{day:%-d}"
+
+
 def kpi_cards(data: dict) -> list[dict]:
     """The header: each KPI as a label, a value and one line that puts it in context."""
     k = data.get("kpis") or {}
@@ -335,16 +337,16 @@ def kpi_cards(data: dict) -> list[dict]:
               + ("" if month_change is None else f" ({month_change:+.1f} %)")) if k["prev_days_billed"] else "no bill for last month to compare"
     leaks = k["leaks_this_month"]
     return [
-        {"label": f"Spend, {k['month_start']:%b} 1–{k['day']:%-d}", "value": money(k["mtd"], cur), "note": versus},
+        {"label": f"Spend, {month_to(k['day'])}", "value": money(k["mtd"], cur), "note": versus},
         {"label": f"Forecast to {k['month_end']:%b %-d}", "value": money(k["forecast"], cur),
          "note": f"{money(k['run_rate_per_day'], cur)} a day (last {k['run_rate_days']} days) for the {k['days_left']} days left"},
         {"label": "Avoidable this month", "value": money(k["avoidable_this_month"], cur),
          "note": f"{leaks} leak{'' if leaks == 1 else 's'} to act on, below" + (f"; {k['unrated_leaks']} without an FX rate" if k["unrated_leaks"] else "")},
         {"label": "Idle share", "value": percent(k["idle_share_pct"]),
-         "note": f"of this month's spend paid for GPUs nothing ran on ({money(k['idle_cost'], cur)})"},
+         "note": f"of the spend of {month_to(k['day'])} paid for GPUs nothing ran on ({money(k['idle_cost'], cur)})"},
         {"label": "Cost per busy GPU-hour", "value": money(k["cost_per_busy_gpu_hour"], cur),
          "note": f"GPU spend {money(k['gpu_cost'], cur)} over {number(k['busy_gpu_hours'], 0)} busy of "
-                 f"{number(k['paid_gpu_hours'], 0)} paid GPU-hours this month"},
+                 f"{number(k['paid_gpu_hours'], 0)} paid GPU-hours, {month_to(k['day'])}"},
     ]
 
 
@@ -452,13 +454,14 @@ def render(data: dict) -> tuple[str, str, str]:
     leaks_md = _md_table(data["findings"], finding_columns(cur), "No leaks found.")
 
     phases = data["spend_by_phase"]
-    phase_html = _html_table(phases, phase_columns(cur), "No spend this month.")
+    phase_title = f"Spend by phase, {month_to(date.fromisoformat(day))}"
+    phase_html = _html_table(phases, phase_columns(cur), "No spend on these days.")
     if any(p.get("utilization_pct") is not None for p in phases):
         phase_html += _chart(utilization_chart(phases), utilization_chart(phases, NARROW))
     detail = [
         (f"Daily cost by phase ({cur})", _chart(daily_cost_chart(data["daily_by_phase"], cur),
                                                 daily_cost_chart(data["daily_by_phase"], cur, NARROW)), None),
-        ("Spend by phase this month", phase_html, _md_table(phases, phase_columns(cur), "No spend this month.")),
+        (phase_title, phase_html, _md_table(phases, phase_columns(cur), "No spend on these days.")),
         (f"Cost on {day}", _html_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet)."),
          _md_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet).")),
     ]

@@ -3,11 +3,12 @@
 --   day of the month, or the month's last day when it is shorter);
 --   a forecast to month end: month-to-date plus the mean day of the last 7 days (fewer when the data
 --   starts later) for each day left, so a fee booked on the 1st is not multiplied by the month;
---   avoidable spend this month: findings.hidden_costs of $day's month;
---   idle share and cost per busy GPU-hour from marts.spend_by_phase for $day's month: GPU spend (every
---   part of the month's GPU charges, idle and busy-without-workload included; not the other lines of
---   their phases) over the busy GPU-hours of every phase. Integer units keep every division exact
---   (sql/macros.sql).
+--   avoidable spend this month: findings.hidden_costs of $day's month (found by month);
+--   idle share and cost per busy GPU-hour for the 1st to $day, as month-to-date spend (the days after
+--   it, already billed when a past day's report is rebuilt, do not count): from the daily marts that
+--   marts.spend_by_phase adds up by month. GPU spend (every part of the GPU charges, idle and
+--   busy-without-workload included; not the other lines of their phases) over the busy GPU-hours of
+--   every phase. Integer units keep every division exact (sql/macros.sql).
 WITH bounds AS (
     SELECT d AS day, m AS month_start, CAST(m - INTERVAL 1 MONTH AS DATE) AS prev_start, last_day(d) AS month_end,
            strftime(d, '%Y-%m') AS period
@@ -27,17 +28,21 @@ spend AS (
     FROM bounds AS b
 ),
 phases AS (
+    -- GPU spend by line, not by phase: a phase's storage or purchase is no GPU spend, and the part of a
+    -- GPU charge busy with no workload ('unattributed') is, as its busy hours are in busy_gpu_hours.
     SELECT sum(cost_reporting) AS month_cost,
            sum(cost_reporting) FILTER (WHERE phase = 'idle') AS idle_cost,
-           sum(gpu_hours_busy) AS busy_gpu_hours, sum(gpu_hours_paid) AS paid_gpu_hours
-    FROM marts.spend_by_phase WHERE period = (SELECT period FROM bounds)
-),
-gpu AS (
-    -- By line, not by phase: a phase's storage or purchase is no GPU spend, and the part of a GPU charge
-    -- busy with no workload ('unattributed') is, as its busy hours are in busy_gpu_hours.
-    SELECT sum(gpu_cost_reporting) AS gpu_cost
+           sum(gpu_cost_reporting) AS gpu_cost,
+           CAST(rounded_quotient(CAST(sum(gpu_seconds_paid) AS HUGEINT) * 1000, 3600) AS DOUBLE) / 1000 AS paid_gpu_hours
     FROM marts.daily_cost_by_billing_month
-    WHERE day BETWEEN (SELECT month_start FROM bounds) AND (SELECT month_end FROM bounds)
+    WHERE day BETWEEN (SELECT month_start FROM bounds) AND (SELECT day FROM bounds)
+),
+busy AS (
+    -- Busy GPU-hours of every phase, rounded once to the thousandth from the exact sum (as the mart's).
+    SELECT CAST(rounded_quotient(CAST(sum(CAST(busy_gpu_minutes AS DECIMAL(38, 9))) * 1000000000 AS HUGEINT), 60000000)
+                AS DOUBLE) / 1000 AS busy_gpu_hours
+    FROM marts.gpu_busy_by_workload_hour
+    WHERE day BETWEEN (SELECT month_start FROM bounds) AND (SELECT day FROM bounds) AND phase IS NOT NULL
 ),
 leaks AS (
     SELECT coalesce(sum(avoidable_cost_reporting), 0) AS avoidable, count(*) AS findings,
@@ -56,8 +61,8 @@ SELECT (SELECT any_value(reporting_currency) FROM marts.daily_cost) AS currency,
        l.avoidable AS avoidable_this_month, l.findings AS leaks_this_month, l.unrated AS unrated_leaks,
        p.month_cost, p.idle_cost,
        CASE WHEN p.month_cost > 0 THEN round(100.0 * p.idle_cost / p.month_cost, 1) END AS idle_share_pct,
-       g.gpu_cost, p.busy_gpu_hours, p.paid_gpu_hours,
-       CASE WHEN p.busy_gpu_hours > 0
-            THEN from_units(to_units(g.gpu_cost) * 1000000 // CAST(round(p.busy_gpu_hours * 1000000) AS HUGEINT)) END
+       p.gpu_cost, u.busy_gpu_hours, p.paid_gpu_hours,
+       CASE WHEN u.busy_gpu_hours > 0
+            THEN from_units(to_units(p.gpu_cost) * 1000000 // CAST(round(u.busy_gpu_hours * 1000000) AS HUGEINT)) END
            AS cost_per_busy_gpu_hour
-FROM spend AS s, leaks AS l, phases AS p, gpu AS g;
+FROM spend AS s, leaks AS l, phases AS p, busy AS u;
