@@ -131,6 +131,10 @@ class Connector(ABC):
     # The ingest reads up to two files at once, on threads: `read` keeps a file's state in its own
     # locals and `ctx`. A connector that keeps it on `self` sets this False and is read one file at a time.
     reads_concurrently: bool = True
+    # Billing only: whether the provider re-sends invoice by invoice. Then a file's lines of another
+    # invoice id add to the month (weekly invoices, one file each) and a file re-sending an invoice
+    # replaces that invoice's lines; otherwise a newer delivery of a month replaces the month's lines.
+    invoices_are_deliveries: bool = False
 
     @abstractmethod
     def detect(self, path: Path, head: bytes) -> bool:

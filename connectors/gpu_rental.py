@@ -43,6 +43,9 @@ MAX_HOURS, MAX_GPUS = 1_000_000, 1_000_000
 
 class GpuRentalConnector(Connector):
     kind = "billing"
+    # An invoice export is sent invoice by invoice (a week's, a project's): each invoice id is a
+    # delivery of its own, and a month without invoice ids is restated whole (pipelines/ledger).
+    invoices_are_deliveries = True
 
     def __init__(self, mapping: dict | MappingFile, source: Path | str | None = None):
         label = display_path(source) if isinstance(source, Path) else source or "mapping"

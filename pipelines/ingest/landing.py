@@ -367,7 +367,7 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
             conn.execute("INSERT INTO raw.quarantine BY NAME SELECT * FROM incoming_quarantine")
             conn.unregister("incoming_quarantine")
         if connector.kind == "billing" and loaded:
-            record_file_slices(conn, rel, sha, written.parquet_glob())
+            record_file_slices(conn, rel, sha, written.parquet_glob(), connector.invoices_are_deliveries)
         _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals,
                 **reading.extra)
         _replace_older_versions(conn, rel, sha)

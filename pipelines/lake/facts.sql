@@ -1,11 +1,15 @@
 -- The ledger's facts of one billing file version ($path, $sha256), by the provider, billing account
--- and billing period its lines state: how many lines, whether any is invoiced, the latest charge
--- end, Google Cloud's newest export_time and Azure's dataset. $lines is the version's rows.
-INSERT INTO raw.file_slices
-SELECT $path, $sha256, ProviderName, BillingAccountId, BillingPeriodStart, count(*),
-       coalesce(bool_or(InvoiceId IS NOT NULL), false), max(ChargePeriodEnd),
+-- and billing period its lines state (and invoice, where its connector's invoices are deliveries:
+-- $by_invoice): how many lines, whether any is invoiced, the latest charge end, Google Cloud's
+-- newest export_time and Azure's dataset. $lines is the version's rows.
+INSERT INTO raw.file_slices BY NAME
+SELECT $path AS path, $sha256 AS sha256, ProviderName AS line_provider, BillingAccountId AS line_account,
+       BillingPeriodStart AS line_period, count(*) AS lines,
+       coalesce(bool_or(InvoiceId IS NOT NULL), false) AS final, max(ChargePeriodEnd) AS max_charge_end,
        max(CASE WHEN x_Connector = 'gcp_billing'
-                THEN try_cast(try(json_extract_string(x_ExtraColumns, '$.export_time')) AS TIMESTAMPTZ) END),
-       any_value(x_AzureDataset)
+                THEN try_cast(try(json_extract_string(x_ExtraColumns, '$.export_time')) AS TIMESTAMPTZ) END) AS export_time,
+       any_value(x_AzureDataset) AS dataset,
+       CASE WHEN $by_invoice THEN InvoiceId END AS line_invoice,
+       $by_invoice AS by_invoice
 FROM $lines
-GROUP BY ProviderName, BillingAccountId, BillingPeriodStart;
+GROUP BY ProviderName, BillingAccountId, BillingPeriodStart, CASE WHEN $by_invoice THEN InvoiceId END;

@@ -101,16 +101,19 @@ LEFT JOIN files AS f USING (delivery_id)
 LEFT JOIN seen AS s USING (delivery_id)
 LEFT JOIN line_facts AS l USING (delivery_id);
 
--- Slices: a delivery's lines by the provider, billing account and billing period they state. Within
--- one key (provider, export, scope, period) of a `replace` export one delivery counts, ranked by:
+-- Slices: a delivery's lines by the provider, billing account and billing period they state (and
+-- invoice, where the connector's invoices are deliveries: a GPU cloud's weekly invoices add up, a
+-- re-sent invoice replaces its own lines). Within one key (provider, export, scope, period, invoice)
+-- of a `replace` export one delivery counts, ranked by:
 -- complete first (a newer delivery still missing parts does not yet replace a complete one), the
 -- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
 -- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded.
 -- Incremental deliveries and lines without a billing period always count (lines dedupe later).
 DELETE FROM raw.delivery_slices;
-INSERT INTO raw.delivery_slices
+INSERT INTO raw.delivery_slices BY NAME
 WITH slices AS (
-    SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, sum(fs.lines) AS lines,
+    SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, fs.line_invoice,
+           coalesce(fs.by_invoice, false) AS by_invoice, sum(fs.lines) AS lines,
            bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset
@@ -128,7 +131,8 @@ keyed AS (
 ),
 ranked AS (
     SELECT *, CASE WHEN mode = 'incremental' OR billing_period IS NULL THEN 1 ELSE dense_rank() OVER (
-                  PARTITION BY provider, export_name, scope, billing_period, mode = 'incremental' OR billing_period IS NULL
+                  PARTITION BY provider, export_name, scope, billing_period, line_invoice,
+                               mode = 'incremental' OR billing_period IS NULL
                   ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, final DESC,
                            max_charge_end DESC NULLS LAST, first_seen_at DESC, delivery_id DESC) END AS rank
     FROM keyed
@@ -136,8 +140,9 @@ ranked AS (
 SELECT delivery_id, line_provider, line_account, line_period, provider, export_name, scope, billing_period, mode, lines,
        rank, rank = 1 AS counts,
        CASE WHEN rank > 1 THEN first_value(delivery_id) OVER (
-           PARTITION BY provider, export_name, scope, billing_period, mode = 'incremental' OR billing_period IS NULL
-           ORDER BY rank) END AS winner
+           PARTITION BY provider, export_name, scope, billing_period, line_invoice, mode = 'incremental' OR billing_period IS NULL
+           ORDER BY rank) END AS winner,
+       line_invoice, by_invoice
 FROM ranked;
 
 DELETE FROM raw.deliveries;

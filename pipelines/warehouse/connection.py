@@ -169,9 +169,12 @@ CREATE TABLE IF NOT EXISTS raw.delivery_slices (
     lines BIGINT NOT NULL,
     rank INTEGER NOT NULL,            -- 1: the delivery whose lines count for this key
     counts BOOLEAN NOT NULL,
-    winner VARCHAR
+    winner VARCHAR,
+    line_invoice VARCHAR,             -- an invoice's own slice, where invoices are deliveries (part of the key)
+    by_invoice BOOLEAN
 )
 """
+RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"))
 
 
 # What the ledger needs to know of a billing file's lines, computed once when the file is read
@@ -187,9 +190,12 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     final BOOLEAN NOT NULL,           -- some line carries an invoice id (a closed AWS month)
     max_charge_end TIMESTAMPTZ,
     export_time TIMESTAMPTZ,          -- Google Cloud: the newest export_time of its lines
-    dataset VARCHAR                   -- Azure: actual | amortized
+    dataset VARCHAR,                  -- Azure: actual | amortized
+    line_invoice VARCHAR,             -- the lines' InvoiceId, where invoices are deliveries (by_invoice)
+    by_invoice BOOLEAN                -- the connector's invoices_are_deliveries
 )
 """
+RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"))
 
 
 class WarehouseSchemaError(RuntimeError):
@@ -241,6 +247,9 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
     conn.execute(RAW_FILE_SLICES_DDL)
+    for table, added in (("raw.delivery_slices", RAW_DELIVERY_SLICES_ADDED), ("raw.file_slices", RAW_FILE_SLICES_ADDED)):
+        for column, dtype in added:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {dtype}")
     conn.execute(f"CREATE TABLE IF NOT EXISTS raw.quarantine (\n    {duckdb_columns(QUARANTINE)}\n)")
     _migrate(conn, "raw.quarantine", QUARANTINE)
     # The raw rows live in the lake beside the warehouse; raw.* are views over it. A warehouse made
@@ -389,11 +398,13 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
 FILE_SLICES_SQL = Path(__file__).resolve().parents[1] / "lake" / "facts.sql"
 
 
-def record_file_slices(conn: duckdb.DuckDBPyConnection, path: str, sha256: str, parquet_glob: str) -> None:
-    """The ledger's facts of one billing file version, from its rows as written (in staging)."""
+def record_file_slices(conn: duckdb.DuckDBPyConnection, path: str, sha256: str, parquet_glob: str,
+                       by_invoice: bool = False) -> None:
+    """The ledger's facts of one billing file version, from its rows as written (in staging);
+    `by_invoice`: its connector's invoices are deliveries (each invoice id a slice of its own)."""
     conn.execute("DELETE FROM raw.file_slices WHERE path = ? AND sha256 = ?", [path, sha256])
     conn.execute(FILE_SLICES_SQL.read_text().replace("$lines", f"read_parquet({_literal(parquet_glob)}, hive_partitioning = false)"),
-                 {"path": path, "sha256": sha256})
+                 {"path": path, "sha256": sha256, "by_invoice": by_invoice})
 
 
 def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
@@ -404,7 +415,7 @@ def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
     for path, sha in missing:
         conn.execute(FILE_SLICES_SQL.read_text().replace(
             "$lines", "(SELECT * FROM raw.cost_lines WHERE x_SourceFile = $path AND x_SourceSha256 = $sha256)"),
-            {"path": path, "sha256": sha})
+            {"path": path, "sha256": sha, "by_invoice": False})
 
 
 def _literal(text: str) -> str:

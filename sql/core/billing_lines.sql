@@ -26,13 +26,14 @@ delivery_contents AS (
 -- delivery it counts through: a content in two counting deliveries (of different exports) still
 -- counts once. Chosen over the small slice tables, then joined to the lines, so no window runs
 -- over the lines themselves.
+-- Where the connector's invoices are deliveries, an invoice is a slice of its own (by_invoice).
 content_slices AS (
-    SELECT dc.content, s.line_provider, s.line_account, s.line_period,
+    SELECT dc.content, s.line_provider, s.line_account, s.line_period, s.line_invoice, coalesce(s.by_invoice, false) AS by_invoice,
            d.delivery_id, d.export_name, d.created_at, d.complete, d.mode, d.seq, d.first_seen_at
     FROM delivery_contents AS dc
     JOIN raw.deliveries AS d ON d.delivery_id = dc.delivery_id
     JOIN raw.delivery_slices AS s ON s.delivery_id = d.delivery_id AND s.counts
-    QUALIFY row_number() OVER (PARTITION BY dc.content, s.line_provider, s.line_account, s.line_period
+    QUALIFY row_number() OVER (PARTITION BY dc.content, s.line_provider, s.line_account, s.line_period, s.line_invoice
                                ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
 ),
 counted AS (
@@ -46,6 +47,7 @@ counted AS (
      AND cs.line_provider IS NOT DISTINCT FROM c.ProviderName
      AND cs.line_account IS NOT DISTINCT FROM c.BillingAccountId
      AND cs.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
+     AND cs.line_invoice IS NOT DISTINCT FROM CASE WHEN cs.by_invoice THEN c.InvoiceId END
 ),
 keyed AS (
     SELECT *,

@@ -1,0 +1,66 @@
+"""A GPU cloud sends invoices, not month exports: each invoice id is a delivery of its own.
+
+Two weekly invoices of one month, each in its own file, both count (before, the ledger kept one
+plain upload per provider, account and month, and the first week's money vanished from
+core.cost_lines with the run's exit code 0). A re-sent invoice replaces that invoice's lines
+alone. A file whose lines carry no invoice id is still a whole month, restated by the next one.
+Through the bundled gpu_rental_generic mapping, two runs on one warehouse."""
+
+from decimal import Decimal
+
+import pytest
+
+from pipelines.warehouse.connection import connect
+from tests.conftest import run_pipeline
+
+HEADER = ("Invoice ID,Account ID,Instance ID,Instance Name,Region,GPU Model,GPU Count,Billing Mode,"
+          "Start Time,End Time,Hours,Unit Price (per GPU-hour),Amount,Currency\n")
+
+
+def invoice(number: str, day: int, amounts: list[str], month: str = "2026-11") -> str:
+    """One line per amount: an 8-GPU on-demand instance for a day of `month`, starting on `day`."""
+    lines = [f"{number},acc-1,ins-{i},node-{i},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,{month}-{day + i:02d}T00:00:00Z,"
+             f"{month}-{day + i:02d}T01:00:00Z,1,{Decimal(a) / 8},{a},USD\n" for i, a in enumerate(amounts)]
+    return HEADER + "".join(lines)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("invoices")
+    landing, warehouse = root / "landing", root / "wh.duckdb"
+    landing.mkdir()
+    (landing / "week45.csv").write_text(invoice("INV-45", 2, ["235.20", "235.20"]))
+    (landing / "week46.csv").write_text(invoice("INV-46", 9, ["235.20", "235.20"]))
+    (landing / "october-first.csv").write_text(invoice("", 5, ["100.00"], month="2026-10"))
+
+    def totals():
+        conn = connect(warehouse, read_only=True)
+        try:
+            # core.cost_lines names a line without an invoice id by its provisional month ('provisional:...').
+            by_invoice = dict(conn.execute("""SELECT CASE WHEN InvoiceId LIKE 'provisional:%' THEN '(none)' ELSE InvoiceId END,
+                                                     sum(BilledCost) FROM core.cost_lines GROUP BY ALL""").fetchall())
+            status = dict(conn.execute("SELECT path, status FROM raw.files WHERE kind = 'billing'").fetchall())
+        finally:
+            conn.close()
+        return by_invoice, status
+
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    first = totals()
+    # The next day: week 46 re-sent with a line corrected, and October sent again whole.
+    (landing / "week46-corrected.csv").write_text(invoice("INV-46", 9, ["235.20", "200.00"]))
+    (landing / "october-again.csv").write_text(invoice("", 5, ["120.00"], month="2026-10"))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    return first, totals()
+
+
+def test_two_invoices_of_one_month_both_count(runs):
+    (by_invoice, status), _ = runs
+    assert by_invoice == {"INV-45": Decimal("470.40"), "INV-46": Decimal("470.40"), "(none)": Decimal("100.00")}
+    assert status == {"week45.csv": "loaded", "week46.csv": "loaded", "october-first.csv": "loaded"}
+
+
+def test_a_re_sent_invoice_replaces_its_own_lines_and_a_month_without_invoice_ids_is_restated_whole(runs):
+    _, (by_invoice, status) = runs
+    assert by_invoice == {"INV-45": Decimal("470.40"), "INV-46": Decimal("435.20"), "(none)": Decimal("120.00")}
+    assert status == {"week45.csv": "loaded", "week46.csv": "superseded", "week46-corrected.csv": "loaded",
+                      "october-first.csv": "superseded", "october-again.csv": "loaded"}
