@@ -97,3 +97,14 @@ def test_kpi_cards_say_what_each_number_is_against():
     assert cards["Forecast to Oct 31"]["value"] == "2,154.08 USD"
     assert cards["Avoidable this month"]["value"] == "524.85 USD"
     assert cards["Idle share"]["value"] == "73.6 %" and cards["Cost per busy GPU-hour"]["value"] == "1.81 USD"
+
+
+def test_money_in_the_json_is_plain_digits_even_when_zero():
+    """A zero summed at 10 decimals is Decimal('0E-10'): the machine-readable report writes 0.0000000000."""
+    import json
+
+    finding = {**report_data()["findings"][0], "avoidable_cost": Decimal("0E-10"), "wasted_cost": Decimal("1.5E+3")}
+    _, _, machine = render(report_data(findings=[finding]))
+    assert "E-10" not in machine and "E+3" not in machine
+    written = json.loads(machine)["findings"][0]
+    assert (written["avoidable_cost"], written["wasted_cost"]) == ("0.0000000000", "1500")

@@ -202,7 +202,9 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         console.print(Text.assemble(("check failed: ", "red"), for_terminal(name)))
     reports = reports or Path(settings.reports_dir or warehouse.parent / "reports")
     reports.mkdir(parents=True, exist_ok=True)
-    (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    from pipelines.report.figures import json_value
+
+    (reports / "run_summary.json").write_text(json.dumps(summary, indent=2, default=json_value))
     written = [reports / "run_summary.json"]
     if _write_tco_chart(warehouse, reports / "tco.svg", settings.tco_params_file):
         written.append(reports / "tco.svg")

@@ -44,7 +44,8 @@ def tco_chart(scenario_table: list[dict], break_even_lines: list[dict], utilizat
     lines.set_xlabel("fleet utilization (% of card-hours needed)")
     lines.set_ylabel(f"thousand {currency}")
     lines.set_title(f"where {lines_model} strategies break even" if lines_model else "where strategies break even")
-    lines.legend(fontsize=7)
+    if break_even_lines:  # a legend of no lines only warns (and the warning reached the terminal)
+        lines.legend(fontsize=7)
     return to_svg(fig)
 
 

@@ -21,7 +21,7 @@ import polars as pl
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
-from pipelines.report.figures import money, with_shown_shares
+from pipelines.report.figures import json_value, money, with_shown_shares
 from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
 TOP_FINDINGS = 10
@@ -504,7 +504,7 @@ def render(data: dict) -> tuple[str, str, str]:
                 + "\n\n".join(f"### {t}\n\n{md}" for t, _, md in detail if md is not None) + "\n")
     machine = {"headline": {"title": title, "lines": lines}, "kpi_cards": cards,
                **{k: v for k, v in data.items() if k not in ("tco_chart_svg", "anomaly_series")}}
-    return "\n".join(page), markdown, json.dumps(machine, indent=2, default=str)
+    return "\n".join(page), markdown, json.dumps(machine, indent=2, default=json_value)
 
 
 def write_report(conn, report_date: date, reports_dir: Path, params_file: str | None = None,

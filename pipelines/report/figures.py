@@ -33,3 +33,11 @@ def with_shown_shares(rows: list[dict]) -> list[dict]:
     total = sum((Decimal(r["cost_reporting"] or 0) for r in rows), Decimal(0))
     return [{**r, "share_shown": tenths_pct(r["cost_reporting"] or 0, total),
              "utilization_shown": tenths_pct(r["gpu_hours_busy"], r["gpu_hours_paid"])} for r in rows]
+
+
+def json_value(value) -> str:
+    """A value JSON cannot hold, as text (json.dumps' default): money in plain digits, never in
+    exponent form (a zero summed at 10 decimals is Decimal('0E-10'), which str() writes as is)."""
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
