@@ -111,6 +111,10 @@ class GpuRentalConnector(Connector):
                 parse_decimal("__f_amount", 38, 10).alias("__amount"),
                 self.col("gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
                 self.col("billing_mode").str.to_lowercase().replace_strict(self.mapping.mode_words(), default=None).alias("__mode"),
+                # Usage unless the line says otherwise (credits, taxes, adjustments: charge_categories).
+                pl.when(self.col("charge_category").fill_null("") == "").then(pl.lit("Usage")).otherwise(
+                    self.col("charge_category").str.to_lowercase().replace_strict(self.mapping.category_words(), default=None))
+                .alias("__category"),
             )
             if computed.end:  # end = start + hours, to the microsecond
                 # Hours out of range get no end (and are quarantined below) rather than overflowing the clock.
@@ -124,18 +128,24 @@ class GpuRentalConnector(Connector):
                     ((pl.col("__end") - pl.col("__start")).dt.total_microseconds().cast(pl.Decimal(38, 10))
                      / pl.lit(3_600_000_000).cast(pl.Decimal(38, 10))).cast(pl.Decimal(28, 10)).alias("__hours"))
             hours_reason = pl.format("hours '{}' is not a number", self.col("hours").fill_null(""))
+            usage = pl.col("__category") == "Usage"
+            # A credit, tax or adjustment need name no GPUs nor billing mode; a GPU count it gives is checked.
+            no_gpu_count = pl.col("__gpus").is_null() & (usage | (self.col("gpu_count").fill_null("") != ""))
             reason = first_reason([
+                (pl.col("__category").is_null(),
+                 pl.format("charge category '{}' is not in the mapping", self.col("charge_category").fill_null(""))),
                 (pl.col("__start").is_null(), pl.format("start '{}' is not a time", self.col("start").fill_null(""))),
                 *([(pl.col("__hours").is_null(), hours_reason)] if computed.end else []),
                 (pl.col("__end").is_null(), pl.format("end '{}' is not a time", self.col("end").fill_null(""))),
                 (pl.col("__end") < pl.col("__start"), "end is before start"),
                 (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
-                (pl.col("__gpus").is_null() | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
+                (no_gpu_count | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
                 # No invoice line covers a century or a million cards: past that a number is a typo, and
                 # hours × cards would not fit a quantity.
                 (pl.col("__hours").abs() > MAX_HOURS, pl.format("hours '{}' is out of range", short_value("__f_hours"))),
                 (pl.col("__gpus") > MAX_GPUS, pl.format("GPU count '{}' is out of range", short_value("__f_gpu_count"))),
-                (pl.col("__mode").is_null(), pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
+                (pl.col("__mode").is_null() & (usage | (self.col("billing_mode").fill_null("") != "")),
+                 pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
                 (~self._currency().is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
                 *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
@@ -159,26 +169,36 @@ class GpuRentalConnector(Connector):
         month = pl.col("__start").dt.convert_time_zone(zone).dt.truncate("1mo")
         period_start = month.dt.convert_time_zone("UTC")
         period_end = month.dt.offset_by("1mo").dt.convert_time_zone("UTC")
+        usage = pl.col("__category") == "Usage"
+
+        def for_usage(expr: pl.Expr) -> pl.Expr:
+            """`expr` on a usage line; null on a credit, tax or adjustment (FOCUS: no quantity, unit
+            price or pricing category outside usage)."""
+            return pl.when(usage).then(expr)
+
         pricing = pl.col("__mode").replace_strict({m: p for m, (p, _) in PRICING.items()}, default="Other")
         frequency = pl.col("__mode").replace_strict({m: f for m, (_, f) in PRICING.items()}, default="Usage-Based")
         card_hours = hours * pl.col("__gpus").cast(pl.Decimal(28, 10))
         return frame.select(
             pl.col("__amount").alias("BilledCost"), pl.col("__amount").alias("EffectiveCost"), pl.col("__amount").alias("x_SourceCost"),
-            pl.coalesce((card_hours * unit_price).cast(pl.Decimal(38, 10), strict=False), pl.col("__amount")).alias("ListCost"),
+            pl.coalesce(for_usage(card_hours * unit_price).cast(pl.Decimal(38, 10), strict=False), pl.col("__amount")).alias("ListCost"),
             currency.alias("BillingCurrency"), get("account_id").alias("BillingAccountId"), get("account_id").alias("SubAccountId"),
-            pl.lit("Usage").alias("ChargeCategory"), frequency.alias("ChargeFrequency"), pricing.alias("PricingCategory"),
+            pl.col("__category").alias("ChargeCategory"),
+            pl.when(usage).then(frequency).otherwise(pl.lit("One-Time")).alias("ChargeFrequency"),
+            for_usage(pricing).alias("PricingCategory"),
             pl.col("__start").alias("ChargePeriodStart"), pl.col("__end").alias("ChargePeriodEnd"),
             period_start.alias("BillingPeriodStart"), period_end.alias("BillingPeriodEnd"),
-            pl.format("{}x {} {}", pl.col("__gpus"), get("gpu_model"), pl.col("__mode")).alias("ChargeDescription"),
-            card_hours.alias("ConsumedQuantity"), pl.lit("GPU-Hours").alias("ConsumedUnit"),
-            card_hours.alias("PricingQuantity"), pl.lit("GPU-Hours").alias("PricingUnit"),
-            unit_price.alias("ListUnitPrice"), unit_price.alias("ContractedUnitPrice"),
+            pl.when(usage).then(pl.format("{}x {} {}", pl.col("__gpus"), get("gpu_model"), pl.col("__mode")))
+            .otherwise(pl.format("{} ({})", pl.col("__category"), get("charge_category"))).alias("ChargeDescription"),
+            for_usage(card_hours).alias("ConsumedQuantity"), for_usage(pl.lit("GPU-Hours")).alias("ConsumedUnit"),
+            for_usage(card_hours).alias("PricingQuantity"), for_usage(pl.lit("GPU-Hours")).alias("PricingUnit"),
+            for_usage(unit_price).alias("ListUnitPrice"), for_usage(unit_price).alias("ContractedUnitPrice"),
             get("invoice_id").alias("InvoiceId"), provider.alias("ProviderName"), provider.alias("PublisherName"),
             provider.alias("InvoiceIssuerName"), get("region").alias("RegionId"), get("region").alias("RegionName"),
             get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
             pl.lit("GPU instance").alias("ResourceType"), pl.lit("Compute").alias("ServiceCategory"),
             pl.lit("GPU Instances").alias("ServiceName"),
-            pl.concat_str(gpu_model_expr(get("gpu_model")), pl.lit("-"), pl.col("__mode")).alias("SkuId"),
+            for_usage(pl.concat_str(gpu_model_expr(get("gpu_model")), pl.lit("-"), pl.col("__mode"))).alias("SkuId"),
             gpu_model_expr(get("gpu_model")).alias("x_GpuModel"), pl.col("__gpus").alias("x_GpuCount"),
             pl.struct([pl.col(c) for c in frame.columns if c not in self.columns.values() and not c.startswith("__") and c != ROW_NUMBER]
                       or [pl.lit(None).alias("none")]).struct.json_encode().alias("x_ExtraColumns"),

@@ -45,6 +45,7 @@ class Columns(_Strict):
     unit_price: str | None = None
     amount: str
     currency: str | None = None
+    charge_category: str | None = None
 
     @field_validator("*")
     @classmethod
@@ -100,6 +101,16 @@ class BillingModes(_Strict):
     commit_3y: list[str] = []
 
 
+class ChargeCategories(_Strict):
+    """FOCUS ChargeCategory → the words the file uses for it (matched case-insensitively). A line
+    whose category column is empty, or a file without one, is usage."""
+
+    usage: list[str] = []
+    credit: list[str] = []
+    tax: list[str] = []
+    adjustment: list[str] = []
+
+
 class MappingFile(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     provider: str = Field(min_length=1)
@@ -109,6 +120,7 @@ class MappingFile(_Strict):
     columns: Columns
     required: list[str] | None = None
     billing_modes: BillingModes = BillingModes()
+    charge_categories: ChargeCategories = ChargeCategories()
     defaults: Defaults = Defaults()
     computed: Computed = Computed()
 
@@ -177,11 +189,24 @@ class MappingFile(_Strict):
             for word in words:
                 if seen.setdefault(word.lower(), mode) != mode:
                     raise ValueError(f"billing_modes.{mode}: '{word}' is also a word for {seen[word.lower()]}")
+        categories: dict[str, str] = {}
+        for category, words in self.charge_categories.model_dump().items():
+            for word in words:
+                if categories.setdefault(word.lower(), category) != category:
+                    raise ValueError(f"charge_categories.{category}: '{word}' is also a word for {categories[word.lower()]}")
+        if any(self.charge_categories.model_dump().values()) and "charge_category" not in mapped:
+            raise ValueError("charge_categories: the words need a column to be read from (columns.charge_category)")
         return self
 
     def required_fields(self) -> list[str]:
         """The fields whose columns a file's header must have: `required`, else every mapped one."""
         return list(self.required) if self.required is not None else list(self.columns.mapped())
+
+    def category_words(self) -> dict[str, str]:
+        """The file's word (lower case) → FOCUS ChargeCategory; the category names themselves also work."""
+        words = {category: category for category in ChargeCategories.model_fields}
+        words.update({w.lower(): c for c, ws in self.charge_categories.model_dump().items() for w in ws})
+        return {word: category.capitalize() for word, category in words.items()}
 
     def mode_words(self) -> dict[str, str]:
         """The file's word (lower case) → canonical mode; the canonical names themselves also work."""
@@ -203,7 +228,7 @@ class MappingError(ValueError):
 # The model at each key path, to suggest the right spelling of an unknown key.
 _MODELS_AT: dict[tuple, type[BaseModel]] = {
     (): MappingFile, ("columns",): Columns, ("defaults",): Defaults, ("computed",): Computed,
-    ("billing_modes",): BillingModes,
+    ("billing_modes",): BillingModes, ("charge_categories",): ChargeCategories,
 }
 
 

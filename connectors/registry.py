@@ -20,7 +20,7 @@ from connectors.checkpoints_jsonl import CheckpointEventsConnector
 from connectors.dcgm import DcgmScrapeConnector, PrometheusDcgmConnector
 from connectors.focus import FocusConnector
 from connectors.gcp_billing import GcpBillingConnector
-from connectors.gpu_rental import InvalidMapping, invalid_mappings, mapping_connectors
+from connectors.gpu_rental import GpuRentalConnector, InvalidMapping, invalid_mappings, mapping_connectors
 from connectors.mapping_schema import MappingError
 from connectors.kubernetes import KubernetesPodsConnector
 from connectors.node_exporter import NodeExporterDiskConnector
@@ -104,12 +104,26 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
     head = read_head(path)
     if not head.strip():
         return Detection(None, "empty file")
-    for connector in connectors:
+    mappings = []  # mapping connectors that claim the file, in order: (columns required, order, connector)
+    for order, connector in enumerate(connectors):
         try:
-            if connector.detect(path, head):
-                return Detection(connector, f"recognised by {connector.name}")
+            if not connector.detect(path, head):
+                continue
         except Exception as exc:  # a sniffer bug must not hide the file from the others
             log.warning("connector %s failed while sniffing %s: %s", connector.name, printable(str(path)), type(exc).__name__)
+            continue
+        if not isinstance(connector, GpuRentalConnector):
+            if not mappings:
+                return Detection(connector, f"recognised by {connector.name}")
+            continue
+        mappings.append((len(set(connector.required)), order, connector))
+    if mappings:
+        # Several mappings whose columns the header has: the one naming the most of them is the
+        # one written for this file (a user's own over the bundled generic one it extends); at
+        # equal length the later, so a user's mapping (FINOPS_MAPPINGS, read after the bundled).
+        chosen = max(mappings, key=lambda m: (m[0], m[1]))[2]
+        others = [m[2].name for m in mappings if m[2] is not chosen]
+        return Detection(chosen, f"recognised by {chosen.name}" + (f" (also matched: {', '.join(others)})" if others else ""))
     return Detection(None, closest_match(head, connectors))
 
 

@@ -86,7 +86,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from connectors import registry  # noqa: E402
 from connectors.gpu_rental import InvalidMapping, mapping_connectors  # noqa: E402
-from connectors.mapping_schema import MappingError, load_mapping  # noqa: E402
+from connectors.mapping_schema import MappingError, load_mapping, validate_mapping  # noqa: E402
 from pipelines.cli.main import app  # noqa: E402
 from pipelines.ingest.landing import ingest_landing  # noqa: E402
 from pipelines.warehouse.connection import connect, fetch_all  # noqa: E402
@@ -248,3 +248,85 @@ def test_a_run_reports_a_fully_quarantined_file_and_an_invalid_mapping(tmp_path,
     assert "quarantined: cny_daily.csv — every row quarantined (21 rows, nothing loaded), e.g. GPU count '' is not a whole number" in text
     assert "check warned: raw/files:no_fully_quarantined_files" in text and "check warned: raw/files:mapping_files_valid" in text
     assert "check failed" not in text  # per-file money still reconciles: 14,640 CNY stated, all of it quarantined
+
+
+WITH_CREDITS = (GENERIC.splitlines()[0] + ",Type\n"
+                + "INV-2,acc-9,ins-1,gpu-node-01,us-west,NVIDIA H100 80GB HBM3,8,On-Demand,2026-11-02T00:00:00Z,2026-11-02T10:00:00Z,10,2.50,200.00,EUR,llm,charge\n"
+                + "INV-2,acc-9,,,us-west,,,,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,,,-150.00,EUR,llm,Service Credit\n"
+                + "INV-2,acc-9,,,,,,,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,,,9.50,EUR,,VAT\n"
+                + "INV-2,acc-9,ins-1,gpu-node-01,us-west,NVIDIA H100 80GB HBM3,8,On-Demand,2026-11-03T00:00:00Z,2026-11-03T01:00:00Z,1,2.50,20.00,EUR,llm,\n"
+                + "INV-2,acc-9,,,,,,,2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,,,5.00,EUR,,rebate?\n")
+
+
+def credits_mapping() -> dict:
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    mapping["columns"]["charge_category"] = "Type"
+    mapping["charge_categories"] = {"usage": ["charge"], "credit": ["service credit"], "tax": ["vat"]}
+    return mapping
+
+
+def test_credits_and_taxes_are_their_own_charge_categories(tmp_path):
+    """A credit names no GPUs nor billing mode: it loads as a FOCUS Credit (no quantity, unit price or
+    pricing category), not quarantined as a bad GPU count; an unknown category word is quarantined."""
+    path = tmp_path / "invoice.csv"
+    path.write_text(WITH_CREDITS, encoding="utf-8")
+    ctx = read_context("invoice.csv")
+    rows = pa.Table.from_batches(list(GpuRentalConnector(credits_mapping()).read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ChargeCategory"], r["BilledCost"]) for r in rows] == [
+        ("Usage", Decimal("200.00")), ("Credit", Decimal("-150.00")), ("Tax", Decimal("9.50")), ("Usage", Decimal("20.00"))]
+    credit = rows[1]
+    assert (credit["PricingCategory"], credit["ConsumedQuantity"], credit["ListUnitPrice"], credit["SkuId"], credit["x_GpuCount"]) == (
+        None, None, None, None, None)
+    assert (credit["ChargeFrequency"], credit["ListCost"], credit["ChargeDescription"]) == ("One-Time", Decimal("-150.00"), "Credit (Service Credit)")
+    assert (rows[0]["PricingCategory"], rows[0]["ConsumedQuantity"]) == ("Standard", Decimal("80"))
+    assert [q["reason"] for q in ctx.quarantined] == ["charge category 'rebate?' is not in the mapping"]
+    assert ctx.source_total == Decimal("84.50") and ctx.quarantined_total == Decimal("5.00")
+
+
+def test_category_words_need_their_column_and_mean_one_category(tmp_path):
+    mapping = credits_mapping()
+    del mapping["columns"]["charge_category"]
+    with pytest.raises(MappingError, match="charge_categories: the words need a column"):
+        validate_mapping(mapping, "m.yaml")
+    mapping = credits_mapping()
+    mapping["charge_categories"]["usage"].append("VAT")
+    with pytest.raises(MappingError, match="'vat' is also a word for|'VAT' is also a word for"):
+        validate_mapping(mapping, "m.yaml")
+
+
+def test_a_users_mapping_naming_more_of_the_header_wins_over_the_bundled_one(tmp_path, user_mappings):
+    """The bundled generic mapping's columns are all in this invoice's header, and so are the user's
+    mapping's, which also names the Type column: the file is the user's (before, the first listed,
+    the bundled one, took it and quarantined its credit)."""
+    mapping = {**credits_mapping(), "name": "nimbus", "provider": "Nimbus GPU"}
+    mapping["required"] = [*mapping["required"], "charge_category"]
+    (user_mappings / "nimbus.yaml").write_text(yaml.safe_dump(mapping), encoding="utf-8")
+    path = tmp_path / "invoice.csv"
+    path.write_text(WITH_CREDITS, encoding="utf-8")
+    detection = detect(path)
+    assert detection.connector.name == "nimbus"
+    assert detection.reason == "recognised by nimbus (also matched: gpu_rental_generic)"
+    # An invoice without the Type column is not the user's mapping's: the generic one reads it.
+    plain = tmp_path / "plain.csv"
+    plain.write_text(GENERIC, encoding="utf-8")
+    assert detect(plain).connector.name == "gpu_rental_generic"
+
+
+def test_a_credit_and_a_tax_reach_the_warehouse_conformant_and_money_is_conserved(tmp_path, user_mappings, monkeypatch):
+    from tests.conftest import run_pipeline
+
+    (user_mappings / "nimbus.yaml").write_text(yaml.safe_dump({**credits_mapping(), "name": "nimbus"}), encoding="utf-8")
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "invoice.csv").write_text(WITH_CREDITS, encoding="utf-8")
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="EUR")
+    assert outcome.success and not outcome.failed_checks and not outcome.warned_checks, (outcome.failed_checks, outcome.warned_checks)
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        lines = dict(fetch_all(conn, "SELECT ChargeCategory, sum(BilledCost) FROM core.cost_lines GROUP BY ALL"))
+        assert lines == {"Usage": Decimal("220.00"), "Credit": Decimal("-150.00"), "Tax": Decimal("9.50")}
+        # Every cent reaches a phase: the attribution conserves the credit and the tax too.
+        assert fetch_all(conn, "SELECT sum(amount_billing) FROM marts.cost_attribution") == [(Decimal("79.50"),)]
+        assert fetch_all(conn, "SELECT reason FROM raw.quarantine") == [("charge category 'rebate?' is not in the mapping",)]
+    finally:
+        conn.close()
