@@ -137,11 +137,12 @@ def test_every_day_phases_add_up_to_the_cost_lines_per_currency(fixture_run):
 
 def test_gpu_minutes_keep_missing_apart_from_zero(fixture_run):
     _, conn = fixture_run
-    minutes = fetch_all(conn, "SELECT strftime(minute, '%H:%M'), samples, busy_samples, busy_fraction FROM core.gpu_minutes "
+    minutes = fetch_all(conn, "SELECT strftime(minute, '%H:%M'), samples, busy_samples, busy_fraction, coverage FROM core.gpu_minutes "
                               "WHERE gpu_key = 'gpu-x/GPU-x0' ORDER BY minute")
-    # 00:02 had a sample without utilization: NULL busy, not zero. 00:03 (200 %) was quarantined, so
+    # 00:02 had a sample without utilization: NULL busy, not zero, and no part of the minute covered by
+    # a busy signal (it was 1.0: least(1.0, NULL) skips the NULL). 00:03 (200 %) was quarantined, so
     # that minute has no row at all.
-    assert minutes == [("00:00", 2, 2, 0.8), ("00:01", 2, 2, 0.6), ("00:02", 1, 0, None)]
+    assert minutes == [("00:00", 2, 2, 0.8, 1.0), ("00:01", 2, 2, 0.6, 1.0), ("00:02", 1, 0, None, 0.0)]
     assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine WHERE reason LIKE 'utilization out of 0–100%'") == [(2,)]
 
 

@@ -160,7 +160,9 @@ per_minute AS (
         coalesce(arg_min(samples, kind_no) FILTER (WHERE kind_no IS NOT NULL), 0) AS busy_samples,
         min(kind_no) AS kind_no,
         arg_min(busy_fraction, kind_no) FILTER (WHERE kind_no IS NOT NULL) AS busy_fraction,
-        coalesce(least(1.0, arg_min(covered_us, kind_no) FILTER (WHERE kind_no IS NOT NULL) / 60000000.0), 0) AS coverage,
+        -- A minute with no busy signal (memory or power only, utilization [N/A]) covers nothing: least()
+        -- skips a NULL, so the NULL is made 0 first (least(1.0, NULL) is 1.0 on DuckDB and Spark alike).
+        least(1.0, coalesce(arg_min(covered_us, kind_no) FILTER (WHERE kind_no IS NOT NULL) / 60000000.0, 0)) AS coverage,
         sum(mem_weighted) / sum(mem_us) AS mem_used_mib, max(mem_used_mib_max) AS mem_used_mib_max,
         sum(power_weighted) / sum(power_us) AS power_w
     FROM per_kind
