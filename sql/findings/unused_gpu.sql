@@ -13,7 +13,8 @@
 --                     UTC month (the run's length is judged whole), so each month's leaks hold that
 --                     month's hours.
 --   no_telemetry      a GPU usage charge whose host reported no telemetry at all in its period, at
---                     what was paid for it (net of its hours' credits and negations, as priced below).
+--                     what was paid for it (net of its hours' credits and negations, as priced below),
+--                     less the share of its GPU-hours workloads held (their phases have those).
 --   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
 --                     capacity reservation went unused; other commitments are findings.unused_commitment.
 -- Priced at what the host's GPU-hours were paid (marts.gpu_hour_prices: net of credits and negations,
@@ -113,7 +114,7 @@ charge_costs AS (
     GROUP BY p.x_ChargeId
 ),
 dark_charges AS (
-    SELECT p.x_ChargeId, p.host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
+    SELECT p.x_ChargeId, p.host, p.resource_host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
            c.ChargePeriodStart AS period_start, c.ChargePeriodEnd AS period_end, c.BillingCurrency AS currency,
            from_units(to_units(c.EffectiveCost) + p.adjustment_units) AS EffectiveCost
     FROM charge_costs AS p
@@ -126,13 +127,42 @@ dark_charges AS (
           AND greatest(s.span_start, utc_minute_ceil(c.ChargePeriodStart)) < least(s.span_end, c.ChargePeriodEnd)
     )
 ),
+dark_held AS (
+    -- GPU-seconds workloads held on a dark charge's host in its period (as marts.cost_attribution
+    -- counts them, each rounded to whole seconds), at most what was paid: those hours went to the
+    -- workloads' phases, so only the rest is a leak.
+    SELECT d.x_ChargeId, d.gpu_count * datediff('second', d.period_start, d.period_end) AS paid_gpu_seconds,
+           least(d.gpu_count * datediff('second', d.period_start, d.period_end),
+                 coalesce(sum(CAST(round(workload_cards(w.gpu_cards, w.gpu_count)
+                                         * datediff('second', greatest(w.started_at, d.period_start),
+                                                    least(coalesce(w.ended_at, d.period_end), d.period_end))) AS BIGINT)), 0))
+               AS held_gpu_seconds
+    FROM dark_charges AS d
+    LEFT JOIN core.workloads AS w
+      ON (w.host IN (d.host, d.resource_host) OR w.resource_id = d.resource_id)
+     AND w.started_at < d.period_end AND coalesce(w.ended_at, d.period_end) > d.period_start
+    GROUP BY d.x_ChargeId, d.gpu_count, d.period_start, d.period_end
+),
 no_telemetry AS (
-    SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(resource_id, host) AS resource, host, period_start, period_end,
-           EffectiveCost AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, currency, 'charge' AS price_source,
-           json_object('gpus', gpu_count, 'gpu_model', gpu_model, 'charge_id', x_ChargeId) AS evidence,
-           printf('%s was paid for (%d GPUs) but reported no telemetry at all: an orphaned instance, or a host whose '
-                  || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(resource_id, host), gpu_count) AS recommendation
-    FROM dark_charges
+    SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(d.resource_id, d.host) AS resource, d.host, d.period_start, d.period_end,
+           CASE WHEN h.held_gpu_seconds = 0 OR coalesce(h.paid_gpu_seconds, 0) <= 0 THEN d.EffectiveCost
+                ELSE from_units(to_units(d.EffectiveCost) * (h.paid_gpu_seconds - h.held_gpu_seconds) // h.paid_gpu_seconds) END
+               AS wasted_cost,
+           CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, d.currency, 'charge' AS price_source,
+           json_object('gpus', d.gpu_count, 'gpu_model', d.gpu_model, 'charge_id', d.x_ChargeId,
+                       'held_gpu_hours', round(h.held_gpu_seconds / 3600, 2)) AS evidence,
+           CASE WHEN h.held_gpu_seconds = 0 OR coalesce(h.paid_gpu_seconds, 0) <= 0 THEN
+               printf('%s was paid for (%d GPUs) but reported no telemetry at all: an orphaned instance, or a host whose '
+                      || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(d.resource_id, d.host), d.gpu_count)
+           ELSE
+               printf('%s was paid for (%d GPUs) and reported no telemetry; workloads held %.1f of its %.1f GPU-hours, '
+                      || 'and this is the rest, which nothing known ran on. Check its monitoring, and release it between jobs.',
+                      coalesce(d.resource_id, d.host), d.gpu_count, h.held_gpu_seconds / 3600, h.paid_gpu_seconds / 3600)
+           END AS recommendation
+    FROM dark_charges AS d
+    JOIN dark_held AS h USING (x_ChargeId)
+    -- Held the whole period: no leak (the attribution gave it all to the workloads' phases).
+    WHERE h.paid_gpu_seconds IS NULL OR h.paid_gpu_seconds <= 0 OR h.held_gpu_seconds < h.paid_gpu_seconds
 ),
 unused_commitments AS (
     SELECT 'unused_gpu' AS kind, 'unused_commitment' AS subkind,
