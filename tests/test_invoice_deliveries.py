@@ -64,3 +64,24 @@ def test_a_re_sent_invoice_replaces_its_own_lines_and_a_month_without_invoice_id
     assert by_invoice == {"INV-45": Decimal("470.40"), "INV-46": Decimal("435.20"), "(none)": Decimal("120.00")}
     assert status == {"week45.csv": "loaded", "week46.csv": "superseded", "week46-corrected.csv": "loaded",
                       "october-first.csv": "superseded", "october-again.csv": "loaded"}
+
+
+def test_a_run_names_the_plain_upload_another_one_replaced(tmp_path, monkeypatch):
+    """Two files of one month without invoice ids (or a CUR's parts synced without manifest or
+    layout) replace each other by the ledger's rule; the run says which no longer counts, and why."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "first-half.csv").write_text(invoice("", 1, ["100.00"]))
+    run = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    first = CliRunner().invoke(app, run, terminal_width=400)
+    assert first.exit_code == 0 and "superseded" not in first.output, first.output[-2000:]
+    (landing / "second-half.csv").write_text(invoice("", 16, ["120.00"]))
+    second = CliRunner().invoke(app, run, terminal_width=400)
+    assert second.exit_code == 0, second.output[-2000:]
+    assert ("superseded: first-half.csv — its lines no longer count: second-half.csv replaced it (plain uploads of one "
+            "provider, billing account and month replace each other") in second.output, second.output[-2000:]

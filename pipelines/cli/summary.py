@@ -108,11 +108,22 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
             return []
         first_reason = ("(SELECT min(q.reason) FROM raw.quarantine AS q WHERE q.x_SourceFile = f.path "
                         "AND q.x_SourceSha256 = f.sha256)" if table_exists(conn, "raw.quarantine") else "NULL")
+        # Also a plain upload that a file of this run superseded (or that this run read superseded):
+        # replacing a month is the rule for plain uploads, and two parts of one month synced without
+        # their manifest or layout look the same, so the run names what no longer counts.
         return fetch_dicts(conn, f"""
-            SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason
+            SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason,
+                   CASE WHEN status = 'superseded' THEN
+                       (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM raw.files AS g
+                        WHERE g.kind = 'billing' AND g.status = 'loaded' AND contains(f.delivery_note, g.delivery_id)) END
+                       AS superseded_by
             FROM raw.files AS f
-            WHERE ingested_at >= ? AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %')
-            ORDER BY path""", [since])
+            WHERE (ingested_at >= $since AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %'))
+               OR (kind = 'billing' AND status = 'superseded' AND delivery_id LIKE 'file:%'
+                   AND EXISTS (SELECT 1 FROM raw.files AS g
+                               WHERE g.kind = 'billing' AND g.delivery_id LIKE 'file:%' AND contains(f.delivery_note, g.delivery_id)
+                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
+            ORDER BY path""", {"since": since})
     finally:
         conn.close()
 
@@ -146,6 +157,12 @@ def run_notices(files: list[dict]) -> list[dict]:
     with empty columns). Without them a loaded file's damage was only in raw.files and raw.quarantine."""
     notices = []
     for r in files:
+        if r["status"] == "superseded" and r.get("superseded_by"):
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: {r['superseded_by']} replaced it (plain uploads of one provider, billing "
+                "account and month replace each other; a GPU cloud's, each invoice). If they are parts of one month, load "
+                "them with the export's manifest or folder layout, or map an invoice id (README: The ledger)")})
+            continue
         if r["status"] != "loaded" or _wholly_quarantined(r):
             continue
         if n := r["rows_quarantined"]:
@@ -162,7 +179,7 @@ def print_notices(console: Console, notices: list[dict]) -> None:
     for n in notices:
         console.print(Text.assemble((n["notice"], "yellow"), f": {for_terminal(n['path'])} — {for_terminal(n['reason'])}"),
                       highlight=False, soft_wrap=True)
-    if notices:
+    if any(n["notice"] != "superseded" for n in notices):
         console.print(Text("rows set aside: SELECT x_SourceFile, x_SourceRow, reason FROM raw.quarantine; "
                            "warnings: SELECT path, detail FROM raw.files", style="yellow"), highlight=False, soft_wrap=True)
 
