@@ -96,6 +96,15 @@ def invalid_mapping_errors() -> list[dict]:
     return [{"file": m.error.source, "error": m.error.message} for m in invalid_mappings(all_connectors())]
 
 
+# The loaded billing files whose delivery replaced another's slice (the ledger's raw.delivery_slices):
+# `superseded` is the delivery replaced.
+WINNERS = """
+SELECT s.delivery_id AS superseded, g.path, g.delivery_id, g.ingested_at
+FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner
+WHERE NOT s.counts AND g.kind = 'billing' AND g.status = 'loaded'
+"""
+
+
 def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
     """The files this run read (ingested at or after `since`) that have something to say: failed,
     every row or some rows quarantined, or loaded with a connector's warning; each with its first
@@ -114,14 +123,13 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
         return fetch_dicts(conn, f"""
             SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason,
                    CASE WHEN status = 'superseded' THEN
-                       (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM raw.files AS g
-                        WHERE g.kind = 'billing' AND g.status = 'loaded' AND contains(f.delivery_note, g.delivery_id)) END
-                       AS superseded_by
+                       (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM ({WINNERS}) AS g
+                        WHERE g.superseded = f.delivery_id) END AS superseded_by
             FROM raw.files AS f
             WHERE (ingested_at >= $since AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %'))
                OR (kind = 'billing' AND status = 'superseded' AND delivery_id LIKE 'file:%'
-                   AND EXISTS (SELECT 1 FROM raw.files AS g
-                               WHERE g.kind = 'billing' AND g.delivery_id LIKE 'file:%' AND contains(f.delivery_note, g.delivery_id)
+                   AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
+                               WHERE g.superseded = f.delivery_id AND g.delivery_id LIKE 'file:%'
                                  AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
             ORDER BY path""", {"since": since})
     finally:
