@@ -158,6 +158,28 @@ CREATE OR REPLACE MACRO price_times(quantity, price) AS
 CREATE OR REPLACE MACRO pays_for_gpu_hours(category, charge_class, effective_cost, billed_cost, commitment_status, reservation_status) AS
     category = 'Usage' AND charge_class IS DISTINCT FROM 'Correction' AND effective_cost >= 0 AND billed_cost >= 0
     AND coalesce(commitment_status, '') <> 'Unused' AND coalesce(reservation_status, '') <> 'Unused';
+-- Seconds in one unit of a time quantity: 'Hours', 'Hrs', 'hour', 'GPU-Hours', OCI's 'GPU Per Hour',
+-- 'seconds', 'Minutes', 'Days', Azure's '10 Hours' (a count of units: a quantity of 0.5 is 5 hours).
+-- NULL for any other unit: it says nothing about how long a resource ran.
+CREATE OR REPLACE MACRO time_unit_seconds(unit) AS
+    CASE regexp_replace(lower(regexp_replace(coalesce(unit, ''), '^\s*[0-9]+(\.[0-9]+)?\s*', '')), '\bgpus?\b|\bper\b|[\s/-]', '', 'g')
+        WHEN 'hour' THEN 3600 WHEN 'hours' THEN 3600 WHEN 'hr' THEN 3600 WHEN 'hrs' THEN 3600 WHEN 'h' THEN 3600
+        WHEN 'second' THEN 1 WHEN 'seconds' THEN 1 WHEN 'sec' THEN 1 WHEN 'secs' THEN 1 WHEN 's' THEN 1
+        WHEN 'minute' THEN 60 WHEN 'minutes' THEN 60 WHEN 'min' THEN 60 WHEN 'mins' THEN 60
+        WHEN 'day' THEN 86400 WHEN 'days' THEN 86400
+    END * coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1);
+-- The GPU-seconds a GPU charge paid for: its GPUs over its charge period, or fewer where its consumed
+-- quantity says the resource ran less of it (a CUR hour of an instance that ran 0.684 h of it: 2,462
+-- GPU-seconds of a 1-GPU instance, not 3,600). The quantity is GPU time when its unit names GPUs
+-- ('GPU-Hours'), else the resource's time, times its GPUs. A quantity that is missing, zero, negative
+-- or in no time unit says nothing, and never more than the period is paid for (a line of several
+-- instances without a resource id counts as the one its GPU count names, as it always did).
+CREATE OR REPLACE MACRO paid_gpu_seconds(gpu_count, period_start, period_end, quantity, unit) AS
+    least(gpu_count * datediff('second', period_start, period_end),
+          CASE WHEN quantity > 0 AND time_unit_seconds(unit) IS NOT NULL
+               THEN greatest(1, CAST(round(quantity * time_unit_seconds(unit)
+                               * CASE WHEN regexp_matches(coalesce(unit, ''), '(?i)\bgpus?\b') THEN 1 ELSE gpu_count END) AS BIGINT))
+          END);
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));

@@ -116,6 +116,8 @@ charge_costs AS (
 dark_charges AS (
     SELECT p.x_ChargeId, p.host, p.resource_host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
            c.ChargePeriodStart AS period_start, c.ChargePeriodEnd AS period_end, c.BillingCurrency AS currency,
+           paid_gpu_seconds(c.x_GpuCount, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit)
+               AS paid_gpu_seconds,
            from_units(to_units(c.EffectiveCost) + p.adjustment_units) AS EffectiveCost
     FROM charge_costs AS p
     JOIN core.cost_lines AS c USING (x_ChargeId)
@@ -131,8 +133,8 @@ dark_held AS (
     -- GPU-seconds workloads held on a dark charge's host in its period (as marts.cost_attribution
     -- counts them, each rounded to whole seconds), at most what was paid: those hours went to the
     -- workloads' phases, so only the rest is a leak.
-    SELECT d.x_ChargeId, d.gpu_count * datediff('second', d.period_start, d.period_end) AS paid_gpu_seconds,
-           least(d.gpu_count * datediff('second', d.period_start, d.period_end),
+    SELECT d.x_ChargeId, d.paid_gpu_seconds,
+           least(d.paid_gpu_seconds,
                  coalesce(sum(CAST(round(workload_cards(w.gpu_cards, w.gpu_count)
                                          * datediff('second', greatest(w.started_at, d.period_start),
                                                     least(coalesce(w.ended_at, d.period_end), d.period_end))) AS BIGINT)), 0))
@@ -141,7 +143,7 @@ dark_held AS (
     LEFT JOIN core.workloads AS w
       ON (w.host IN (d.host, d.resource_host) OR w.resource_id = d.resource_id)
      AND w.started_at < d.period_end AND coalesce(w.ended_at, d.period_end) > d.period_start
-    GROUP BY d.x_ChargeId, d.gpu_count, d.period_start, d.period_end
+    GROUP BY d.x_ChargeId, d.paid_gpu_seconds
 ),
 no_telemetry AS (
     SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(d.resource_id, d.host) AS resource, d.host, d.period_start, d.period_end,

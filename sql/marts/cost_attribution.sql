@@ -6,6 +6,8 @@
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
 --      by GPU-seconds held (in cards: a MIG instance as its share of the card)    → 'workload_overlap'
+--      of the GPU-seconds paid (paid_gpu_seconds: the GPUs over the period, or the
+--      part of it the line's ConsumedQuantity says they ran)
 --      paid GPU-seconds nobody held while telemetry shows the host's GPUs busy
 --      (at or over $idle_busy_threshold, beyond the GPUs workloads held that
 --      minute) go to 'unattributed', never 'idle'                                  → 'busy_telemetry'
@@ -34,6 +36,8 @@ WITH charges AS (
         EffectiveCost,
         x_EffectiveCostReporting,
         coalesce(x_GpuCount, 0) AS gpu_count,
+        ConsumedQuantity,
+        ConsumedUnit,
         -- A credit or negation of a GPU charge is split like the charge, but pays for no GPU-hours of its own.
         pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
                            CapacityReservationStatus) AS pays_for_gpu_hours,
@@ -54,7 +58,8 @@ WITH charges AS (
 classified AS (
     SELECT *,
         CASE WHEN tag_value IN ('pretraining', 'finetuning', 'inference') THEN tag_value END AS tag_phase,
-        gpu_count * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS paid_gpu_seconds
+        -- Its GPUs over the charge period, or the part of it the consumed quantity says they ran.
+        paid_gpu_seconds(gpu_count, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS paid_gpu_seconds
     FROM charges
 ),
 charge_workloads AS (

@@ -19,7 +19,10 @@ WITH lines AS (
            ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
            pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
                               CapacityReservationStatus) AS usage_charge,
-           to_units(EffectiveCost) * 3600 // datediff('second', ChargePeriodStart, ChargePeriodEnd) AS units_per_hour
+           -- Per hour the resource ran: a CUR hour an instance ran 0.684 h of costs 0.684 of its hourly
+           -- price, which its running minutes cost at the full price (paid_gpu_seconds ÷ its GPUs).
+           to_units(EffectiveCost) * 3600 * x_GpuCount
+               // paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS units_per_hour
     FROM core.cost_lines
     WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
       AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction'

@@ -73,8 +73,11 @@ busy AS (
 ),
 paid AS (
     SELECT h.hour, coalesce(c.x_GpuModel, 'unknown') AS gpu_model,
-           sum(c.x_GpuCount * datediff('second', greatest(c.ChargePeriodStart, h.hour),
-               least(c.ChargePeriodEnd, h.hour + INTERVAL 1 HOUR))) / 3600.0 AS gpus_paid
+           -- The charge's paid GPU-seconds (paid_gpu_seconds: fewer than its GPUs over the period
+           -- where it ran part of it) spread evenly over the hours of its period, in whole seconds.
+           sum(paid_gpu_seconds(c.x_GpuCount, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit)
+               * datediff('second', greatest(c.ChargePeriodStart, h.hour), least(c.ChargePeriodEnd, h.hour + INTERVAL 1 HOUR))
+               // nullif(datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), 0)) / 3600.0 AS gpus_paid
     FROM hours AS h
     JOIN core.cost_lines AS c
       ON c.ChargePeriodStart < h.hour + INTERVAL 1 HOUR AND c.ChargePeriodEnd > h.hour AND coalesce(c.x_GpuCount, 0) > 0

@@ -1,0 +1,119 @@
+"""A GPU charge pays for the GPU-hours its consumed quantity says ran, not always its whole period.
+
+A CUR bills an instance by the hour, and an hour it ran 41 minutes of is a line of that hour with
+ConsumedQuantity 0.684 Hrs and 0.684 of the hourly price. Counting the whole hour as paid booked the
+19 minutes it did not run as idle GPUs (in marts.cost_attribution, the dark-charge finding and the
+report's paid GPU-hours) and priced its GPU-hour at 0.684 of the rate.
+
+Charges (USD, FOCUS columns, no telemetry anywhere):
+- gpu-half: 8 H100s, 10:00-11:00, ran 0.5 Hours, 49.00; a pre-training job held all 8 from 10:00 to
+  10:30: all 49.00 is pre-training, nothing idle (before: 24.50 idle).
+- gpu-quarter: 1 GPU, 10:00-11:00, ran 0.25 Hours, 0.50, nobody held it: 0.50 idle over 0.25 GPU-hours.
+- gpu-day: a GPU cloud's day of 8 GPUs billed as 192 GPU-Hours, 192.00, a fine-tuning job held all 8
+  for 12 hours: half fine-tuning, half idle, as before (the quantity names the GPU-hours themselves).
+- gpu-units: 1 GPU, a day billed in Azure's '10 Hours' blocks, 1.2 of them (12 hours), 24.00, nobody
+  held it: 24.00 idle over 12 GPU-hours.
+"""
+
+from decimal import Decimal
+
+import duckdb
+import pytest
+
+from pipelines.warehouse.connection import connect, fetch_all
+from tests.conftest import run_pipeline
+
+SQL_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent / "sql"
+
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+          "ServiceName,ServiceCategory,ResourceId,ResourceName,ConsumedQuantity,ConsumedUnit,x_GpuModel,x_GpuCount\n")
+CHARGES = HEADER + (
+    "49.00,49.00,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-half,gpu-half,0.5,Hours,H100,8\n"
+    "0.50,0.50,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-quarter,gpu-quarter,0.25,Hours,H100,1\n"
+    "192.00,192.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-day,gpu-day,192,GPU-Hours,H100,8\n"
+    "24.00,24.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,Microsoft,VM,Compute,vm-units,gpu-units,1.2,10 Hours,H100,1\n")
+WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
+pt-1,pretraining,gpu-half,8,2026-09-01T10:00:00Z,2026-09-01T10:30:00Z
+ft-1,finetuning,gpu-day,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
+"""
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    root = tmp_path_factory.mktemp("consumed")
+    landing = root / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(CHARGES)
+    (landing / "jobs.csv").write_text(WORKLOADS)
+    assert run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD").success
+    return root / "wh.duckdb"
+
+
+def query(warehouse, sql):
+    conn = connect(warehouse, read_only=True)
+    try:
+        return fetch_all(conn, sql)
+    finally:
+        conn.close()
+
+
+def test_a_charge_splits_the_gpu_hours_it_ran_not_its_whole_period(warehouse):
+    parts = query(warehouse, """SELECT c.ResourceName, a.phase, a.amount_billing, a.gpu_seconds, a.total_weight
+                                FROM marts.cost_attribution AS a JOIN core.cost_lines AS c USING (x_ChargeId)
+                                ORDER BY 1, 2""")
+    assert parts == [
+        ("gpu-day", "finetuning", Decimal("96.00"), 345600, 691200),
+        ("gpu-day", "idle", Decimal("96.00"), 345600, 691200),
+        ("gpu-half", "pretraining", Decimal("49.00"), 14400, 14400),
+        ("gpu-quarter", "idle", Decimal("0.50"), 900, 900),
+        ("gpu-units", "idle", Decimal("24.00"), 43200, 43200),
+    ]
+
+
+def test_a_gpu_hour_is_priced_at_what_its_running_time_cost(warehouse):
+    prices = dict(query(warehouse, "SELECT host, price_per_gpu_hour FROM marts.gpu_hour_prices"))
+    assert prices == {"gpu-half": Decimal("12.25"), "gpu-quarter": Decimal("2.00"),
+                      "gpu-day": Decimal("1.00"), "gpu-units": Decimal("2.00")}
+
+
+def test_a_dark_charge_held_for_all_it_ran_is_no_leak(warehouse):
+    found = query(warehouse, """SELECT host, wasted_cost FROM findings.unused_gpu
+                                WHERE subkind = 'no_telemetry' ORDER BY host""")
+    # gpu-half ran 30 minutes and its job held all of them; gpu-day's idle half is the attribution's.
+    assert found == [("gpu-day", Decimal("96.00")), ("gpu-quarter", Decimal("0.50")), ("gpu-units", Decimal("24.00"))]
+
+
+def test_paid_gpu_hours_by_the_hour_follow_what_ran(warehouse):
+    paid = dict(query(warehouse, """SELECT hour, sum(DISTINCT gpus_paid) FROM marts.gpu_hours_profile
+                                    WHERE hour = TIMESTAMPTZ '2026-09-01 10:00:00+00' GROUP BY hour"""))
+    # gpu-half's 4 GPU-hours, gpu-quarter's 0.25, gpu-day's 8 and gpu-units' 0.5 in that hour.
+    assert list(paid.values()) == [pytest.approx(12.75)]
+
+
+@pytest.mark.parametrize(("unit", "seconds"), [
+    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 36000), ("100 Hours", 360000),
+    ("GPU-Hours", 3600), ("GPU Per Hour", 3600), ("seconds", 1), ("Minutes", 60), ("Days", 86400),
+    ("GB", None), ("Instance-Hours", None), ("OCPU Per Hour", None), (None, None),
+])
+def test_time_units_in_seconds(unit, seconds):
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    got = conn.execute("SELECT time_unit_seconds(?)", [unit]).fetchone()[0]
+    assert (None if got is None else int(got)) == seconds
+
+
+@pytest.mark.parametrize(("gpus", "quantity", "unit", "paid"), [
+    (8, "0.684", "Hrs", 19699),          # 8 GPUs for 0.684 h
+    (8, "6", "GPU-Hours", 21600),        # the quantity counts GPU-hours already
+    (8, "3", "Hours", 28800),            # three instances on one line: never more than the period
+    (8, None, "Hours", 28800),           # no quantity: the whole period
+    (8, "0", "Hours", 28800),            # nothing consumed says nothing: the whole period, as before
+    (8, "0.5", "GB", 28800),             # not a time: the whole period
+    (1, "0.00001", "Hours", 1),          # a trace of a second is one, never a zero to divide by
+])
+def test_paid_gpu_seconds(gpus, quantity, unit, paid):
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    got = conn.execute("""SELECT paid_gpu_seconds(?, TIMESTAMPTZ '2026-09-01 10:00:00+00', TIMESTAMPTZ '2026-09-01 11:00:00+00',
+                                                   CAST(? AS DECIMAL(28, 10)), ?)""", [gpus, quantity, unit]).fetchone()[0]
+    assert got == paid
