@@ -119,6 +119,16 @@ def test_rebuilding_a_past_days_report_from_the_cli(demo_run, tmp_path):
     assert [a["state"] for a in today["anomalies"] if a["service"] == "AWS Data Transfer" and a["metric"] == "cost"
             and a["first_day"] == "2026-09-26"] in ([], ["resolved (back to normal)"])
     assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10" in "\n".join(today["headline"]["lines"])
+    assert "newest charges" not in "\n".join(today["headline"]["lines"])
+    # A report of a day past the bills (an old export run today) says where they end and how to see it.
+    result = CliRunner().invoke(app, ["report", "--date", "2026-12-05", "--warehouse", str(demo_run.out / "warehouse.duckdb"),
+                                      "--out", str(tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    late = json.loads((tmp_path / "2026-12-05" / "report.json").read_text())
+    assert late["last_billed_day"] == "2026-10-10"
+    assert late["headline"]["lines"][0] == (
+        "Cost on 2026-12-03: no charges billed for it (yet); the newest charges are for 2026-10-10 "
+        "(that day's report: finops report --date 2026-10-12, or finops run --as-of 2026-10-12)")
 
 
 # -- restatement --------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import html
 import json
 import re
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
-from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
+from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, table_exists
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
@@ -61,6 +61,9 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
             SELECT provider, service_name, phase, billing_currency, sum(cost_billing) AS cost_billing,
                    reporting_currency, sum(cost_reporting) AS cost_reporting
             FROM marts.daily_cost WHERE day = ? GROUP BY ALL ORDER BY cost_reporting DESC NULLS LAST""", [day]),
+        # The newest day anything was billed for: a report of a day past it says where the bills end.
+        "last_billed_day": fetch_value(conn, "SELECT CAST(max(day) AS VARCHAR) FROM marts.daily_cost"),
+        "lag_days": options.lag_days,
         "daily_by_phase": fetch_dicts(conn, """
             SELECT day, phase, sum(cost_reporting) AS cost FROM marts.daily_cost
             WHERE day BETWEEN ? AND ? GROUP BY ALL ORDER BY day, phase""", [window.first_day, day]),
@@ -358,6 +361,17 @@ def largest_leak(finding: dict) -> str:
             f"{money(finding[f'{which}_cost_reporting'], finding['reporting_currency'])} {which}{billed}")
 
 
+def bills_end_hint(data: dict) -> str:
+    """Where the bills end, when the scored day is past them: a report of an old export run today
+    would otherwise show a page of zeros with no word of the dates it does cover."""
+    last = data.get("last_billed_day")
+    if not last or last >= data["scored_day"]:
+        return ""
+    report_date = date.fromisoformat(last) + timedelta(days=data.get("lag_days", 2))
+    return (f"; the newest charges are for {last} (that day's report: finops report --date {report_date.isoformat()}, "
+            f"or finops run --as-of {report_date.isoformat()})")
+
+
 def headline(data: dict) -> tuple[str, list[str]]:
     """The report in a few lines, for the top of the page and for chat."""
     day = data["scored_day"]
@@ -367,7 +381,8 @@ def headline(data: dict) -> tuple[str, list[str]]:
     open_ = [a for a in data["anomalies"] if a["status"] == "open" and not a["new"]]
     resolved = [a for a in data["anomalies"] if a["status"] == "resolved"]
     restated = sum(1 for a in resolved if a["resolution"] == "restated")
-    lines = [f"Cost on {day}: {money(total, currency)}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)",
+    lines = [f"Cost on {day}: {money(total, currency)}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)"
+             + bills_end_hint(data),
              f"{len(alerts)} new anomal{'y' if len(alerts) == 1 else 'ies'}, {len(open_)} ongoing, "
              f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated bills)" if restated else "")]
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
