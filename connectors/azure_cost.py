@@ -29,7 +29,7 @@ import pyarrow as pa
 from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.kit import Connector, ReadContext
 from models.currencies import ISO4217
-from models.gpus import AZURE_METER_SIZE, instance_gpus_expr
+from models.gpus import AZURE_METER_SIZE, GPU_STRUCT, instance_gpus_expr
 
 SERVICES = Path(__file__).resolve().parent.parent / "models" / "data" / "azure_services.csv"
 
@@ -148,6 +148,12 @@ def dataset_of(path: Path, source_file: str) -> str:
     return "amortized" if "amortized" in name else "actual"
 
 
+def billing_period_day(src: str, get, fields: dict) -> pl.Expr:
+    """A billing period date column as a UTC timestamp: MM/DD/YYYY or ISO."""
+    return pl.coalesce(get(src).str.to_datetime("%m/%d/%Y", strict=False, time_unit="us", time_zone="UTC"),
+                       parse_utc(fields[src], "UTC") if src in fields else pl.lit(None, dtype=pl.Datetime("us", "UTC")))
+
+
 class AzureCostConnector(Connector):
     name = "azure_cost"
     kind = "billing"
@@ -206,7 +212,10 @@ class AzureCostConnector(Connector):
                                   get("meter_subcategory").str.extract(r"(Standard_[A-Za-z0-9_]+)"),
                                   # else the meter name: "ND96amsr A100 v4" → Standard_ND96amsr_A100_v4
                                   pl.concat_str(pl.lit("Standard_"), get("meter").str.extract(AZURE_METER_SIZE, 1).str.replace_all(" ", "_")))
-            gpus = instance_gpus_expr(vm_size)
+            # With none of the columns that name a VM size, there is nothing to look up (a lookup of a
+            # literal would not broadcast to the frame's height).
+            gpus = instance_gpus_expr(vm_size) if {"additional_info", "meter_subcategory", "meter"} & fields.keys() \
+                else pl.lit(None, dtype=GPU_STRUCT)
             tags = get("tags")
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
@@ -226,9 +235,13 @@ class AzureCostConnector(Connector):
                 pl.when(committed | unused).then(pl.lit("Committed")).when(get("pricing_model") == "Spot").then(pl.lit("Dynamic"))
                   .when(charge_type == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
                 pl.col("__day").alias("ChargePeriodStart"), pl.col("__day").dt.offset_by("1d").alias("ChargePeriodEnd"),
-                *((pl.coalesce(get(src).str.to_datetime("%m/%d/%Y", strict=False, time_unit="us", time_zone="UTC"),
-                               parse_utc(fields[src], "UTC") if src in fields else pl.lit(None, dtype=pl.Datetime("us", "UTC")))
-                   .alias(dst)) for src, dst in (("period_start", "BillingPeriodStart"), ("period_end", "BillingPeriodEnd"))),
+                billing_period_day("period_start", get, fields).alias("BillingPeriodStart"),
+                # Cost details name the period's last day (09/30/2023); FOCUS's end is exclusive: the next
+                # day, where that day begins a month (an end already exclusive, 10/01/2023, is kept).
+                pl.when((billing_period_day("period_end", get, fields).dt.offset_by("1d").dt.day() == 1)
+                        & (billing_period_day("period_end", get, fields).dt.time() == pl.time(0)))
+                  .then(billing_period_day("period_end", get, fields).dt.offset_by("1d"))
+                  .otherwise(billing_period_day("period_end", get, fields)).alias("BillingPeriodEnd"),
                 pl.coalesce(get("billing_account"), get("subscription")).alias("BillingAccountId"),
                 get("billing_account_name").alias("BillingAccountName"),
                 get("subscription").alias("SubAccountId"), get("subscription_name").alias("SubAccountName"),

@@ -98,3 +98,29 @@ def test_each_export_says_its_dataset_and_ten_charges_pair_by_key():
     plan = [r for r in amortized.to_pylist() if r["CommitmentDiscountType"] == "Savings Plan"]
     assert [(r["CommitmentDiscountCategory"], r["CommitmentDiscountStatus"], r["BilledCost"]) for r in plan] == [("Spend", "Used", Decimal("0"))]
     assert plan[0]["CommitmentDiscountId"].lower().startswith("/providers/microsoft.billingbenefits/savingsplanorders/")
+
+
+def test_the_billing_period_ends_where_focus_says_it_does():
+    """Cost details name the period's last day (BillingPeriodEndDate 09/30/2023); FOCUS's
+    BillingPeriodEnd is exclusive, the first instant after it. An end already exclusive is kept."""
+    from datetime import datetime, timezone
+
+    for name, start, end in (("billing/azure_ea_actual_cost_finopstoolkit.csv", datetime(2023, 9, 1), datetime(2023, 10, 1)),
+                             ("billing/azure_ea_actual_cost_focusconverters_fixture.csv", datetime(2023, 9, 1), datetime(2023, 10, 1)),
+                             ("billing/azure_export_header_variants_opencost/Enterprise.csv", datetime(2021, 5, 1), datetime(2021, 6, 1))):
+        table, _ = read_all(sample(name))
+        periods = set(zip(table["BillingPeriodStart"].to_pylist(), table["BillingPeriodEnd"].to_pylist()))
+        assert periods == {(start.replace(tzinfo=timezone.utc), end.replace(tzinfo=timezone.utc))}, name
+        assert all(c <= end.replace(tzinfo=timezone.utc) for c in table["ChargePeriodEnd"].to_pylist()), name
+
+
+def test_an_exclusive_billing_period_end_is_kept(tmp_path):
+    from datetime import datetime, timezone
+
+    path = tmp_path / "exclusive.csv"
+    path.write_text("BillingPeriodStartDate,BillingPeriodEndDate,SubscriptionId,Date,MeterId,MeterCategory,CostInBillingCurrency,"
+                    "BillingCurrencyCode\n2026-10-01,2026-11-01,sub-1,2026-10-31,m-1,Virtual Machines,1.00,USD\n"
+                    "2026-10-01,2026-10-15,sub-1,2026-10-14,m-1,Virtual Machines,1.00,USD\n")
+    table, ctx = read_all(path)
+    assert not ctx.quarantined
+    assert table["BillingPeriodEnd"].to_pylist() == [datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 10, 15, tzinfo=timezone.utc)]
