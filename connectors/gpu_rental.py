@@ -143,6 +143,8 @@ class GpuRentalConnector(Connector):
                 # No invoice line covers a century or a million cards: past that a number is a typo, and
                 # hours × cards would not fit a quantity.
                 (pl.col("__hours").abs() > MAX_HOURS, pl.format("hours '{}' is out of range", short_value("__f_hours"))),
+                # A usage line's hours are what its GPUs ran: never fewer than none (a credit's may be).
+                (usage & (pl.col("__hours") < 0), pl.format("hours '{}' is negative", short_value("__f_hours"))),
                 (pl.col("__gpus") > MAX_GPUS, pl.format("GPU count '{}' is out of range", short_value("__f_gpu_count"))),
                 (pl.col("__mode").is_null() & (usage | (self.col("billing_mode").fill_null("") != "")),
                  pl.format("billing mode '{}' is not in the mapping", self.col("billing_mode").fill_null(""))),
@@ -152,21 +154,21 @@ class GpuRentalConnector(Connector):
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
             if accepted.height:
-                yield to_canonical(self._to_focus(accepted), self.schema, self.name, ctx)
+                yield to_canonical(self._to_focus(accepted, timezone), self.schema, self.name, ctx)
 
     def _currency(self) -> pl.Expr:
         return self.col("currency").str.to_uppercase()
 
-    def _to_focus(self, frame: pl.DataFrame) -> pl.DataFrame:
+    def _to_focus(self, frame: pl.DataFrame, timezone: str) -> pl.DataFrame:
         get = self.col
         hours = pl.col("__hours")
         unit_price = parse_decimal("__f_unit_price", 28, 12)
         provider = self.col("provider")
         currency = self._currency()
-        # Invoices name no billing period: it is the calendar month of the charge, in the
-        # provider's zone, so a re-exported month restates the earlier export.
-        zone = self.mapping.timezone or "UTC"
-        month = pl.col("__start").dt.convert_time_zone(zone).dt.truncate("1mo")
+        # Invoices name no billing period: it is the calendar month of the charge in the zone its
+        # times are read in (the mapping's, else --timezone), so a re-exported month restates the
+        # earlier export.
+        month = pl.col("__start").dt.convert_time_zone(timezone).dt.truncate("1mo")
         period_start = month.dt.convert_time_zone("UTC")
         period_end = month.dt.offset_by("1mo").dt.convert_time_zone("UTC")
         usage = pl.col("__category") == "Usage"

@@ -330,3 +330,25 @@ def test_a_credit_and_a_tax_reach_the_warehouse_conformant_and_money_is_conserve
         assert fetch_all(conn, "SELECT reason FROM raw.quarantine") == [("charge category 'rebate?' is not in the mapping",)]
     finally:
         conn.close()
+
+
+def test_a_mapping_without_a_zone_reads_times_and_months_in_the_runs_zone(tmp_path):
+    """`timezone: null` means --timezone for a time without an offset and for the billing month it
+    falls in: midnight of 1 September in Shanghai is 16:00 UTC on 31 August, in September's bill."""
+    local = GENERIC.replace("2026-09-01T00:00:00Z,2026-10-01T00:00:00Z", "2026-09-01 00:00:00,2026-10-01 00:00:00")
+    path = tmp_path / "invoice.csv"
+    path.write_text(local, encoding="utf-8")
+    connector = GpuRentalConnector.from_file(MAPPINGS_DIR / "gpu_rental_generic.yaml")
+    assert connector.mapping.timezone is None
+    ctx = read_context("invoice.csv", timezone="Asia/Shanghai")
+    monthly = pa.Table.from_batches(list(connector.read(path, ctx)), schema=COST_LINE).to_pylist()[0]
+    assert monthly["ChargePeriodStart"] == datetime(2026, 8, 31, 16, tzinfo=UTC)
+    assert (monthly["BillingPeriodStart"], monthly["BillingPeriodEnd"]) == (
+        datetime(2026, 8, 31, 16, tzinfo=UTC), datetime(2026, 9, 30, 16, tzinfo=UTC))
+
+
+def test_a_usage_line_of_negative_hours_is_quarantined(tmp_path):
+    rows, ctx = read("gpu_rental_generic.yaml", GENERIC.replace(",10,2.49,24.90,", ",-10,2.49,24.90,"), tmp_path, "invoice.csv")
+    assert [r["ResourceName"] for r in rows] == ["gpu-node-01"]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [
+        (2, "hours '-10' is negative"), (3, "billing mode 'barter' is not in the mapping")]

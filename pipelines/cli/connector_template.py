@@ -122,7 +122,7 @@ class {cls}(Connector):
                 (amount.is_null(), pl.format("amount_usd '{{}}' is not an amount", pl.col("amount_usd"))),
                 (pl.col("instance_id").is_null(), "instance_id is empty"),
                 (gpus.is_null() | (gpus < 1), pl.format("gpu_count '{{}}' is not a whole number ≥ 1", pl.col("gpu_count"))),
-                (hours.is_null() | failed("hours", hours), pl.format("hours '{{}}' is not a duration", pl.col("hours"))),
+                (hours.is_null() | failed("hours", hours) | (hours < 0), pl.format("hours '{{}}' is not a duration", pl.col("hours"))),
                 (start.is_null(), pl.format("start '{{}}' is not a timestamp", pl.col("start"))),
                 (end.is_null(), pl.format("end '{{}}' is not a timestamp", pl.col("end"))),
                 (end < start, "end is before start"),
@@ -132,7 +132,8 @@ class {cls}(Connector):
             accepted = split_rejected(frame, reason, ctx, self.name, list(COLUMNS), amount=amount)
             if not accepted.height:
                 continue
-            month = start.dt.truncate("1mo")
+            # The billing period: the charge's calendar month where its times are read (--timezone).
+            month = start.dt.convert_time_zone(ctx.timezone).dt.truncate("1mo")
             card_hours = hours * gpus.cast(pl.Decimal(28, 10))
             out = accepted.select(
                 amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("ListCost"),
@@ -140,7 +141,8 @@ class {cls}(Connector):
                 pl.lit("USD").alias("BillingCurrency"),
                 pl.lit("Usage").alias("ChargeCategory"), pl.lit("Usage-Based").alias("ChargeFrequency"),
                 start.alias("ChargePeriodStart"), end.alias("ChargePeriodEnd"),
-                month.alias("BillingPeriodStart"), month.dt.offset_by("1mo").alias("BillingPeriodEnd"),
+                month.dt.convert_time_zone("UTC").alias("BillingPeriodStart"),
+                month.dt.offset_by("1mo").dt.convert_time_zone("UTC").alias("BillingPeriodEnd"),
                 card_hours.alias("ConsumedQuantity"), pl.lit("GPU-Hours").alias("ConsumedUnit"),
                 card_hours.alias("PricingQuantity"), pl.lit("GPU-Hours").alias("PricingUnit"),
                 pl.lit(PROVIDER).alias("ProviderName"), pl.lit(PROVIDER).alias("PublisherName"),
