@@ -253,7 +253,8 @@ def day_columns(currency: str) -> list[Column]:
         Column("Provider", lambda r: _cell(r["provider"])),
         Column("Service", lambda r: _cell(r["service_name"])),
         Column("Phase", lambda r: PHASE_LABELS.get(r["phase"], _cell(r["phase"]))),
-        Column("Billed", lambda r: money(r["cost_billing"], r["billing_currency"]), True),
+        # EffectiveCost in the currency it was billed in (amortized: not what the invoice says).
+        Column("Cost (billing currency)", lambda r: money(r["cost_billing"], r["billing_currency"]), True),
         Column(f"Cost ({currency})", lambda r: money(r["cost_reporting"]), True),
     ]
 
