@@ -224,3 +224,20 @@ def test_the_busy_checks_fail_a_workload_busier_than_its_cards_and_a_split_that_
     lost = busy_split_conserved(conn)  # the split now holds 1.5 minutes more than the host's
     assert not lost.passed and [(b["host"], b["host_busy"], b["split_busy"]) for b in lost.metadata["unbalanced_host_hours"].value] == [
         ("h1", "96.571429", "98.071429")]
+
+
+def test_a_warned_check_says_what_it_found_in_one_line():
+    """`finops run` prints each check that warned or failed with the first few things it found:
+    a FOCUS rule with its own words and how many lines break it, files by path, then how many more."""
+    from dagster import MetadataValue
+
+    from pipelines.orchestration.runner import check_findings
+
+    conformance = {"rules": 118, "failing": MetadataValue.json([
+        {"rule": "BillingAccountId-C-001-M", "text": "BillingAccountId MUST NOT be null", "violations": "1", "sample": []},
+        {"rule": "InvoiceId-C-004-C", "text": "InvoiceId MUST be null when ...", "violations": "12", "sample": []}])}
+    assert check_findings(conformance) == ("BillingAccountId-C-001-M: BillingAccountId MUST NOT be null (1 line), "
+                                           "InvoiceId-C-004-C: InvoiceId MUST be null when ... (12 lines)")
+    files = {"quarantined": MetadataValue.json([{"path": f"f{i}.csv", "connector": "focus", "detail": "x"} for i in range(5)])}
+    assert check_findings(files) == "f0.csv, f1.csv, f2.csv, and 2 more"
+    assert check_findings({"failures": MetadataValue.json([]), "expectations": 4}) == ""

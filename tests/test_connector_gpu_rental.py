@@ -246,7 +246,8 @@ def test_a_run_reports_a_fully_quarantined_file_and_an_invalid_mapping(tmp_path,
     assert result.exit_code == 1  # a broken mapping and a file that loaded nothing both fail the run
     assert "invalid mapping: " in text and "typo.yaml — defualts: unknown field; did you mean defaults?" in text
     assert "quarantined: cny_daily.csv — every row quarantined (21 rows, nothing loaded), e.g. GPU count '' is not a whole number" in text
-    assert "check warned: raw/files:no_fully_quarantined_files" in text and "check warned: raw/files:mapping_files_valid" in text
+    assert "check warned: raw/files:no_fully_quarantined_files — cny_daily.csv" in text
+    assert "check warned: raw/files:mapping_files_valid — " in text and "defualts: unknown field" in text.split("mapping_files_valid — ")[1]
     assert "check failed" not in text  # per-file money still reconciles: 14,640 CNY stated, all of it quarantined
 
 

@@ -196,10 +196,10 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         run_state.record(warehouse, fingerprint)
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
-    for name in outcome.warned_checks:
-        console.print(Text.assemble(("check warned: ", "yellow"), for_terminal(name)))
-    for name in outcome.failed_checks:
-        console.print(Text.assemble(("check failed: ", "red"), for_terminal(name)))
+    for label, style, names in (("check warned: ", "yellow", outcome.warned_checks), ("check failed: ", "red", outcome.failed_checks)):
+        for name in names:
+            found = outcome.check_findings.get(name)
+            console.print(Text.assemble((label, style), for_terminal(name + (f" — {found}" if found else ""))))
     reports = reports or Path(settings.reports_dir or warehouse.parent / "reports")
     reports.mkdir(parents=True, exist_ok=True)
     from pipelines.report.figures import json_value

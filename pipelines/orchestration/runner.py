@@ -39,6 +39,43 @@ class GraphRun:
     published: bool = True  # False: a step failed and the warehouse was left as it was before the run
     # "<step>: <its own error's first line>" for each step that failed, so a caller can say why in one line.
     failed_steps: list[str] = field(default_factory=list)
+    # check name → what it found, in a few words ("BillingAccountId-C-000-M (3 lines), …"), for each
+    # check that warned or failed: the run's summary says which rule, not only which check.
+    check_findings: dict[str, str] = field(default_factory=dict)
+
+
+# The keys of a check's findings that name one (a rule, a file, a column, a GPU model), and those
+# that count it, in the order they are looked for.
+NAMING_KEYS = ("rule", "path", "column", "name", "expectation", "host", "day", "month", "file")
+COUNTING_KEYS = ("violations", "unexpected_count", "lines", "rows", "minutes", "gpus")
+
+
+def counted(value, key: str) -> str:
+    """'1 line', '3 lines', '12 rows': a finding's count in words."""
+    noun = {"violations": "line", "unexpected_count": "row"}.get(key, key.rstrip("s"))
+    return f"{value} {noun}" + ("" if str(value) == "1" else "s")
+
+
+def check_findings(metadata: dict, shown: int = 3) -> str:
+    """A failed check's findings in one line: the first few items its metadata lists, each by what
+    names it and how many it counts, then how many more."""
+    items = []
+    for value in metadata.values():
+        data = getattr(value, "data", None)
+        if isinstance(data, list):
+            items += data
+    words = []
+    for item in items:
+        if isinstance(item, dict):
+            name = next((str(item[k]) for k in NAMING_KEYS if item.get(k) not in (None, "")), None)
+            if name and item.get("text"):  # a rule's own words: 'BillingAccountId MUST NOT be null'
+                name += f": {str(item['text'])[:80]}"
+            count = next((counted(item[k], k) for k in COUNTING_KEYS if item.get(k) not in (None, "")), None)
+            words.append(f"{name} ({count})" if name and count else name or count or str(item)[:80])
+        else:
+            words.append(str(item)[:120])
+    more = f", and {len(words) - shown} more" if len(words) > shown else ""
+    return ", ".join(words[:shown]) + more
 
 
 def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
@@ -108,12 +145,13 @@ def run_graph(settings: FinopsSettings, warehouse: Path, instance: DagsterInstan
     finally:
         stop_expectations_worker()
         write.finish(publish_it=published)
-    failed, warned = [], []
+    failed, warned, findings = [], [], {}
     for result in results:
         for evaluation in result.get_asset_check_evaluations():
             if not evaluation.passed:
                 name = f"{evaluation.asset_key.to_user_string()}:{evaluation.check_name}"
                 (warned if evaluation.severity.value == "WARN" else failed).append(name)
+                findings[name] = check_findings(evaluation.metadata or {})
     success = all(r.success for r in results) and not failed
     steps = [f for r in results for f in step_failures(instance, r.run_id)]
-    return GraphRun(success, failed, warned, bool(last_published(warehouse)), steps)
+    return GraphRun(success, failed, warned, bool(last_published(warehouse)), steps, findings)
