@@ -74,6 +74,10 @@ def test_a_gpu_hour_is_priced_at_what_its_running_time_cost(warehouse):
     prices = dict(query(warehouse, "SELECT host, price_per_gpu_hour FROM marts.gpu_hour_prices"))
     assert prices == {"gpu-half": Decimal("12.25"), "gpu-quarter": Decimal("2.00"),
                       "gpu-day": Decimal("1.00"), "gpu-units": Decimal("2.00")}
+    # Per hour of the clock, what the hour cost (over-provisioned inference counts GPUs per clock hour).
+    clock = dict(query(warehouse, "SELECT host, price_per_gpu_clock_hour FROM marts.gpu_hour_prices"))
+    assert clock == {"gpu-half": Decimal("6.125"), "gpu-quarter": Decimal("0.50"),
+                     "gpu-day": Decimal("1.00"), "gpu-units": Decimal("1.00")}
 
 
 def test_a_dark_charge_held_for_all_it_ran_is_no_leak(warehouse):

@@ -35,7 +35,9 @@ hours AS (
     -- charge and its credit are one hour at the net price, not two. Two resources answering to the
     -- host add up.
     SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, CAST(sum(p.gpu_count) AS INTEGER) AS paid_gpus,
-           from_units(sum(p.gpu_count * to_units(p.price_per_gpu_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
+           -- Per hour of the clock (a GPU of an instance that ran half the hour: half its hourly rate), as
+           -- the GPUs are counted per hour paid.
+           from_units(sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
     FROM busy AS b
     JOIN marts.gpu_hour_prices AS p
       ON b.host IN (p.host, p.resource_host) AND p.period_start <= b.hour AND p.period_end > b.hour

@@ -22,7 +22,9 @@ WITH lines AS (
            -- Per hour the resource ran: a CUR hour an instance ran 0.684 h of costs 0.684 of its hourly
            -- price, which its running minutes cost at the full price (paid_gpu_seconds ÷ its GPUs).
            to_units(EffectiveCost) * 3600 * x_GpuCount
-               // paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS units_per_hour
+               // paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS units_per_hour,
+           -- Per hour of the clock: what the stretch's hours cost, run or not (the fleet's hourly bill).
+           to_units(EffectiveCost) * 3600 // datediff('second', ChargePeriodStart, ChargePeriodEnd) AS units_per_clock_hour
     FROM core.cost_lines
     WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
       AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction'
@@ -54,6 +56,7 @@ priced AS (
            max(l.gpu_count) FILTER (WHERE l.usage_charge) AS gpu_count,
            sum(l.units_per_hour) FILTER (WHERE l.usage_charge) AS usage_units_per_hour,
            greatest(0, sum(l.units_per_hour)) AS units_per_hour,
+           greatest(0, sum(l.units_per_clock_hour)) AS units_per_clock_hour,
            list_sort(list(l.x_ChargeId) FILTER (WHERE l.usage_charge)) AS charge_ids,
            coalesce(list_sort(list(l.x_ChargeId) FILTER (WHERE NOT l.usage_charge)), []) AS adjustment_ids
     FROM line_stretches AS l
@@ -64,5 +67,6 @@ priced AS (
 SELECT host, resource_host, resource_id, gpu_model, gpu_count, period_start, period_end, currency,
        from_units(usage_units_per_hour // gpu_count) AS usage_price_per_gpu_hour,
        from_units(units_per_hour // gpu_count) AS price_per_gpu_hour,
+       from_units(units_per_clock_hour // gpu_count) AS price_per_gpu_clock_hour,
        charge_ids, adjustment_ids
 FROM priced;
