@@ -159,27 +159,42 @@ CREATE OR REPLACE MACRO pays_for_gpu_hours(category, charge_class, effective_cos
     category = 'Usage' AND charge_class IS DISTINCT FROM 'Correction' AND effective_cost >= 0 AND billed_cost >= 0
     AND coalesce(commitment_status, '') <> 'Unused' AND coalesce(reservation_status, '') <> 'Unused';
 -- Seconds in one unit of a time quantity: 'Hours', 'Hrs', 'hour', 'GPU-Hours', OCI's 'GPU Per Hour',
--- 'seconds', 'Minutes', 'Days', Azure's '10 Hours' (a count of units: a quantity of 0.5 is 5 hours).
--- NULL for any other unit: it says nothing about how long a resource ran.
+-- 'seconds', 'Minutes', 'Days'. Azure's '10 Hours' is an hour too: its cost details state Quantity in
+-- the distinct unit and price it per block of ten (Microsoft's FOCUS conversion takes Quantity as
+-- ConsumedQuantity as it is). NULL for any other unit: it says nothing about how long a resource ran.
 CREATE OR REPLACE MACRO time_unit_seconds(unit) AS
     CASE regexp_replace(lower(regexp_replace(coalesce(unit, ''), '^\s*[0-9]+(\.[0-9]+)?\s*', '')), '\bgpus?\b|\bper\b|[\s/-]', '', 'g')
         WHEN 'hour' THEN 3600 WHEN 'hours' THEN 3600 WHEN 'hr' THEN 3600 WHEN 'hrs' THEN 3600 WHEN 'h' THEN 3600
         WHEN 'second' THEN 1 WHEN 'seconds' THEN 1 WHEN 'sec' THEN 1 WHEN 'secs' THEN 1 WHEN 's' THEN 1
         WHEN 'minute' THEN 60 WHEN 'minutes' THEN 60 WHEN 'min' THEN 60 WHEN 'mins' THEN 60
         WHEN 'day' THEN 86400 WHEN 'days' THEN 86400
-    END * coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1);
+    END;
 -- The GPU-seconds a GPU charge paid for: its GPUs over its charge period, or fewer where its consumed
 -- quantity says the resource ran less of it (a CUR hour of an instance that ran 0.684 h of it: 2,462
 -- GPU-seconds of a 1-GPU instance, not 3,600). The quantity is GPU time when its unit names GPUs
 -- ('GPU-Hours'), else the resource's time, times its GPUs. A quantity that is missing, zero, negative
--- or in no time unit says nothing, and never more than the period is paid for (a line of several
--- instances without a resource id counts as the one its GPU count names, as it always did).
+-- or in no time unit says nothing, and never more than the period is paid for. A line of several
+-- instances whose x_GpuCount counts all their GPUs reads its instance-hours at all of them: capped at
+-- the period, as before, but a part-run line of that kind is read as more than it ran. The cap is
+-- taken before the cast, so an absurd quantity is the whole period, not an overflow.
+-- Its units are read only on GPU lines with a quantity: a CASE evaluates its branch on the rows it
+-- selects, and the unit's patterns on every line of a 1M-line CUR cost seconds.
 CREATE OR REPLACE MACRO paid_gpu_seconds(gpu_count, period_start, period_end, quantity, unit) AS
     least(gpu_count * datediff('second', period_start, period_end),
-          CASE WHEN quantity > 0 AND time_unit_seconds(unit) IS NOT NULL
-               THEN greatest(1, CAST(round(quantity * time_unit_seconds(unit)
-                               * CASE WHEN regexp_matches(coalesce(unit, ''), '(?i)\bgpus?\b') THEN 1 ELSE gpu_count END) AS BIGINT))
+          CASE WHEN gpu_count > 0 AND quantity > 0 THEN
+              CASE WHEN time_unit_seconds(unit) IS NOT NULL
+                   THEN greatest(1, CAST(round(least(
+                       CAST(quantity AS DOUBLE) * time_unit_seconds(unit)
+                           * CASE WHEN regexp_matches(coalesce(unit, ''), '(?i)\bgpus?\b') THEN 1 ELSE gpu_count END,
+                       gpu_count * datediff('second', period_start, period_end))) AS BIGINT))
+              END
           END);
+-- A GPU credit or negation states no quantity of its own: it pays for what the usage lines of its
+-- resource and period ran of what they could (`ran` and `could` summed over them), so a refunded
+-- half-hour is that half-hour, not the whole one. A line with a quantity of its own keeps it.
+CREATE OR REPLACE MACRO followed_paid_gpu_seconds(own_paid, capacity, pays, ran, could) AS
+    CASE WHEN NOT pays AND own_paid = capacity AND could > 0 AND ran < could
+         THEN greatest(1, capacity * ran // could) ELSE own_paid END;
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));

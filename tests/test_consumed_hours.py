@@ -11,8 +11,8 @@ Charges (USD, FOCUS columns, no telemetry anywhere):
 - gpu-quarter: 1 GPU, 10:00-11:00, ran 0.25 Hours, 0.50, nobody held it: 0.50 idle over 0.25 GPU-hours.
 - gpu-day: a GPU cloud's day of 8 GPUs billed as 192 GPU-Hours, 192.00, a fine-tuning job held all 8
   for 12 hours: half fine-tuning, half idle, as before (the quantity names the GPU-hours themselves).
-- gpu-units: 1 GPU, a day billed in Azure's '10 Hours' blocks, 1.2 of them (12 hours), 24.00, nobody
-  held it: 24.00 idle over 12 GPU-hours.
+- gpu-units: 1 GPU, a day of an Azure meter priced per '10 Hours', 12 hours of it (Azure states the
+  quantity in hours and prices it per block), 24.00, nobody held it: 24.00 idle over 12 GPU-hours.
 """
 
 from decimal import Decimal
@@ -31,7 +31,7 @@ CHARGES = HEADER + (
     "49.00,49.00,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-half,gpu-half,0.5,Hours,H100,8\n"
     "0.50,0.50,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-quarter,gpu-quarter,0.25,Hours,H100,1\n"
     "192.00,192.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-day,gpu-day,192,GPU-Hours,H100,8\n"
-    "24.00,24.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,Microsoft,VM,Compute,vm-units,gpu-units,1.2,10 Hours,H100,1\n")
+    "24.00,24.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,Microsoft,VM,Compute,vm-units,gpu-units,12,10 Hours,H100,1\n")
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 pt-1,pretraining,gpu-half,8,2026-09-01T10:00:00Z,2026-09-01T10:30:00Z
 ft-1,finetuning,gpu-day,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
@@ -95,7 +95,7 @@ def test_paid_gpu_hours_by_the_hour_follow_what_ran(warehouse):
 
 
 @pytest.mark.parametrize(("unit", "seconds"), [
-    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 36000), ("100 Hours", 360000),
+    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 3600), ("100 Hours", 3600),
     ("GPU-Hours", 3600), ("GPU Per Hour", 3600), ("seconds", 1), ("Minutes", 60), ("Days", 86400),
     ("GB", None), ("Instance-Hours", None), ("OCPU Per Hour", None), (None, None),
 ])
@@ -114,6 +114,7 @@ def test_time_units_in_seconds(unit, seconds):
     (8, "0", "Hours", 28800),            # nothing consumed says nothing: the whole period, as before
     (8, "0.5", "GB", 28800),             # not a time: the whole period
     (1, "0.00001", "Hours", 1),          # a trace of a second is one, never a zero to divide by
+    (8, "1000000000000000", "Hours", 28800),  # an absurd quantity is the whole period, not an overflow
 ])
 def test_paid_gpu_seconds(gpus, quantity, unit, paid):
     conn = duckdb.connect()
@@ -121,3 +122,20 @@ def test_paid_gpu_seconds(gpus, quantity, unit, paid):
     got = conn.execute("""SELECT paid_gpu_seconds(?, TIMESTAMPTZ '2026-09-01 10:00:00+00', TIMESTAMPTZ '2026-09-01 11:00:00+00',
                                                    CAST(? AS DECIMAL(28, 10)), ?)""", [gpus, quantity, unit]).fetchone()[0]
     assert got == paid
+
+
+def test_a_credit_without_a_quantity_pays_for_what_its_charge_ran(tmp_path):
+    """A credit refunding gpu-half's hour states no quantity: it pays for the half hour the charge
+    ran, as the charge does, so the refunded hour nets to nothing in every phase (paying for the
+    whole hour, it left -24.50 idle and +24.50 pre-training) and its GPU-hour is priced at 0."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + CHARGES.splitlines(keepends=True)[1]
+                                         + "-49.00,-49.00,USD,Credit,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,"
+                                           "i-half,gpu-half,,,H100,8\n")
+    (landing / "jobs.csv").write_text(WORKLOADS)
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    net = query(tmp_path / "wh.duckdb", "SELECT phase, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL ORDER BY 1")
+    assert net == [("pretraining", Decimal("0.00"))]
+    assert query(tmp_path / "wh.duckdb", "SELECT host, price_per_gpu_hour, price_per_gpu_clock_hour FROM marts.gpu_hour_prices") == [
+        ("gpu-half", Decimal("0.00"), Decimal("0.00"))]

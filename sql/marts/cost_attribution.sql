@@ -55,12 +55,32 @@ WITH charges AS (
     FROM core.cost_lines
     WHERE in_listed_months(BillingPeriodStart, $billing_months)
 ),
+usage_runs AS (
+    -- What the GPU usage lines of each resource and charge period ran of what they could: a credit
+    -- or negation of theirs that states no quantity pays for the same share.
+    SELECT coalesce(ResourceId, ResourceName) AS resource_key, ChargePeriodStart,
+           coalesce(ChargePeriodEnd, ChargePeriodStart) AS ChargePeriodEnd,
+           sum(paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit)) AS ran,
+           sum(x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd)) AS could
+    FROM core.cost_lines
+    WHERE in_listed_months(BillingPeriodStart, $billing_months) AND x_GpuCount > 0
+      AND pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
+                             CapacityReservationStatus)
+    GROUP BY ALL
+),
 classified AS (
-    SELECT *,
-        CASE WHEN tag_value IN ('pretraining', 'finetuning', 'inference') THEN tag_value END AS tag_phase,
-        -- Its GPUs over the charge period, or the part of it the consumed quantity says they ran.
-        paid_gpu_seconds(gpu_count, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS paid_gpu_seconds
-    FROM charges
+    SELECT c.*,
+        CASE WHEN c.tag_value IN ('pretraining', 'finetuning', 'inference') THEN c.tag_value END AS tag_phase,
+        -- Its GPUs over the charge period, or the part of it the consumed quantity says they ran (a
+        -- credit: the part its usage lines ran).
+        followed_paid_gpu_seconds(
+            paid_gpu_seconds(c.gpu_count, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit),
+            c.gpu_count * datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), c.pays_for_gpu_hours, u.ran, u.could)
+            AS paid_gpu_seconds
+    FROM charges AS c
+    LEFT JOIN usage_runs AS u
+      ON c.gpu_count > 0 AND NOT c.pays_for_gpu_hours AND u.resource_key = coalesce(c.ResourceId, c.ResourceName)
+     AND u.ChargePeriodStart = c.ChargePeriodStart AND u.ChargePeriodEnd = c.ChargePeriodEnd
 ),
 charge_workloads AS (
     -- Workloads on the charged resource inside the charge period.

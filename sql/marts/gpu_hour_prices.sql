@@ -11,23 +11,37 @@
 -- A stretch whose credits exceed its charges cost nothing (never a negative price); credits without
 -- a usage charge price nothing. Rates are per hour in whole 10^-10 units, then ÷ GPUs.
 CREATE OR REPLACE TABLE marts.gpu_hour_prices AS
-WITH lines AS (
+WITH paid AS (
+    -- The GPU-seconds each line paid for (paid_gpu_seconds); a credit or negation that states no
+    -- quantity pays for what its resource's usage lines of the same period ran of what they could.
+    SELECT *, followed_paid_gpu_seconds(own_paid, capacity, usage_charge,
+                  sum(CASE WHEN usage_charge THEN own_paid END) OVER (
+                      PARTITION BY coalesce(ResourceId, ResourceName), BillingCurrency, ChargePeriodStart, ChargePeriodEnd),
+                  sum(CASE WHEN usage_charge THEN capacity END) OVER (
+                      PARTITION BY coalesce(ResourceId, ResourceName), BillingCurrency, ChargePeriodStart, ChargePeriodEnd))
+              AS paid_gpu_seconds
+    FROM (SELECT *,
+                 paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS own_paid,
+                 x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS capacity,
+                 pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
+                                    CapacityReservationStatus) AS usage_charge
+          FROM core.cost_lines
+          WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
+            AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction')
+),
+lines AS (
     SELECT x_ChargeId,
            -- Telemetry and workloads may name the host as the resource's name or its id: keep both.
            norm_host(coalesce(ResourceName, ResourceId)) AS host, norm_host(ResourceId) AS resource_host,
            ResourceId AS resource_id, BillingCurrency AS currency, x_GpuModel AS gpu_model, x_GpuCount AS gpu_count,
            ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
-           pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
-                              CapacityReservationStatus) AS usage_charge,
+           usage_charge,
            -- Per hour the resource ran: a CUR hour an instance ran 0.684 h of costs 0.684 of its hourly
-           -- price, which its running minutes cost at the full price (paid_gpu_seconds ÷ its GPUs).
-           to_units(EffectiveCost) * 3600 * x_GpuCount
-               // paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS units_per_hour,
+           -- price, which its running minutes cost at the full price (paid GPU-seconds ÷ its GPUs).
+           to_units(EffectiveCost) * 3600 * x_GpuCount // paid_gpu_seconds AS units_per_hour,
            -- Per hour of the clock: what the stretch's hours cost, run or not (the fleet's hourly bill).
            to_units(EffectiveCost) * 3600 // datediff('second', ChargePeriodStart, ChargePeriodEnd) AS units_per_clock_hour
-    FROM core.cost_lines
-    WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
-      AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction'
+    FROM paid
 ),
 keyed AS (
     -- One text key per resource and currency, so every join below is an equality.
