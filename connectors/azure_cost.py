@@ -154,6 +154,13 @@ def billing_period_day(src: str, get, fields: dict) -> pl.Expr:
                        parse_utc(fields[src], "UTC") if src in fields else pl.lit(None, dtype=pl.Datetime("us", "UTC")))
 
 
+def exclusive_end(end: pl.Expr) -> pl.Expr:
+    """Cost details name the period's last day (09/30/2023); FOCUS's end is exclusive: the next day,
+    where that day begins a month (an end already exclusive, 10/01/2023, is kept)."""
+    next_day = end.dt.offset_by("1d")
+    return pl.when((next_day.dt.day() == 1) & (end.dt.time() == pl.time(0))).then(next_day).otherwise(end)
+
+
 class AzureCostConnector(Connector):
     name = "azure_cost"
     kind = "billing"
@@ -236,12 +243,7 @@ class AzureCostConnector(Connector):
                   .when(charge_type == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
                 pl.col("__day").alias("ChargePeriodStart"), pl.col("__day").dt.offset_by("1d").alias("ChargePeriodEnd"),
                 billing_period_day("period_start", get, fields).alias("BillingPeriodStart"),
-                # Cost details name the period's last day (09/30/2023); FOCUS's end is exclusive: the next
-                # day, where that day begins a month (an end already exclusive, 10/01/2023, is kept).
-                pl.when((billing_period_day("period_end", get, fields).dt.offset_by("1d").dt.day() == 1)
-                        & (billing_period_day("period_end", get, fields).dt.time() == pl.time(0)))
-                  .then(billing_period_day("period_end", get, fields).dt.offset_by("1d"))
-                  .otherwise(billing_period_day("period_end", get, fields)).alias("BillingPeriodEnd"),
+                exclusive_end(billing_period_day("period_end", get, fields)).alias("BillingPeriodEnd"),
                 pl.coalesce(get("billing_account"), get("subscription")).alias("BillingAccountId"),
                 get("billing_account_name").alias("BillingAccountName"),
                 get("subscription").alias("SubAccountId"), get("subscription_name").alias("SubAccountName"),
