@@ -108,3 +108,38 @@ def test_money_in_the_json_is_plain_digits_even_when_zero():
     assert "E-10" not in machine and "E+3" not in machine
     written = json.loads(machine)["findings"][0]
     assert (written["avoidable_cost"], written["wasted_cost"]) == ("0.0000000000", "1500")
+
+
+def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_priced_or_not_held():
+    """A GPU model with no price in the TCO currency was a row of dashes per strategy (21 on the
+    public billing samples), and one no workload held was priced at no load without a word."""
+    from datetime import UTC, datetime, timedelta
+    import json
+
+    from models.tco import fleet_rows, load_params, profile_from_rows, scenario_rows, scenarios
+
+    params = load_params()
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+
+    def hours(model, held, busy, paid):
+        return [{"hour": start + timedelta(hours=h), "gpu_model": model, "phase": "finetuning", "load": "recurring",
+                 "gpu_hours_held": held, "gpu_hours_busy": busy, "gpus_paid": paid} for h in range(24)]
+
+    per_model = {"A100-80GB": scenarios(profile_from_rows(hours("A100-80GB", 8.0, 6.0, 8.0)), params),
+                 "A10G": scenarios(profile_from_rows(hours("A10G", 0.0, 0.0, 1.0)), params)}
+    rows = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
+    tco = {"scenarios": rows, "break_even": [], "utilization": 0.75, "main_model": "A100-80GB", "currency": "CNY",
+           "rate": None, "rate_date": None, "reporting_currency": None}
+    page, markdown, machine = render(report_data(tco=tco))
+
+    table = [line for line in markdown.split("### Purchasing strategy")[1].splitlines() if line.startswith("| ")][1:]
+    shown = [tuple(cell.strip() for cell in line.split("|")[1:3]) for line in table]
+    assert shown.count(("A100-80GB", "buy")) == 1 and len([s for s in shown if s[0] == "A100-80GB"]) == 7
+    assert [s for s in shown if s[0] == "A10G"] == [("A10G", "hybrid")]  # the one strategy a load of nothing prices
+    assert not any(" — |" in line.split("|")[4] + " |" for line in table)  # no 3-year TCO left blank
+    assert ("Not priced, for want of a price in CNY in the TCO parameters or the price catalog: "
+            "A10G: buy, rent monthly, commit 1y, commit 3y, on demand, spot.") in markdown
+    assert "No workload held the A10G GPUs paid for in the measured period" in page
+    assert "No workload held the A100-80GB" not in page
+    # report.json keeps every row, as marts.tco_scenarios does.
+    assert len(json.loads(machine)["tco"]["scenarios"]) == len(rows)

@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
+from models.tco import FLEET
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
@@ -323,6 +324,33 @@ def tco_columns(tco_data: dict) -> list[Column]:
     return columns
 
 
+def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
+    """What the purchasing table leaves out or cannot measure, in words: the strategies no price was
+    found for (a row of dashes each, before), and the GPU models paid for that no workload held, whose
+    strategies are sized for one card with no load (their on-demand and hybrid rows cost nothing)."""
+    notes = []
+    missing: dict[str, list[str]] = {}
+    for r in scenarios:
+        if r["tco"] is None and r["gpu_model"] != FLEET:
+            missing.setdefault(r["gpu_model"], []).append(r["scenario"].replace("_", " "))
+    if missing:
+        alike: dict[tuple, list[str]] = {}  # models missing the same strategies, named together
+        for model, strategies in missing.items():
+            alike.setdefault(tuple(strategies), []).append(model)
+        notes.append(f"Not priced, for want of a price in {currency} in the TCO parameters or the price catalog: "
+                     + "; ".join(f"{', '.join(models)}: {', '.join(strategies)}" for strategies, models in alike.items())
+                     + ". A fleet total needs its strategy priced for every model. Add your quotes (a server under "
+                       "models.<GPU model>.buy, rent prices under models.<GPU model>.rent) in a TCO parameters file "
+                       "(FINOPS_TCO_PARAMS, or finops tco --params FILE).")
+    unheld = sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
+                     and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
+    if unheld:
+        notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "
+                     "known: each is sized for one card with no load, what holding it idle would cost (on demand and "
+                     "hybrid come to nothing). Load the workloads that ran on them to size them from what ran.")
+    return notes
+
+
 # -- the page --------------------------------------------------------------------------------------
 
 def month_to(day: date) -> str:
@@ -486,12 +514,15 @@ def render(data: dict) -> tuple[str, str, str]:
         if tco_data.get("rate") is not None and tco_data.get("reporting_currency") not in (None, tco_data["currency"]):
             rate_note = (f" Amounts in {tco_data['reporting_currency']} at {tco_data['rate']:.6f} per {tco_data['currency']}"
                          f" ({tco_data['rate_date']}).")
-        note = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
-                f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}.{rate_note}")
+        priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
+        notes = [f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
+                 f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}.{rate_note}",
+                 *tco_caveats(tco_data["scenarios"], tco_data["currency"])]
+        empty = "No strategy could be priced (below: what is missing)."
         detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
-                       _html_table(tco_data["scenarios"], tco_columns(tco_data)) + f"<p>{html.escape(note)}</p>"
+                       _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
                        + _chart(data["tco_chart_svg"]),
-                       _md_table(tco_data["scenarios"], tco_columns(tco_data)) + f"\n\n{_md_escape(note)}"))
+                       _md_table(priced, tco_columns(tco_data), empty) + "".join(f"\n\n{_md_escape(n)}" for n in notes)))
     else:
         detail.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", _md_escape(tco_data["note"])))
 
