@@ -48,6 +48,40 @@ def service_categories() -> tuple[dict[str, str], dict[str, str], dict[str, str]
     return by_type, sub_by_type, by_service
 
 
+PRICING_UNITS = SERVICES.with_name("azure_pricing_units.csv")
+
+
+@cache
+def pricing_units() -> tuple[dict[str, str], dict[str, int]]:
+    """finops-toolkit's pricing units: UnitOfMeasure ('10 Hours', '10K', '1 GB/Month') → its
+    distinct unit ('Hours', 'Units', 'GB/Month') and pricing block size (10, 10000, 1)."""
+    distinct, block = {}, {}
+    with open(PRICING_UNITS, newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            unit = r["UnitOfMeasure"].strip()
+            distinct.setdefault(unit, r["DistinctUnits"])
+            block.setdefault(unit, int(r["PricingBlockSize"]))
+    return distinct, block
+
+
+def unit_columns(unit: pl.Expr, quantity: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(ConsumedQuantity, ConsumedUnit, PricingUnit) of an Azure line; its PricingQuantity is
+    Quantity itself. Cost details count Quantity in UnitOfMeasure, which may be a block: a '10K'
+    line of 0.1351 at 0.0005 costs 0.00006755, 1,351 operations. So the consumed quantity is in
+    the distinct unit (Quantity × block: 1,351 Units; 0.24 of '100 Hours' is 24 Hours), and the
+    pricing unit names the block in FOCUS's '<quantity> <unit>' form ('10000 Units', '100 Hours'),
+    so that cost = unit price × PricingQuantity, as FOCUS requires. A unit the table lacks is read
+    as '<block> <unit>' where it starts with a number, else as a unit of its own."""
+    distinct_of, block_of = pricing_units()
+    parsed = unit.str.extract_groups(r"^([0-9]+)\s+(\S.*)$")
+    distinct = unit.replace_strict(distinct_of, default=pl.coalesce(parsed.struct.field("2"), unit), return_dtype=pl.String)
+    block = unit.replace_strict(block_of, default=pl.coalesce(parsed.struct.field("1").cast(pl.Int64, strict=False), pl.lit(1)),
+                                return_dtype=pl.Int64)
+    consumed = (quantity.cast(pl.Decimal(38, 10)) * block.cast(pl.Decimal(38, 0))).cast(pl.Decimal(38, 10))
+    pricing_unit = pl.when(block == 1).then(distinct).otherwise(pl.format("{} {}", block, distinct))
+    return consumed, distinct, pricing_unit
+
+
 ALIASES = {
     "cost": ("costinbillingcurrency", "cost", "pretaxcost"),
     "date": ("date", "usagedatetime"),
@@ -224,6 +258,10 @@ class AzureCostConnector(Connector):
             gpus = instance_gpus_expr(vm_size) if {"additional_info", "meter_subcategory", "meter"} & fields.keys() \
                 else pl.lit(None, dtype=GPU_STRUCT)
             tags = get("tags")
+            # FOCUS: no ConsumedQuantity on an unused commitment or on anything but Usage.
+            no_consumption = unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")
+            consumed_quantity, consumed_unit, pricing_unit = unit_columns(get("unit"), quantity)
+            untaxed = charge_type.replace_strict(CATEGORY, default="Usage").ne("Tax")
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
             out = accepted.select(
@@ -251,12 +289,13 @@ class AzureCostConnector(Connector):
                 pl.lit("Microsoft").alias("InvoiceIssuerName"),
                 get("service").alias("ServiceName"), get("meter").alias("ChargeDescription"),
                 get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
-                # FOCUS: no ConsumedQuantity on an unused commitment or on anything but Usage.
                 get("region").alias("RegionId"),
-                pl.when(unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")).then(None)
-                  .otherwise(quantity).alias("ConsumedQuantity"),
-                pl.when(unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")).then(None)
-                  .otherwise(get("unit")).alias("ConsumedUnit"),
+                # A quantity in no stated unit is kept as it was; it has no pricing unit to count in.
+                pl.when(no_consumption).then(None).otherwise(pl.coalesce(consumed_quantity, quantity)).alias("ConsumedQuantity"),
+                pl.when(no_consumption | quantity.is_null()).then(None).otherwise(consumed_unit).alias("ConsumedUnit"),
+                # FOCUS prices every line but a tax: a purchase's quantity and an unused commitment's hours too.
+                pl.when(untaxed & pricing_unit.is_not_null()).then(quantity).alias("PricingQuantity"),
+                pl.when(untaxed & quantity.is_not_null()).then(pricing_unit).alias("PricingUnit"),
                 parse_decimal(fields["unit_price"], 28, 12).alias("ListUnitPrice") if "unit_price" in fields else pl.lit(None).alias("ListUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),

@@ -159,16 +159,15 @@ CREATE OR REPLACE MACRO pays_for_gpu_hours(category, charge_class, effective_cos
     category = 'Usage' AND charge_class IS DISTINCT FROM 'Correction' AND effective_cost >= 0 AND billed_cost >= 0
     AND coalesce(commitment_status, '') <> 'Unused' AND coalesce(reservation_status, '') <> 'Unused';
 -- Seconds in one unit of a time quantity: 'Hours', 'Hrs', 'hour', 'GPU-Hours', OCI's 'GPU Per Hour',
--- 'seconds', 'Minutes', 'Days'. Azure's '10 Hours' is an hour too: its cost details state Quantity in
--- the distinct unit and price it per block of ten (Microsoft's FOCUS conversion takes Quantity as
--- ConsumedQuantity as it is). NULL for any other unit: it says nothing about how long a resource ran.
+-- 'seconds', 'Minutes', 'Days'; a block of them ('10 Hours', FOCUS's '<quantity> <unit>') is that
+-- many. NULL for any other unit: it says nothing about how long a resource ran.
 CREATE OR REPLACE MACRO time_unit_seconds(unit) AS
     CASE regexp_replace(lower(regexp_replace(coalesce(unit, ''), '^\s*[0-9]+(\.[0-9]+)?\s*', '')), '\bgpus?\b|\bper\b|[\s/-]', '', 'g')
         WHEN 'hour' THEN 3600 WHEN 'hours' THEN 3600 WHEN 'hr' THEN 3600 WHEN 'hrs' THEN 3600 WHEN 'h' THEN 3600
         WHEN 'second' THEN 1 WHEN 'seconds' THEN 1 WHEN 'sec' THEN 1 WHEN 'secs' THEN 1 WHEN 's' THEN 1
         WHEN 'minute' THEN 60 WHEN 'minutes' THEN 60 WHEN 'min' THEN 60 WHEN 'mins' THEN 60
         WHEN 'day' THEN 86400 WHEN 'days' THEN 86400
-    END;
+    END * coalesce(TRY_CAST(nullif(regexp_extract(unit, '^\s*([0-9]+(\.[0-9]+)?)\s', 1), '') AS DOUBLE), 1);
 -- The GPU-seconds a GPU charge paid for: its GPUs over its charge period, or fewer where its consumed
 -- quantity says the resource ran less of it (a CUR hour of an instance that ran 0.684 h of it: 2,462
 -- GPU-seconds of a 1-GPU instance, not 3,600). The quantity is GPU time when its unit names GPUs
@@ -435,8 +434,13 @@ CREATE OR REPLACE MACRO focus_unit_sizes(u) AS
         '(?i)\btebibytes?\b', 'TiB', 'g'), '(?i)\bkilobytes?\b', 'KB', 'g'), '(?i)\bmegabytes?\b', 'MB', 'g'),
         '(?i)\bgigabytes?\b', 'GB', 'g'), '(?i)\bterabytes?\b', 'TB', 'g');
 CREATE OR REPLACE MACRO focus_unit(unit) AS (
-    WITH s AS (SELECT trim(focus_unit_sizes(trim(unit))) AS u)
-    SELECT CASE
+    -- A block ('10 Hours', '1000 Tokens') keeps its count before the unit in the spec's form; a
+    -- block of one is the unit ('1 Hour' → 'Hours').
+    WITH whole AS (SELECT trim(focus_unit_sizes(trim(unit))) AS w),
+    s AS (SELECT w, regexp_extract(w, '^([0-9]+)\s+\S', 1) AS block,
+                 CASE WHEN regexp_matches(w, '^[0-9]+\s+\S') THEN regexp_replace(w, '^[0-9]+\s+', '') ELSE w END AS u
+          FROM whole)
+    SELECT CASE WHEN block IN ('', '1') THEN '' ELSE block || ' ' END || CASE
         WHEN u IS NULL OR u = '' THEN NULL
         WHEN regexp_full_match(u, '(?i)(year|month|day|hour|minute|second|yr|mo|hrs?|sec|min)s?')
             THEN focus_time_unit(u, true)

@@ -124,3 +124,29 @@ def test_an_exclusive_billing_period_end_is_kept(tmp_path):
     table, ctx = read_all(path)
     assert not ctx.quarantined
     assert table["BillingPeriodEnd"].to_pylist() == [datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 10, 15, tzinfo=timezone.utc)]
+
+
+def test_quantities_in_blocks_become_the_distinct_unit_and_the_block_prices_them():
+    """Cost details count Quantity in UnitOfMeasure: a '10K' line of 0.1351 at 0.0005 costs
+    0.00006755, 1,351 operations. ConsumedUnit was written as it came ('10K', '1 Hour'), and no
+    PricingQuantity or PricingUnit at all. Now, as Microsoft's own FOCUS export writes them: the
+    consumed quantity in the distinct unit, the pricing quantity in a unit naming the block."""
+    table, _ = read_all(sample("billing/azure_ea_amortized_cost_finopstoolkit.csv"))
+    rows = table.to_pylist()
+    ops = next(r for r in rows if r["PricingQuantity"] == Decimal("0.1351"))
+    assert (ops["ConsumedQuantity"], ops["ConsumedUnit"], ops["PricingUnit"]) == (Decimal("1351"), "Units", "10000 Units")
+    assert ops["PricingQuantity"] * ops["ListUnitPrice"] == ops["EffectiveCost"] == Decimal("0.00006755")
+    hours = next(r for r in rows if r["PricingQuantity"] == Decimal("24"))
+    assert (hours["ConsumedQuantity"], hours["ConsumedUnit"], hours["PricingUnit"]) == (Decimal("24"), "Hours", "Hours")
+    storage = {(r["ConsumedUnit"], r["PricingUnit"]) for r in rows if r["ConsumedUnit"] and "Month" in r["ConsumedUnit"]}
+    assert storage == {("GB/Month", "GB/Month"), ("Units/Month", "Units/Month")}
+    # A reservation's purchase consumes nothing, and is priced: 1 Hour at 3.25.
+    purchase = next(r for r in read_all(sample("billing/azure_ea_actual_cost_finopstoolkit.csv"))[0].to_pylist()
+                    if r["ChargeCategory"] == "Purchase")
+    assert (purchase["ConsumedQuantity"], purchase["ConsumedUnit"], purchase["PricingQuantity"], purchase["PricingUnit"],
+            purchase["BilledCost"]) == (None, None, Decimal("1"), "Hours", Decimal("3.25"))
+    # '100 Hours' (OpenCost's pay-as-you-go sample): 3 blocks at 0.025 are 300 hours.
+    payg, _ = read_all(sample("billing/azure_export_header_variants_opencost/PayAsYouGo.csv"))
+    line = payg.to_pylist()[0]
+    assert (line["ConsumedQuantity"], line["ConsumedUnit"], line["PricingQuantity"], line["PricingUnit"]) == (
+        Decimal("300"), "Hours", Decimal("3"), "100 Hours")

@@ -11,8 +11,8 @@ Charges (USD, FOCUS columns, no telemetry anywhere):
 - gpu-quarter: 1 GPU, 10:00-11:00, ran 0.25 Hours, 0.50, nobody held it: 0.50 idle over 0.25 GPU-hours.
 - gpu-day: a GPU cloud's day of 8 GPUs billed as 192 GPU-Hours, 192.00, a fine-tuning job held all 8
   for 12 hours: half fine-tuning, half idle, as before (the quantity names the GPU-hours themselves).
-- gpu-units: 1 GPU, a day of an Azure meter priced per '10 Hours', 12 hours of it (Azure states the
-  quantity in hours and prices it per block), 24.00, nobody held it: 24.00 idle over 12 GPU-hours.
+- gpu-units: 1 GPU, a day of a meter counted in blocks of '10 Hours', 1.2 blocks of it (12 hours),
+  24.00, nobody held it: 24.00 idle over 12 GPU-hours.
 """
 
 from decimal import Decimal
@@ -31,7 +31,7 @@ CHARGES = HEADER + (
     "49.00,49.00,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-half,gpu-half,0.5,Hours,H100,8\n"
     "0.50,0.50,USD,Usage,2026-09-01T10:00:00Z,2026-09-01T11:00:00Z,AWS,EC2,Compute,i-quarter,gpu-quarter,0.25,Hours,H100,1\n"
     "192.00,192.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-day,gpu-day,192,GPU-Hours,H100,8\n"
-    "24.00,24.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,Microsoft,VM,Compute,vm-units,gpu-units,12,10 Hours,H100,1\n")
+    "24.00,24.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,Microsoft,VM,Compute,vm-units,gpu-units,1.2,10 Hours,H100,1\n")
 WORKLOADS = """workload_id,phase,host,gpu_count,started_at,ended_at
 pt-1,pretraining,gpu-half,8,2026-09-01T10:00:00Z,2026-09-01T10:30:00Z
 ft-1,finetuning,gpu-day,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
@@ -95,7 +95,7 @@ def test_paid_gpu_hours_by_the_hour_follow_what_ran(warehouse):
 
 
 @pytest.mark.parametrize(("unit", "seconds"), [
-    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 3600), ("100 Hours", 3600),
+    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 36000), ("100 Hours", 360000), ("0.5 Hours", 1800),
     ("GPU-Hours", 3600), ("GPU Per Hour", 3600), ("seconds", 1), ("Minutes", 60), ("Days", 86400),
     ("GB", None), ("Instance-Hours", None), ("OCPU Per Hour", None), (None, None),
 ])
@@ -113,6 +113,7 @@ def test_time_units_in_seconds(unit, seconds):
     (8, None, "Hours", 28800),           # no quantity: the whole period
     (8, "0", "Hours", 28800),            # nothing consumed says nothing: the whole period, as before
     (8, "0.5", "GB", 28800),             # not a time: the whole period
+    (1, "0.05", "10 Hours", 1800),       # a twentieth of a block of ten hours: half an hour
     (1, "0.00001", "Hours", 1),          # a trace of a second is one, never a zero to divide by
     (8, "1000000000000000", "Hours", 28800),  # an absurd quantity is the whole period, not an overflow
 ])

@@ -92,6 +92,8 @@ def test_every_line_rule_counted_in_one_pass_as_alone_and_samples_stay_few(sampl
     ("Gigabyte Per Hour", "GB/Hour"), ("Lambda-GB-Seconds", "Lambda GB-Seconds"),
     ("GiB/Second-Months", "GiB Per Second-Months"), ("GPU-Hours", "GPU-Hours"), ("API Requests", "API Requests"),
     ("Units/Month", "Units/Month"), (None, None),
+    # A block keeps its count (FOCUS's '<quantity> <unit>'); a block of one is the unit.
+    ("10 Hours", "10 Hours"), ("10000 Units", "10000 Units"), ("1 Hour", "Hours"), ("1 GB/Month", "GB/Month"),
 ])
 def test_pricing_units_take_focus_unit_format(unit, expected):
     conn = duckdb.connect()
