@@ -436,10 +436,9 @@ CREATE OR REPLACE MACRO focus_unit_sizes(u) AS
 CREATE OR REPLACE MACRO focus_unit(unit) AS (
     -- A block ('10 Hours', '1000 Tokens') keeps its count before the unit in the spec's form; a
     -- block of one is the unit ('1 Hour' → 'Hours').
-    WITH whole AS (SELECT trim(focus_unit_sizes(trim(unit))) AS w),
-    s AS (SELECT w, regexp_extract(w, '^([0-9]+)\s+\S', 1) AS block,
-                 CASE WHEN regexp_matches(w, '^[0-9]+\s+\S') THEN regexp_replace(w, '^[0-9]+\s+', '') ELSE w END AS u
-          FROM whole)
+    -- One binding, as Spark's translation flattens it (pipelines/engines/spark_sql.py).
+    WITH s AS (SELECT regexp_extract(trim(focus_unit_sizes(trim(unit))), '^([0-9]+)\s+', 1) AS block,
+                      regexp_replace(trim(focus_unit_sizes(trim(unit))), '^[0-9]+\s+', '') AS u)
     SELECT CASE WHEN block IN ('', '1') THEN '' ELSE block || ' ' END || CASE
         WHEN u IS NULL OR u = '' THEN NULL
         WHEN regexp_full_match(u, '(?i)(year|month|day|hour|minute|second|yr|mo|hrs?|sec|min)s?')

@@ -145,6 +145,25 @@ def test_scaled_cur_totals_identical(engine, tmp_path):
     assert result["identical_totals"], result
 
 
+def test_unit_macros_read_blocks_alike_on_both_engines(engine):
+    """focus_unit and time_unit_seconds on units with and without a block count: the same answers on
+    Spark (their bodies expanded and flattened by pipelines/engines/spark_sql.py) as on DuckDB."""
+    import duckdb
+    import sqlglot
+
+    from pipelines.engines.spark_sql import SQL_DIR, expand_macros, load_macros, rewrite, to_spark_text
+
+    units = ["100 Hours", "10 Hours", "1 Hour", "10K", "1 GB/Month", "Hours", "1000 Tokens", "Hrs", "GB-Month", "2 gibibyte month"]
+    sql = ("SELECT u, focus_unit(u), time_unit_seconds(u) FROM (VALUES " + ", ".join(f"('{u}')" for u in units)
+           + ", (NULL)) AS v(u) ORDER BY u NULLS LAST")
+    spark_rows = [tuple(r) for r in engine.session().sql(
+        to_spark_text(rewrite(expand_macros(sqlglot.parse_one(sql, read="duckdb"), load_macros())))).collect()]
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    assert spark_rows == conn.execute(sql).fetchall()
+    assert ("10 Hours", "10 Hours", 36000.0) in spark_rows and ("1 Hour", "Hours", 3600.0) in spark_rows
+
+
 def test_exact_division_of_money_units(engine):
     """DuckDB's HUGEINT `//` (truncating) at money-unit sizes Spark's `div` would wrap or round."""
     import sqlglot
