@@ -140,6 +140,11 @@ def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_price
     assert ("Not priced, for want of a price in CNY in the TCO parameters or the price catalog: "
             "A10G: buy, rent monthly, commit 1y, commit 3y, on demand, spot.") in markdown
     assert "No workload held the A10G GPUs paid for in the measured period" in page
-    assert "No workload held the A100-80GB" not in page
+    assert "No workload held the A100-80GB" not in page and "Measured utilization of A100-80GB" in page
+    # Nothing held anywhere: no utilization of 0.0 % is stated, the caveat says why.
+    alone = {"A10G": per_model["A10G"]}
+    unheld = [r for items in alone.values() for r in scenario_rows(items, params)] + fleet_rows(alone, params)
+    page, _, _ = render(report_data(tco={**tco, "scenarios": unheld, "utilization": 0.0, "main_model": "A10G"}))
+    assert "Measured utilization" not in page and "No workload held the A10G GPUs" in page
     # report.json keeps every row, as marts.tco_scenarios does.
     assert len(json.loads(machine)["tco"]["scenarios"]) == len(rows)

@@ -515,9 +515,12 @@ def render(data: dict) -> tuple[str, str, str]:
             rate_note = (f" Amounts in {tco_data['reporting_currency']} at {tco_data['rate']:.6f} per {tco_data['currency']}"
                          f" ({tco_data['rate_date']}).")
         priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
-        notes = [f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
-                 f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}.{rate_note}",
-                 *tco_caveats(tco_data["scenarios"], tco_data["currency"])]
+        # With no workload held anywhere there is no utilization to state: the caveat says why.
+        held = any(json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year") for r in tco_data["scenarios"]
+                   if r["gpu_model"] != FLEET)
+        measured = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
+                    f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}." if held else "")
+        notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
         detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
