@@ -53,33 +53,43 @@ PRICING_UNITS = SERVICES.with_name("azure_pricing_units.csv")
 
 @cache
 def pricing_units() -> tuple[dict[str, str], dict[str, int]]:
-    """finops-toolkit's pricing units: UnitOfMeasure ('10 Hours', '10K', '1 GB/Month') → its
-    distinct unit ('Hours', 'Units', 'GB/Month') and pricing block size (10, 10000, 1)."""
+    """finops-toolkit's pricing units by lower-cased UnitOfMeasure ('10 hours', '10k', '1 gb/month'):
+    its distinct unit ('Hours', 'Units', 'GB/Month') and pricing block size (10, 10000, 1)."""
     distinct, block = {}, {}
     with open(PRICING_UNITS, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            unit = r["UnitOfMeasure"].strip()
+            unit = r["UnitOfMeasure"].strip().lower()
             distinct.setdefault(unit, r["DistinctUnits"])
             block.setdefault(unit, int(r["PricingBlockSize"]))
     return distinct, block
 
 
-def unit_columns(unit: pl.Expr, quantity: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """(ConsumedQuantity, ConsumedUnit, PricingUnit) of an Azure line; its PricingQuantity is
-    Quantity itself. Cost details count Quantity in UnitOfMeasure, which may be a block: a '10K'
-    line of 0.1351 at 0.0005 costs 0.00006755, 1,351 operations. So the consumed quantity is in
-    the distinct unit (Quantity × block: 1,351 Units; 0.24 of '100 Hours' is 24 Hours), and the
-    pricing unit names the block in FOCUS's '<quantity> <unit>' form ('10000 Units', '100 Hours'),
-    so that cost = unit price × PricingQuantity, as FOCUS requires. A unit the table lacks is read
-    as '<block> <unit>' where it starts with a number, else as a unit of its own."""
+# The largest block a unit the table lacks may name ('1000000 Units'); a larger or zero count is no block.
+MAX_BLOCK = 1_000_000_000
+
+
+def unit_columns(unit: pl.Expr, quantity: pl.Expr, unit_price: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
+    """(quantity, unit, unit price) of an Azure line in its distinct unit: its ConsumedQuantity and
+    PricingQuantity, its ConsumedUnit and PricingUnit, its ListUnitPrice.
+
+    Cost details count Quantity in UnitOfMeasure, which may be a block, and price the block: a '10K'
+    line of 0.1351 at 0.0005 costs 0.00006755, 1,351 operations. In the distinct unit that is
+    1,351 Units at 0.00000005, so cost = unit price × PricingQuantity still holds, as FOCUS requires,
+    and the unit is one FOCUS's UnitFormat takes (a block of a compound unit, '10000 GB/Month', is
+    not). A unit the table lacks is read as '<block> <unit>' where it starts with a whole number of
+    at least one, else as a unit of its own."""
     distinct_of, block_of = pricing_units()
+    key = unit.str.to_lowercase()
     parsed = unit.str.extract_groups(r"^([0-9]+)\s+(\S.*)$")
-    distinct = unit.replace_strict(distinct_of, default=pl.coalesce(parsed.struct.field("2"), unit), return_dtype=pl.String)
-    block = unit.replace_strict(block_of, default=pl.coalesce(parsed.struct.field("1").cast(pl.Int64, strict=False), pl.lit(1)),
-                                return_dtype=pl.Int64)
-    consumed = (quantity.cast(pl.Decimal(38, 10)) * block.cast(pl.Decimal(38, 0))).cast(pl.Decimal(38, 10))
-    pricing_unit = pl.when(block == 1).then(distinct).otherwise(pl.format("{} {}", block, distinct))
-    return consumed, distinct, pricing_unit
+    parsed_block = parsed.struct.field("1").cast(pl.Int64, strict=False)
+    parsed_ok = parsed_block.is_between(1, MAX_BLOCK).fill_null(False)
+    distinct = key.replace_strict(distinct_of, default=pl.when(parsed_ok).then(parsed.struct.field("2")).otherwise(unit),
+                                  return_dtype=pl.String)
+    block = key.replace_strict(block_of, default=pl.when(parsed_ok).then(parsed_block).otherwise(pl.lit(1)),
+                               return_dtype=pl.Int64).cast(pl.Decimal(38, 0))
+    in_units = (quantity.cast(pl.Decimal(38, 10)) * block).cast(pl.Decimal(38, 10))
+    price = (unit_price.cast(pl.Decimal(38, 18)) / block).cast(pl.Decimal(38, 12))
+    return in_units, distinct, price
 
 
 ALIASES = {
@@ -260,8 +270,13 @@ class AzureCostConnector(Connector):
             tags = get("tags")
             # FOCUS: no ConsumedQuantity on an unused commitment or on anything but Usage.
             no_consumption = unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")
-            consumed_quantity, consumed_unit, pricing_unit = unit_columns(get("unit"), quantity)
-            untaxed = charge_type.replace_strict(CATEGORY, default="Usage").ne("Tax")
+            stated_unit = get("unit")
+            stated_unit = pl.when(stated_unit != "").then(stated_unit)  # a blank unit is none
+            unit_price = parse_decimal(fields["unit_price"], 28, 12) if "unit_price" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
+            in_units, unit, price = unit_columns(stated_unit, quantity, unit_price)
+            # FOCUS prices usage and purchases (an unused commitment's hours too); a credit, tax or
+            # adjustment gets no pricing quantity (a refund's GB would count as transferred again).
+            priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"]) & unit.is_not_null()
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
             out = accepted.select(
@@ -291,12 +306,11 @@ class AzureCostConnector(Connector):
                 get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
                 get("region").alias("RegionId"),
                 # A quantity in no stated unit is kept as it was; it has no pricing unit to count in.
-                pl.when(no_consumption).then(None).otherwise(pl.coalesce(consumed_quantity, quantity)).alias("ConsumedQuantity"),
-                pl.when(no_consumption | quantity.is_null()).then(None).otherwise(consumed_unit).alias("ConsumedUnit"),
-                # FOCUS prices every line but a tax: a purchase's quantity and an unused commitment's hours too.
-                pl.when(untaxed & pricing_unit.is_not_null()).then(quantity).alias("PricingQuantity"),
-                pl.when(untaxed & quantity.is_not_null()).then(pricing_unit).alias("PricingUnit"),
-                parse_decimal(fields["unit_price"], 28, 12).alias("ListUnitPrice") if "unit_price" in fields else pl.lit(None).alias("ListUnitPrice"),
+                pl.when(no_consumption).then(None).otherwise(pl.coalesce(in_units, quantity)).alias("ConsumedQuantity"),
+                pl.when(no_consumption | quantity.is_null()).then(None).otherwise(unit).alias("ConsumedUnit"),
+                pl.when(priced & quantity.is_not_null()).then(in_units).alias("PricingQuantity"),
+                pl.when(priced & quantity.is_not_null()).then(unit).alias("PricingUnit"),
+                pl.coalesce(price, unit_price).alias("ListUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
                 pl.coalesce(resource_type.replace_strict(by_type, default=None),

@@ -167,7 +167,7 @@ CREATE OR REPLACE MACRO time_unit_seconds(unit) AS
         WHEN 'second' THEN 1 WHEN 'seconds' THEN 1 WHEN 'sec' THEN 1 WHEN 'secs' THEN 1 WHEN 's' THEN 1
         WHEN 'minute' THEN 60 WHEN 'minutes' THEN 60 WHEN 'min' THEN 60 WHEN 'mins' THEN 60
         WHEN 'day' THEN 86400 WHEN 'days' THEN 86400
-    END * coalesce(TRY_CAST(nullif(regexp_extract(unit, '^\s*([0-9]+(\.[0-9]+)?)\s', 1), '') AS DOUBLE), 1);
+    END * coalesce(TRY_CAST(nullif(regexp_extract(unit, '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DOUBLE), 1);
 -- The GPU-seconds a GPU charge paid for: its GPUs over its charge period, or fewer where its consumed
 -- quantity says the resource ran less of it (a CUR hour of an instance that ran 0.684 h of it: 2,462
 -- GPU-seconds of a 1-GPU instance, not 3,600). The quantity is GPU time when its unit names GPUs
@@ -441,6 +441,8 @@ CREATE OR REPLACE MACRO focus_unit(unit) AS (
                       regexp_replace(trim(focus_unit_sizes(trim(unit))), '^[0-9]+\s+', '') AS u)
     SELECT CASE WHEN block IN ('', '1') THEN '' ELSE block || ' ' END || CASE
         WHEN u IS NULL OR u = '' THEN NULL
+        -- '<unit>/<n> <Times>' ('Units/3 Months') is the spec's own form already.
+        WHEN regexp_full_match(u, '[A-Za-z][A-Za-z0-9 ]*/[0-9]+ (Years|Months|Days|Hours|Minutes|Seconds)') THEN u
         WHEN regexp_full_match(u, '(?i)(year|month|day|hour|minute|second|yr|mo|hrs?|sec|min)s?')
             THEN focus_time_unit(u, true)
         -- '<unit> per <time>', '<unit>/<time>'  → '<unit>/<Time>'

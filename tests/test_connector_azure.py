@@ -126,18 +126,19 @@ def test_an_exclusive_billing_period_end_is_kept(tmp_path):
     assert table["BillingPeriodEnd"].to_pylist() == [datetime(2026, 11, 1, tzinfo=timezone.utc), datetime(2026, 10, 15, tzinfo=timezone.utc)]
 
 
-def test_quantities_in_blocks_become_the_distinct_unit_and_the_block_prices_them():
-    """Cost details count Quantity in UnitOfMeasure: a '10K' line of 0.1351 at 0.0005 costs
-    0.00006755, 1,351 operations. ConsumedUnit was written as it came ('10K', '1 Hour'), and no
-    PricingQuantity or PricingUnit at all. Now, as Microsoft's own FOCUS export writes them: the
-    consumed quantity in the distinct unit, the pricing quantity in a unit naming the block."""
+def test_quantities_in_blocks_are_counted_in_the_distinct_unit_at_the_price_of_one():
+    """Cost details count Quantity in UnitOfMeasure, a block that it prices: a '10K' line of 0.1351 at
+    0.0005 costs 0.00006755, 1,351 operations. ConsumedUnit was written as it came ('10K', '1 Hour'),
+    with no PricingQuantity or PricingUnit at all. Now every quantity is in the distinct unit, and
+    the unit price is the price of one, so cost = unit price × PricingQuantity (FOCUS)."""
     table, _ = read_all(sample("billing/azure_ea_amortized_cost_finopstoolkit.csv"))
     rows = table.to_pylist()
-    ops = next(r for r in rows if r["PricingQuantity"] == Decimal("0.1351"))
-    assert (ops["ConsumedQuantity"], ops["ConsumedUnit"], ops["PricingUnit"]) == (Decimal("1351"), "Units", "10000 Units")
+    ops = next(r for r in rows if r["ConsumedQuantity"] == Decimal("1351"))
+    assert (ops["ConsumedUnit"], ops["PricingQuantity"], ops["PricingUnit"], ops["ListUnitPrice"]) == (
+        "Units", Decimal("1351"), "Units", Decimal("0.00000005"))
     assert ops["PricingQuantity"] * ops["ListUnitPrice"] == ops["EffectiveCost"] == Decimal("0.00006755")
-    hours = next(r for r in rows if r["PricingQuantity"] == Decimal("24"))
-    assert (hours["ConsumedQuantity"], hours["ConsumedUnit"], hours["PricingUnit"]) == (Decimal("24"), "Hours", "Hours")
+    hours = next(r for r in rows if r["ConsumedQuantity"] == Decimal("24"))
+    assert (hours["ConsumedUnit"], hours["PricingQuantity"], hours["PricingUnit"]) == ("Hours", Decimal("24"), "Hours")
     storage = {(r["ConsumedUnit"], r["PricingUnit"]) for r in rows if r["ConsumedUnit"] and "Month" in r["ConsumedUnit"]}
     assert storage == {("GB/Month", "GB/Month"), ("Units/Month", "Units/Month")}
     # A reservation's purchase consumes nothing, and is priced: 1 Hour at 3.25.
@@ -145,8 +146,27 @@ def test_quantities_in_blocks_become_the_distinct_unit_and_the_block_prices_them
                     if r["ChargeCategory"] == "Purchase")
     assert (purchase["ConsumedQuantity"], purchase["ConsumedUnit"], purchase["PricingQuantity"], purchase["PricingUnit"],
             purchase["BilledCost"]) == (None, None, Decimal("1"), "Hours", Decimal("3.25"))
-    # '100 Hours' (OpenCost's pay-as-you-go sample): 3 blocks at 0.025 are 300 hours.
+    # '100 Hours' (OpenCost's pay-as-you-go sample): 3 blocks at 0.025 are 300 hours at 0.00025.
     payg, _ = read_all(sample("billing/azure_export_header_variants_opencost/PayAsYouGo.csv"))
     line = payg.to_pylist()[0]
-    assert (line["ConsumedQuantity"], line["ConsumedUnit"], line["PricingQuantity"], line["PricingUnit"]) == (
-        Decimal("300"), "Hours", Decimal("3"), "100 Hours")
+    assert (line["ConsumedQuantity"], line["ConsumedUnit"], line["PricingQuantity"], line["PricingUnit"], line["ListUnitPrice"]) == (
+        Decimal("300"), "Hours", Decimal("300"), "Hours", Decimal("0.00025"))
+
+
+def test_odd_units_refunds_and_blank_units_keep_quantities_whole(tmp_path):
+    """A unit in another case is the table's; a '0 <unit>' is no block (it would zero the quantity);
+    a blank unit is none (a quantity with no unit has no pricing quantity, FOCUS PricingUnit-C-006);
+    a refund is priced by nothing (its GB would count as transferred again)."""
+    path = tmp_path / "units.csv"
+    head = "SubscriptionId,MeterCategory,MeterId,Date,CostInBillingCurrency,BillingCurrencyCode,Quantity,UnitOfMeasure,UnitPrice,ChargeType\n"
+    path.write_text(head + "s-1,Storage,m-1,09/01/2026,0.0005,USD,0.25,10k,0.002,Usage\n"
+                           "s-1,Other,m-2,09/01/2026,0.00,USD,7,0 Unassigned,0,Usage\n"
+                           "s-1,Other,m-3,09/01/2026,1.00,USD,5,   ,0.2,Usage\n"
+                           "s-1,Bandwidth,m-4,09/01/2026,-8.70,USD,100,1 GB,0.087,Refund\n")
+    table, ctx = read_all(path)
+    assert not ctx.quarantined
+    got = [(r["ConsumedQuantity"], r["ConsumedUnit"], r["PricingQuantity"], r["PricingUnit"]) for r in table.to_pylist()]
+    assert got == [(Decimal("2500"), "Units", Decimal("2500"), "Units"),
+                   (Decimal("7"), "0 Unassigned", Decimal("7"), "0 Unassigned"),
+                   (Decimal("5"), None, None, None),
+                   (None, None, None, None)]

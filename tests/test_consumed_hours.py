@@ -95,7 +95,7 @@ def test_paid_gpu_hours_by_the_hour_follow_what_ran(warehouse):
 
 
 @pytest.mark.parametrize(("unit", "seconds"), [
-    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 36000), ("100 Hours", 360000), ("0.5 Hours", 1800),
+    ("Hours", 3600), ("Hrs", 3600), ("hour", 3600), ("1 Hour", 3600), ("10 Hours", 36000), ("100 Hours", 360000), ("0.5 Hours", 1800), ("10Hours", 36000),
     ("GPU-Hours", 3600), ("GPU Per Hour", 3600), ("seconds", 1), ("Minutes", 60), ("Days", 86400),
     ("GB", None), ("Instance-Hours", None), ("OCPU Per Hour", None), (None, None),
 ])

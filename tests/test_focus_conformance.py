@@ -94,6 +94,7 @@ def test_every_line_rule_counted_in_one_pass_as_alone_and_samples_stay_few(sampl
     ("Units/Month", "Units/Month"), (None, None),
     # A block keeps its count (FOCUS's '<quantity> <unit>'); a block of one is the unit.
     ("10 Hours", "10 Hours"), ("10000 Units", "10000 Units"), ("1 Hour", "Hours"), ("1 GB/Month", "GB/Month"),
+    ("Units/3 Months", "Units/3 Months"),
 ])
 def test_pricing_units_take_focus_unit_format(unit, expected):
     conn = duckdb.connect()
@@ -102,6 +103,21 @@ def test_pricing_units_take_focus_unit_format(unit, expected):
     assert got == expected
     if got is not None:
         assert conn.execute("SELECT regexp_matches(?, ?)", [got, UNIT_FORMAT_REGEX]).fetchone()[0]
+
+
+def test_every_azure_distinct_unit_takes_focus_unit_format():
+    """The Azure connector writes the pricing-unit table's distinct units as ConsumedUnit and
+    PricingUnit: each must leave core.cost_lines (focus_unit) in FOCUS's UnitFormat."""
+    import csv
+
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    path = SQL_DIR.parent / "models" / "data" / "azure_pricing_units.csv"
+    with open(path, newline="", encoding="utf-8") as fh:
+        units = {r["DistinctUnits"] for r in csv.DictReader(fh)}
+    failing = [(u, f) for u in sorted(units) for f in [conn.execute("SELECT focus_unit(?)", [u]).fetchone()[0]]
+               if f is None or not conn.execute("SELECT regexp_matches(?, ?)", [f, UNIT_FORMAT_REGEX]).fetchone()[0]]
+    assert len(units) > 50 and failing == []
 
 
 def test_subcategory_parents_match_the_spec_table():

@@ -153,7 +153,7 @@ def test_unit_macros_read_blocks_alike_on_both_engines(engine):
 
     from pipelines.engines.spark_sql import SQL_DIR, expand_macros, load_macros, rewrite, to_spark_text
 
-    units = ["100 Hours", "10 Hours", "1 Hour", "10K", "1 GB/Month", "Hours", "1000 Tokens", "Hrs", "GB-Month", "2 gibibyte month"]
+    units = ["100 Hours", "10 Hours", "1 Hour", "10K", "1 GB/Month", "Hours", "1000 Tokens", "Hrs", "GB-Month", "2 gibibyte month", "Units/3 Months", "10Hours"]
     sql = ("SELECT u, focus_unit(u), time_unit_seconds(u) FROM (VALUES " + ", ".join(f"('{u}')" for u in units)
            + ", (NULL)) AS v(u) ORDER BY u NULLS LAST")
     spark_rows = [tuple(r) for r in engine.session().sql(
