@@ -193,7 +193,13 @@ class AwsCurConnector(Connector):
             get("line_item_resource_id").alias("ResourceId"),
             pl.coalesce(get("product_region_code"), get("product_region")).alias("RegionId"),
             get("product_location").alias("RegionName"), get("line_item_availability_zone").alias("AvailabilityZone"),
-            get("product_sku").alias("SkuId"), quantity.alias("ConsumedQuantity"), get("pricing_unit").alias("ConsumedUnit"),
+            get("product_sku").alias("SkuId"),
+            # FOCUS: only usage consumes; usage and purchases are priced, in pricing/unit (a tax or a
+            # credit is neither: a refunded transfer's GB would count as transferred again).
+            pl.when(category == "Usage").then(quantity).alias("ConsumedQuantity"),
+            pl.when(category == "Usage").then(get("pricing_unit")).alias("ConsumedUnit"),
+            pl.when(category.is_in(["Usage", "Purchase"]) & get("pricing_unit").is_not_null()).then(quantity).alias("PricingQuantity"),
+            pl.when(category.is_in(["Usage", "Purchase"]) & quantity.is_not_null()).then(get("pricing_unit")).alias("PricingUnit"),
             commitment.alias("CommitmentDiscountId"), status.alias("CommitmentDiscountStatus"),
             discount_type.alias("CommitmentDiscountType"), discount_category.alias("CommitmentDiscountCategory"),
             tags.alias("Tags"),

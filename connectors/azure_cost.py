@@ -276,7 +276,7 @@ class AzureCostConnector(Connector):
             in_units, unit, price = unit_columns(stated_unit, quantity, unit_price)
             # FOCUS prices usage and purchases (an unused commitment's hours too); a credit, tax or
             # adjustment gets no pricing quantity (a refund's GB would count as transferred again).
-            priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"]) & unit.is_not_null()
+            priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"])
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
             out = accepted.select(
@@ -308,8 +308,10 @@ class AzureCostConnector(Connector):
                 # A quantity in no stated unit is kept as it was; it has no pricing unit to count in.
                 pl.when(no_consumption).then(None).otherwise(pl.coalesce(in_units, quantity)).alias("ConsumedQuantity"),
                 pl.when(no_consumption | quantity.is_null()).then(None).otherwise(unit).alias("ConsumedUnit"),
+                # An export with a quantity in no stated unit (pay-as-you-go's legacy layout) prices it
+                # in plain Units: FOCUS wants a priced quantity on every usage line (PricingQuantity-C-005-C).
                 pl.when(priced & quantity.is_not_null()).then(in_units).alias("PricingQuantity"),
-                pl.when(priced & quantity.is_not_null()).then(unit).alias("PricingUnit"),
+                pl.when(priced & quantity.is_not_null()).then(pl.coalesce(unit, pl.lit("Units"))).alias("PricingUnit"),
                 pl.coalesce(price, unit_price).alias("ListUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),

@@ -451,10 +451,10 @@ CREATE OR REPLACE MACRO focus_unit(unit) AS (
             THEN regexp_extract(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?$', 1) || '/'
                  || focus_time_unit(regexp_extract(u, '(?i)(.+?)\s*(?:/|\s+per\s+)\s*(year|month|day|hour|minute|second)s?$', 2), false)
         -- '<unit> <time>', '<unit>-<time>', 'Lambda-GB-Seconds', 'GiB/Second-Months' → '<unit>-<Times>'
-        WHEN regexp_full_match(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?')
+        WHEN regexp_full_match(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr|mo|yr)s?')
             THEN trim(regexp_replace(regexp_replace(
-                     regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?$', 1), '/', ' Per ', 'g'), '[-\s]+', ' ', 'g'))
-                 || '-' || focus_time_unit(regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr)s?$', 2), true)
+                     regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr|mo|yr)s?$', 1), '/', ' Per ', 'g'), '[-\s]+', ' ', 'g'))
+                 || '-' || focus_time_unit(regexp_extract(u, '(?i)(.+?)[\s-]+(year|month|day|hour|minute|second|hr|mo|yr)s?$', 2), true)
         ELSE u
     END FROM s
 );

@@ -155,8 +155,9 @@ def test_quantities_in_blocks_are_counted_in_the_distinct_unit_at_the_price_of_o
 
 def test_odd_units_refunds_and_blank_units_keep_quantities_whole(tmp_path):
     """A unit in another case is the table's; a '0 <unit>' is no block (it would zero the quantity);
-    a blank unit is none (a quantity with no unit has no pricing quantity, FOCUS PricingUnit-C-006);
-    a refund is priced by nothing (its GB would count as transferred again)."""
+    a blank unit is none, and its quantity is priced in plain Units (FOCUS wants every usage line
+    priced, PricingQuantity-C-005-C); a refund is priced by nothing (its GB would count as
+    transferred again)."""
     path = tmp_path / "units.csv"
     head = "SubscriptionId,MeterCategory,MeterId,Date,CostInBillingCurrency,BillingCurrencyCode,Quantity,UnitOfMeasure,UnitPrice,ChargeType\n"
     path.write_text(head + "s-1,Storage,m-1,09/01/2026,0.0005,USD,0.25,10k,0.002,Usage\n"
@@ -168,5 +169,5 @@ def test_odd_units_refunds_and_blank_units_keep_quantities_whole(tmp_path):
     got = [(r["ConsumedQuantity"], r["ConsumedUnit"], r["PricingQuantity"], r["PricingUnit"]) for r in table.to_pylist()]
     assert got == [(Decimal("2500"), "Units", Decimal("2500"), "Units"),
                    (Decimal("7"), "0 Unassigned", Decimal("7"), "0 Unassigned"),
-                   (Decimal("5"), None, None, None),
+                   (Decimal("5"), None, Decimal("5"), "Units"),
                    (None, None, None, None)]

@@ -103,6 +103,18 @@ def rules() -> list[Rule]:
              "SELECT ServiceName FROM {t} GROUP BY ServiceName HAVING count(DISTINCT ServiceCategory) > 1"),
         Rule("ServiceName-C-008-C", "each ServiceName SHOULD have exactly 1 ServiceSubcategory",
              "SELECT ServiceName FROM {t} GROUP BY ServiceName HAVING count(DISTINCT ServiceSubcategory) > 1"),
+        # Quantities' nullability. focus-validator 2.2.1 skips the first rule and passes the second
+        # wherever ChargeClass is null (its "is not Correction" test reads a null as unknown), so
+        # every usage line of a source without quantities passed it. Here a null ChargeClass is what
+        # FOCUS means by it: not a correction.
+        Rule("ConsumedQuantity-C-004-C", "ConsumedQuantity MUST be null when ChargeCategory is not Usage, or Usage of an unused commitment",
+             where="ConsumedQuantity IS NOT NULL AND (ChargeCategory <> 'Usage' OR CommitmentDiscountStatus = 'Unused')",
+             sample="ChargeCategory"),
+        Rule("PricingQuantity-C-004-C", "PricingQuantity MUST be null when ChargeCategory is Tax",
+             where="PricingQuantity IS NOT NULL AND ChargeCategory = 'Tax'", sample="ChargeCategory"),
+        Rule("PricingQuantity-C-005-C", "PricingQuantity MUST NOT be null for usage and purchases that are not corrections",
+             where="PricingQuantity IS NULL AND ChargeCategory IN ('Usage', 'Purchase') AND ChargeClass IS DISTINCT FROM 'Correction'",
+             sample="x_SourceFile"),
         Rule("PricingUnit-C-003-O", "PricingUnit SHOULD conform to UnitFormat",
              where="PricingUnit IS NOT NULL AND NOT regexp_matches(PricingUnit, $unit_format)", sample="PricingUnit"),
         Rule("PricingUnit-C-005-C", "PricingUnit MUST be null when PricingQuantity is null",

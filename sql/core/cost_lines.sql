@@ -54,6 +54,10 @@ filled AS (
         -- stays in x_InvoicingEntity): BilledCost-C-005 reads any other issuer as a third party.
         CASE WHEN InvoiceIssuerName IS NULL OR focus_issuer_is_provider(ProviderName, InvoiceIssuerName) THEN ProviderName
              ELSE InvoiceIssuerName END AS InvoiceIssuerName,
+        -- Only usage consumes (ConsumedQuantity-C-004-C): the quantity some sources state on a
+        -- credit or an adjustment, or on a commitment's unused hours, is not consumption.
+        CASE WHEN ChargeCategory = 'Usage' AND CommitmentDiscountStatus IS DISTINCT FROM 'Unused' THEN ConsumedQuantity END AS ConsumedQuantity,
+        CASE WHEN ChargeCategory = 'Usage' AND CommitmentDiscountStatus IS DISTINCT FROM 'Unused' THEN ConsumedUnit END AS ConsumedUnit,
         -- A line that names no publisher is the provider's own service.
         coalesce(PublisherName, ProviderName) AS PublisherName,
         coalesce(ServiceCategory, 'Other') AS ServiceCategory
