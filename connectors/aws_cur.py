@@ -168,6 +168,16 @@ class AwsCurConnector(Connector):
                 else get("resource_tags"))
         gpus = instance_gpus_expr(get("product_instance_type"))
         quantity = parse_decimal("line_item_usage_amount", 28, 10) if "line_item_usage_amount" in frame.columns else pl.lit(None)
+        # The unused part of a fee's quantity, for its Unused row: a reservation states it
+        # (reservation/UnusedQuantity); a savings plan's is the fee's hours in the unused share of
+        # its commitment. Without either it is unknown (null), never the whole fee's.
+        total = money["savings_plan_total_commitment_to_date"]
+        unused_quantity = (
+            pl.when(kind == "RIFee").then(parse_decimal("reservation_unused_quantity", 28, 10)
+                                          if "reservation_unused_quantity" in frame.columns else pl.lit(None, dtype=pl.Decimal(28, 10)))
+            .when((kind == "SavingsPlanRecurringFee") & (total > 0)).then(
+                quantity.cast(pl.Decimal(38, 10)) * (total - pl.coalesce(money["savings_plan_used_commitment"], zero)) / total)
+        ).cast(pl.Decimal(38, 10))
         stamp = lambda t: t.dt.strftime("%Y-%m-%dT%H:%M:%SZ").fill_null("")  # noqa: E731
         line_id = pl.when(get("identity_line_item_id").is_not_null()).then(pl.concat_str(
             get("identity_line_item_id"), pl.lit("|"), stamp(start), pl.lit("/"), stamp(pl.coalesce(end, start)), pl.lit("|"),
@@ -209,6 +219,7 @@ class AwsCurConnector(Connector):
             ROW_NUMBER,
             get("line_item_product_code").replace_strict(service_categories(), default="Other").alias("ServiceCategory"),
             unused.alias("__unused"),
+            unused_quantity.alias("__unused_quantity"),
         )
         # The unused part of a recurring commitment fee: billed by the fee line already, so BilledCost
         # (and the source's own amount) 0 here; EffectiveCost carries it; nothing was consumed.
@@ -220,7 +231,9 @@ class AwsCurConnector(Connector):
             pl.when(pl.col("CommitmentDiscountId").is_not_null()).then(pl.lit("Unused")).alias("CommitmentDiscountStatus"),
             pl.lit(None, dtype=lines.schema["ConsumedQuantity"]).alias("ConsumedQuantity"),
             pl.lit(None, dtype=pl.String).alias("ConsumedUnit"),
+            pl.col("__unused_quantity").cast(lines.schema["PricingQuantity"]).alias("PricingQuantity"),
+            pl.when(pl.col("__unused_quantity").is_not_null()).then(pl.col("PricingUnit")).alias("PricingUnit"),
             pl.concat_str(pl.col("x_SourceLineId"), pl.lit("|unused")).alias("x_SourceLineId"),
             pl.concat_str(pl.lit("Unused commitment: "), pl.col("ChargeDescription").fill_null(pl.col("CommitmentDiscountType"))).alias("ChargeDescription"),
         )
-        return pl.concat([lines, unused_rows], how="vertical").drop("__unused")
+        return pl.concat([lines, unused_rows], how="vertical").drop("__unused", "__unused_quantity")

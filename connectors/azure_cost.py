@@ -89,7 +89,9 @@ def unit_columns(unit: pl.Expr, quantity: pl.Expr, unit_price: pl.Expr) -> tuple
                                return_dtype=pl.Int64).cast(pl.Decimal(38, 0))
     in_units = (quantity.cast(pl.Decimal(38, 10)) * block).cast(pl.Decimal(38, 10))
     price = (unit_price.cast(pl.Decimal(38, 18)) / block).cast(pl.Decimal(38, 12))
-    return in_units, distinct, price
+    # A price of one that twelve decimals cannot hold (0.25 per 10^11 Units) is left unknown, not rounded.
+    exact = pl.when((price * block).cast(pl.Decimal(38, 12)) == unit_price.cast(pl.Decimal(38, 12))).then(price)
+    return in_units, distinct, exact
 
 
 ALIASES = {
@@ -312,7 +314,7 @@ class AzureCostConnector(Connector):
                 # in plain Units: FOCUS wants a priced quantity on every usage line (PricingQuantity-C-005-C).
                 pl.when(priced & quantity.is_not_null()).then(in_units).alias("PricingQuantity"),
                 pl.when(priced & quantity.is_not_null()).then(pl.coalesce(unit, pl.lit("Units"))).alias("PricingUnit"),
-                pl.coalesce(price, unit_price).alias("ListUnitPrice"),
+                price.alias("ListUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
                 pl.coalesce(resource_type.replace_strict(by_type, default=None),

@@ -320,3 +320,40 @@ def test_a_line_in_a_currency_iso_4217_does_not_know_is_quarantined(tmp_path):
     assert table.num_rows == 2
     assert [q["reason"] for q in ctx.quarantined] == ["lineItem/CurrencyCode 'XYZ' is not an ISO 4217 code"]
     assert ctx.source_total == sum(table.column("x_SourceCost").to_pylist()) + ctx.quarantined_total
+
+
+def test_quantities_follow_focus_usage_consumes_fees_are_priced_and_unused_rows_carry_the_unused_part(tmp_path):
+    """Every usage and purchase line is priced (PricingQuantity-C-005-C: no CUR line was); only usage
+    consumes (a tax's quantity is not consumption); an Unused row built from a fee carries the unused
+    part of the fee's quantity, not the whole fee's (which would count the commitment twice)."""
+    header = ["lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate", "lineItem/UnblendedCost",
+              "lineItem/CurrencyCode", "lineItem/UsageAmount", "pricing/unit", "reservation/ReservationARN",
+              "reservation/UnusedRecurringFee", "reservation/UnusedQuantity", "savingsPlan/SavingsPlanARN",
+              "savingsPlan/TotalCommitmentToDate", "savingsPlan/UsedCommitment", "identity/LineItemId"]
+    month = {"lineItem/UsageStartDate": "2026-09-01T00:00:00Z", "lineItem/UsageEndDate": "2026-10-01T00:00:00Z",
+             "lineItem/CurrencyCode": "USD"}
+    rows = [
+        {**month, "lineItem/LineItemType": "RIFee", "lineItem/UnblendedCost": "600", "lineItem/UsageAmount": "720",
+         "pricing/unit": "Hrs", "reservation/ReservationARN": RI_ARN, "reservation/UnusedRecurringFee": "60",
+         "reservation/UnusedQuantity": "72", "identity/LineItemId": "ri"},
+        {**month, "lineItem/LineItemType": "SavingsPlanRecurringFee", "lineItem/UnblendedCost": "100",
+         "lineItem/UsageAmount": "720", "pricing/unit": "Hrs", "savingsPlan/SavingsPlanARN": SP_ARN,
+         "savingsPlan/TotalCommitmentToDate": "100", "savingsPlan/UsedCommitment": "20", "identity/LineItemId": "sp"},
+        {**month, "lineItem/LineItemType": "Usage", "lineItem/UnblendedCost": "9", "lineItem/UsageAmount": "100",
+         "pricing/unit": "GB", "identity/LineItemId": "use"},
+        {**month, "lineItem/LineItemType": "Tax", "lineItem/UnblendedCost": "1.5", "lineItem/UsageAmount": "1",
+         "identity/LineItemId": "tax"},
+    ]
+    path = tmp_path / "quantities.csv"
+    write_cur(path, header, rows)
+    table, _ = read_all(path)
+    got = [(r["ChargeCategory"], r["CommitmentDiscountStatus"], r["ConsumedQuantity"], r["ConsumedUnit"], r["PricingQuantity"],
+            r["PricingUnit"]) for r in table.to_pylist()]
+    assert got == [
+        ("Purchase", None, None, None, Decimal("720"), "Hrs"),
+        ("Purchase", None, None, None, Decimal("720"), "Hrs"),
+        ("Usage", None, Decimal("100"), "GB", Decimal("100"), "GB"),
+        ("Tax", None, None, None, None, None),
+        ("Usage", "Unused", None, None, Decimal("72"), "Hrs"),    # the reservation's own unused hours
+        ("Usage", "Unused", None, None, Decimal("576"), "Hrs"),   # 80 % of the plan's commitment unused
+    ]

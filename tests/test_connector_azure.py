@@ -163,11 +163,15 @@ def test_odd_units_refunds_and_blank_units_keep_quantities_whole(tmp_path):
     path.write_text(head + "s-1,Storage,m-1,09/01/2026,0.0005,USD,0.25,10k,0.002,Usage\n"
                            "s-1,Other,m-2,09/01/2026,0.00,USD,7,0 Unassigned,0,Usage\n"
                            "s-1,Other,m-3,09/01/2026,1.00,USD,5,   ,0.2,Usage\n"
-                           "s-1,Bandwidth,m-4,09/01/2026,-8.70,USD,100,1 GB,0.087,Refund\n")
+                           "s-1,Bandwidth,m-4,09/01/2026,-8.70,USD,100,1 GB,0.087,Refund\n"
+                           "s-1,Storage,m-5,09/01/2026,0.75,USD,3,100000000000,0.25,Usage\n")
     table, ctx = read_all(path)
     assert not ctx.quarantined
     got = [(r["ConsumedQuantity"], r["ConsumedUnit"], r["PricingQuantity"], r["PricingUnit"]) for r in table.to_pylist()]
     assert got == [(Decimal("2500"), "Units", Decimal("2500"), "Units"),
                    (Decimal("7"), "0 Unassigned", Decimal("7"), "0 Unassigned"),
                    (Decimal("5"), None, Decimal("5"), "Units"),
-                   (None, None, None, None)]
+                   (None, None, None, None),
+                   (Decimal("300000000000"), "Units", Decimal("300000000000"), "Units")]
+    # 0.25 per 10^11 Units is a price of one that twelve decimals cannot hold: unknown, not rounded to 0.
+    assert [r["ListUnitPrice"] for r in table.to_pylist()] == [Decimal("0.0000002"), Decimal("0"), Decimal("0.2"), Decimal("0.087"), None]

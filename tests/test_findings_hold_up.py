@@ -249,3 +249,36 @@ def test_a_monthly_fee_never_alerts_on_the_first(warehouse):
     # Booked on its start day, the 1st would read 500 against 0 expected: an alert every month. Spread, it reads
     # 500 ÷ 31 (in the scores' micro-units) against the median of the same weekday in July to September.
     assert first == [{"actual": Decimal("16.129032"), "expected": Decimal("16.397850"), "flagged": False}]
+
+
+def test_a_refunded_transfer_moves_its_gb_once_and_nets_its_money(tmp_path):
+    """A credit on a transfer line (a refund, a discount: AWS writes the discounted line's usage type on
+    it) moved no data again. Counting its quantity as GB doubled the GB; leaving it out of the egress
+    lines reported the transfer's cost before the refund. It nets its money at 0 GB, and a day with
+    only a credit on a path is no finding of its own."""
+    header = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+              "ServiceName,ServiceCategory,ResourceId,ResourceName,ChargeDescription,ConsumedQuantity,ConsumedUnit,"
+              "PricingQuantity,PricingUnit\n")
+    out = "Data transfer out to the internet"
+    lines = [
+        ("9.00", "Usage", "2026-09-01", "100", "GB"),     # 100 GB out
+        ("-9.00", "Credit", "2026-09-01", "100", "GB"),   # refunded in full, the quantity restated on the credit
+        ("4.50", "Usage", "2026-09-02", "50", "GB"),      # 50 GB out
+        ("-0.45", "Credit", "2026-09-02", "", ""),        # a 10 % discount with no quantity
+        ("-1.00", "Credit", "2026-09-03", "", ""),        # a credit alone on a day with no transfer
+    ]
+    body = "".join(f"{cost},{cost},USD,{category},{day}T00:00:00Z,{day}T23:59:59Z,GpuCloud,Network,Networking,vm-1,vm-1,"
+                   f"{out},{q},{u},{q},{u}\n" for cost, category, day, q, u in lines)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "transfers.csv").write_text(header + body)
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        found = fetch_all(conn, """SELECT strftime(period_start, '%d'), gb, wasted_cost FROM findings.egress
+                                   WHERE resource = 'vm-1' ORDER BY period_start""")
+        series = fetch_all(conn, "SELECT sum(egress_gb) FROM marts.daily_series WHERE day BETWEEN '2026-09-01' AND '2026-09-03'")
+    finally:
+        conn.close()
+    assert found == [("01", Decimal("100"), Decimal("0")), ("02", Decimal("50"), Decimal("4.05"))]
+    assert series == [(pytest.approx(150.0),)]

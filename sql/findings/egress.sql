@@ -96,6 +96,8 @@ daily_findings AS (
     LEFT JOIN catalog AS c ON c.provider = e.provider AND c.path = e.path
     WHERE NOT (e.path = 'internet' AND e.resource IN (SELECT resource FROM explained))
     GROUP BY e.resource, e.day, e.path, e.BillingCurrency
+    -- A day with only credits on a path moved nothing out: no finding of its own.
+    HAVING sum(e.gb) > 0
 )
 SELECT * FROM object_findings
 UNION ALL BY NAME

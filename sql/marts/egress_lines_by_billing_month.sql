@@ -22,7 +22,11 @@ transfer_lines AS (
            c.ResourceId AS resource_id,
            utc_day(c.ChargePeriodStart) AS day, c.ChargePeriodStart, c.ChargePeriodEnd, c.EffectiveCost, c.BillingCurrency,
            k.path,
-           egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path) AS gb
+           -- GB from usage only: a credit, discount or refund on a transfer (AWS writes the discounted
+           -- line's usage type on it) moves no data again, but nets its money in at 0 GB.
+           CASE WHEN c.ChargeCategory = 'Usage'
+                THEN egress_gb_of(c.ConsumedQuantity, k.consumed_gb_per_unit, c.PricingQuantity, k.pricing_gb_per_unit, k.path)
+                WHEN c.ChargeCategory IN ('Credit', 'Adjustment') THEN CAST(0 AS DECIMAL(38, 10)) END AS gb
     FROM month_lines AS c
     JOIN line_kinds AS k
       ON k.ProviderName IS NOT DISTINCT FROM c.ProviderName AND k.fields IS NOT DISTINCT FROM transfer_fields(c.x_ExtraColumns)
