@@ -68,16 +68,15 @@ def pricing_units() -> tuple[dict[str, str], dict[str, int]]:
 MAX_BLOCK = 1_000_000_000
 
 
-def unit_columns(unit: pl.Expr, quantity: pl.Expr, unit_price: pl.Expr) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
-    """(quantity, unit, unit price) of an Azure line in its distinct unit: its ConsumedQuantity and
-    PricingQuantity, its ConsumedUnit and PricingUnit, its ListUnitPrice.
+def unit_columns(unit: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(distinct unit, block) of an Azure UnitOfMeasure: '10K' is (Units, 10000), '1 Hour' (Hours, 1).
 
     Cost details count Quantity in UnitOfMeasure, which may be a block, and price the block: a '10K'
     line of 0.1351 at 0.0005 costs 0.00006755, 1,351 operations. In the distinct unit that is
-    1,351 Units at 0.00000005, so cost = unit price × PricingQuantity still holds, as FOCUS requires,
-    and the unit is one FOCUS's UnitFormat takes (a block of a compound unit, '10000 GB/Month', is
-    not). A unit the table lacks is read as '<block> <unit>' where it starts with a whole number of
-    at least one, else as a unit of its own."""
+    1,351 Units at 0.00000005 (`in_units`, `price_of_one`), so cost = unit price × PricingQuantity
+    still holds, as FOCUS requires, and the unit is one FOCUS's UnitFormat takes (a block of a
+    compound unit, '10000 GB/Month', is not). A unit the table lacks is read as '<block> <unit>'
+    where it starts with a whole number of at least one, else as a unit of its own."""
     distinct_of, block_of = pricing_units()
     key = unit.str.to_lowercase()
     parsed = unit.str.extract_groups(r"^([0-9]+)\s+(\S.*)$")
@@ -87,11 +86,18 @@ def unit_columns(unit: pl.Expr, quantity: pl.Expr, unit_price: pl.Expr) -> tuple
                                   return_dtype=pl.String)
     block = key.replace_strict(block_of, default=pl.when(parsed_ok).then(parsed_block).otherwise(pl.lit(1)),
                                return_dtype=pl.Int64).cast(pl.Decimal(38, 0))
-    in_units = (quantity.cast(pl.Decimal(38, 10)) * block).cast(pl.Decimal(38, 10))
-    price = (unit_price.cast(pl.Decimal(38, 18)) / block).cast(pl.Decimal(38, 12))
-    # A price of one that twelve decimals cannot hold (0.25 per 10^11 Units) is left unknown, not rounded.
-    exact = pl.when((price * block).cast(pl.Decimal(38, 12)) == unit_price.cast(pl.Decimal(38, 12))).then(price)
-    return in_units, distinct, exact
+    return distinct, block
+
+
+def in_units(quantity: pl.Expr, block: pl.Expr) -> pl.Expr:
+    return (quantity.cast(pl.Decimal(38, 10)) * block).cast(pl.Decimal(38, 10))
+
+
+def price_of_one(price: pl.Expr, block: pl.Expr) -> pl.Expr:
+    """A block's price per distinct unit; left unknown, not rounded, where twelve decimals cannot
+    hold it (0.25 per 10^11 Units)."""
+    one = (price.cast(pl.Decimal(38, 18)) / block).cast(pl.Decimal(38, 12))
+    return pl.when((one * block).cast(pl.Decimal(38, 12)) == price.cast(pl.Decimal(38, 12))).then(one)
 
 
 ALIASES = {
@@ -112,6 +118,7 @@ ALIASES = {
     "quantity": ("quantity", "usagequantity"),
     "unit": ("unitofmeasure",),
     "unit_price": ("unitprice", "effectiveprice", "resourcerate"),
+    "payg_price": ("paygprice",),
     "charge_type": ("chargetype",),
     "pricing_model": ("pricingmodel",),
     "reservation": ("reservationid",),
@@ -274,8 +281,13 @@ class AzureCostConnector(Connector):
             no_consumption = unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")
             stated_unit = get("unit")
             stated_unit = pl.when(stated_unit != "").then(stated_unit)  # a blank unit is none
-            unit_price = parse_decimal(fields["unit_price"], 28, 12) if "unit_price" in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
-            in_units, unit, price = unit_columns(stated_unit, quantity, unit_price)
+            unit, block = unit_columns(stated_unit)
+            consumed = in_units(quantity, block)
+            # Prices per block: UnitPrice is the negotiated one (FOCUS's contracted price), PayGPrice the
+            # retail list price; a list price of 0 (some covered lines state none) is no list price.
+            price = lambda f: parse_decimal(fields[f], 28, 12) if f in fields else pl.lit(None, dtype=pl.Decimal(28, 12))  # noqa: E731
+            contracted_price = price("unit_price")
+            list_price = pl.when(price("payg_price") > 0).then(price("payg_price")).otherwise(contracted_price)
             # FOCUS prices usage and purchases (an unused commitment's hours too); a credit, tax or
             # adjustment gets no pricing quantity (a refund's GB would count as transferred again).
             priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"])
@@ -284,7 +296,13 @@ class AzureCostConnector(Connector):
             out = accepted.select(
                 pl.when(covered | unused).then(zero).otherwise(pl.col("__cost")).alias("BilledCost"),
                 pl.when(purchase_of_commitment).then(zero).otherwise(pl.col("__cost")).alias("EffectiveCost"),
-                pl.col("__cost").alias("ListCost"), pl.col("__cost").alias("x_SourceCost"),
+                # List and contracted cost: their price × the line's quantity, where it is priced;
+                # a credit, tax or adjustment is its own cost at either.
+                pl.when(priced & quantity.is_not_null() & list_price.is_not_null())
+                  .then((list_price * quantity).cast(pl.Decimal(38, 10))).otherwise(pl.col("__cost")).alias("ListCost"),
+                pl.when(priced & quantity.is_not_null() & contracted_price.is_not_null())
+                  .then((contracted_price * quantity).cast(pl.Decimal(38, 10))).alias("ContractedCost"),
+                pl.col("__cost").alias("x_SourceCost"),
                 pl.col("__currency").alias("BillingCurrency"),
                 charge_type.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),
                 pl.when(unused).then(pl.lit("Unused"))
@@ -308,13 +326,14 @@ class AzureCostConnector(Connector):
                 get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
                 get("region").alias("RegionId"),
                 # A quantity in no stated unit is kept as it was; it has no pricing unit to count in.
-                pl.when(no_consumption).then(None).otherwise(pl.coalesce(in_units, quantity)).alias("ConsumedQuantity"),
+                pl.when(no_consumption).then(None).otherwise(pl.coalesce(consumed, quantity)).alias("ConsumedQuantity"),
                 pl.when(no_consumption | quantity.is_null()).then(None).otherwise(unit).alias("ConsumedUnit"),
                 # An export with a quantity in no stated unit (pay-as-you-go's legacy layout) prices it
                 # in plain Units: FOCUS wants a priced quantity on every usage line (PricingQuantity-C-005-C).
-                pl.when(priced & quantity.is_not_null()).then(in_units).alias("PricingQuantity"),
+                pl.when(priced & quantity.is_not_null()).then(consumed).alias("PricingQuantity"),
                 pl.when(priced & quantity.is_not_null()).then(pl.coalesce(unit, pl.lit("Units"))).alias("PricingUnit"),
-                price.alias("ListUnitPrice"),
+                pl.when(priced).then(price_of_one(list_price, block)).alias("ListUnitPrice"),
+                pl.when(priced).then(price_of_one(contracted_price, block)).alias("ContractedUnitPrice"),
                 tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpus.struct.field("count").alias("x_GpuCount"),
                 pl.coalesce(resource_type.replace_strict(by_type, default=None),

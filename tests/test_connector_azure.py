@@ -174,4 +174,25 @@ def test_odd_units_refunds_and_blank_units_keep_quantities_whole(tmp_path):
                    (None, None, None, None),
                    (Decimal("300000000000"), "Units", Decimal("300000000000"), "Units")]
     # 0.25 per 10^11 Units is a price of one that twelve decimals cannot hold: unknown, not rounded to 0.
-    assert [r["ListUnitPrice"] for r in table.to_pylist()] == [Decimal("0.0000002"), Decimal("0"), Decimal("0.2"), Decimal("0.087"), None]
+    # A refund is priced by nothing: no unit price either.
+    assert [r["ListUnitPrice"] for r in table.to_pylist()] == [Decimal("0.0000002"), Decimal("0"), Decimal("0.2"), None, None]
+
+
+def test_list_and_contracted_costs_are_their_prices_times_the_quantity():
+    """ListCost was the line's cost and ContractedCost was left to core.cost_lines: Azure's savings
+    against list and negotiated prices read as nothing. PayGPrice is the list price and UnitPrice the
+    contracted one, each per block; a list price of 0 (some covered lines state none) is none."""
+    path = sample("billing/azure_ea_amortized_cost_finopstoolkit.csv")
+    rows = read_all(path)[0].to_pylist()
+    # 24 Hours at 0.0816 on demand, list 0.0816: list, contracted and effective cost alike.
+    hours = next(r for r in rows if r["ConsumedQuantity"] == Decimal("24") and r["ListUnitPrice"] == Decimal("0.0816"))
+    assert (hours["ListCost"], hours["ContractedCost"], hours["EffectiveCost"]) == (Decimal("1.9584"),) * 3
+    # 8 hours of a reservation-covered VM: PayGPrice 0 (none stated), UnitPrice 0.146, effective 0.061644.
+    covered = next(r for r in rows if r["ConsumedQuantity"] == Decimal("8"))
+    assert (covered["ListUnitPrice"], covered["ContractedUnitPrice"], covered["ListCost"], covered["ContractedCost"],
+            covered["EffectiveCost"]) == (Decimal("0.146"), Decimal("0.146"), Decimal("1.168"), Decimal("1.168"), Decimal("0.493152"))
+    # '10K' at 0.0005 a block: per Unit 0.00000005, and the cost is the same either way.
+    ops = next(r for r in rows if r["ConsumedQuantity"] == Decimal("1351"))
+    assert ops["ContractedUnitPrice"] * ops["PricingQuantity"] == ops["ContractedCost"] == Decimal("0.00006755")
+    # A credit, tax or adjustment is its own cost at list.
+    assert all(r["ListCost"] == r["BilledCost"] for r in rows if r["ChargeCategory"] not in ("Usage", "Purchase"))
