@@ -117,8 +117,8 @@ ALIASES = {
     "meter": ("metername",),
     "quantity": ("quantity", "usagequantity"),
     "unit": ("unitofmeasure",),
-    "unit_price": ("unitprice", "effectiveprice", "resourcerate"),
     "payg_price": ("paygprice",),
+    "contracted_price": ("unitprice", "resourcerate"),
     "charge_type": ("chargetype",),
     "pricing_model": ("pricingmodel",),
     "reservation": ("reservationid",),
@@ -283,11 +283,23 @@ class AzureCostConnector(Connector):
             stated_unit = pl.when(stated_unit != "").then(stated_unit)  # a blank unit is none
             unit, block = unit_columns(stated_unit)
             consumed = in_units(quantity, block)
-            # Prices per block: UnitPrice is the negotiated one (FOCUS's contracted price), PayGPrice the
-            # retail list price; a list price of 0 (some covered lines state none) is no list price.
-            price = lambda f: parse_decimal(fields[f], 28, 12) if f in fields else pl.lit(None, dtype=pl.Decimal(28, 12))  # noqa: E731
-            contracted_price = price("unit_price")
-            list_price = pl.when(price("payg_price") > 0).then(price("payg_price")).otherwise(contracted_price)
+            # Prices per block, in the billing currency: UnitPrice (or a pay-as-you-go ResourceRate) is
+            # the negotiated one (FOCUS's contracted price), PayGPrice the retail list price. An MCA
+            # export states them in its pricing currency, with the rate to the billing one: without
+            # that rate they cannot be billing money. A price of 0 on a line that costs something
+            # (reservation usage, Marketplace charges) states no price; EffectivePrice is after
+            # commitment discounts, neither list nor contracted.
+            foreign = get("pricing_currency").is_not_null() & (get("pricing_currency").str.to_uppercase() != pl.col("__currency"))
+            to_billing = pl.when(~foreign.fill_null(False)).then(pl.lit(1).cast(pl.Decimal(28, 12))) \
+                .when(rate > 0).then(rate.cast(pl.Decimal(28, 12)))
+
+            def price(field: str) -> pl.Expr:
+                stated = parse_decimal(fields[field], 28, 12) if field in fields else pl.lit(None, dtype=pl.Decimal(28, 12))
+                in_billing = (stated.cast(pl.Decimal(38, 18)) * to_billing).cast(pl.Decimal(38, 12))
+                return pl.when((stated != 0) | (pl.col("__cost") == 0)).then(in_billing)
+
+            contracted_price = price("contracted_price")
+            list_price = pl.coalesce(price("payg_price"), contracted_price)
             # FOCUS prices usage and purchases (an unused commitment's hours too); a credit, tax or
             # adjustment gets no pricing quantity (a refund's GB would count as transferred again).
             priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"])

@@ -196,3 +196,29 @@ def test_list_and_contracted_costs_are_their_prices_times_the_quantity():
     assert ops["ContractedUnitPrice"] * ops["PricingQuantity"] == ops["ContractedCost"] == Decimal("0.00006755")
     # A credit, tax or adjustment is its own cost at list.
     assert all(r["ListCost"] == r["BilledCost"] for r in rows if r["ChargeCategory"] not in ("Usage", "Purchase"))
+
+
+def test_prices_are_billing_money_and_a_zero_or_discounted_price_is_none(tmp_path):
+    """An MCA export states UnitPrice and PayGPrice in its pricing currency: they are billing money
+    only at its rate. A price of 0 on a line that costs something (all MCA reservation usage,
+    Marketplace charges) states no price, and EffectivePrice, after commitment discounts, is neither
+    list nor contracted: those lines keep their own cost at list, as before."""
+    path = tmp_path / "prices.csv"
+    head = ("SubscriptionId,MeterCategory,MeterId,Date,CostInBillingCurrency,BillingCurrency,PricingCurrency,"
+            "ExchangeRatePricingToBilling,Quantity,UnitOfMeasure,UnitPrice,PayGPrice,ChargeType\n")
+    path.write_text(head + "s-1,Virtual Machines,m-1,09/01/2026,9.00,EUR,USD,0.9,10,1 Hour,1.0,1.2,Usage\n"
+                           "s-1,Virtual Machines,m-2,09/01/2026,9.00,EUR,USD,,10,1 Hour,1.0,1.2,Usage\n"
+                           "s-1,Virtual Machines,m-3,09/01/2026,25.00,EUR,EUR,1,10,1 Hour,0,0,Usage\n"
+                           "s-1,Virtual Machines,m-4,09/01/2026,0.00,EUR,EUR,1,10,1 Hour,0,0,Usage\n")
+    table, ctx = read_all(path)
+    assert not ctx.quarantined
+    got = [(r["ListUnitPrice"], r["ContractedUnitPrice"], r["ListCost"], r["ContractedCost"]) for r in table.to_pylist()]
+    assert got == [
+        (Decimal("1.08"), Decimal("0.9"), Decimal("10.8"), Decimal("9")),   # USD prices at 0.9 EUR
+        (None, None, Decimal("9"), None),                                   # no rate: no price in EUR
+        (None, None, Decimal("25"), None),                                  # 0 stated for a line costing 25
+        (Decimal("0"), Decimal("0"), Decimal("0"), Decimal("0")),           # a free meter is free
+    ]
+    camel, _ = read_all(sample("billing/azure_export_header_variants_opencost/EnterpriseCamel.csv"))
+    (line,) = camel.to_pylist()  # states effectivePrice and PayGPrice, no UnitPrice: a list price, no contracted one
+    assert (line["ListUnitPrice"], line["ContractedUnitPrice"], line["ListCost"]) == (Decimal("0.004"), None, Decimal("0.012"))
