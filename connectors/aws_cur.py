@@ -208,8 +208,12 @@ class AwsCurConnector(Connector):
             # credit is neither: a refunded transfer's GB would count as transferred again).
             pl.when(category == "Usage").then(quantity).alias("ConsumedQuantity"),
             pl.when(category == "Usage").then(get("pricing_unit")).alias("ConsumedUnit"),
-            pl.when(category.is_in(["Usage", "Purchase"]) & get("pricing_unit").is_not_null()).then(quantity).alias("PricingQuantity"),
-            pl.when(category.is_in(["Usage", "Purchase"]) & quantity.is_not_null()).then(get("pricing_unit")).alias("PricingUnit"),
+            # A quantity in no stated unit (an upfront fee's) is priced in plain Units, as the Azure
+            # connector prices one: FOCUS wants every usage and purchase line priced.
+            pl.when(category.is_in(["Usage", "Purchase"])).then(quantity).alias("PricingQuantity"),
+            pl.when(category.is_in(["Usage", "Purchase"]) & quantity.is_not_null())
+              .then(pl.when(get("pricing_unit").str.strip_chars() != "").then(get("pricing_unit")).otherwise(pl.lit("Units")))
+              .alias("PricingUnit"),
             commitment.alias("CommitmentDiscountId"), status.alias("CommitmentDiscountStatus"),
             discount_type.alias("CommitmentDiscountType"), discount_category.alias("CommitmentDiscountCategory"),
             tags.alias("Tags"),

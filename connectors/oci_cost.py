@@ -78,8 +78,9 @@ class OciCostConnector(Connector):
                 get("product/resourceId").alias("ResourceId"), quantity.alias("ConsumedQuantity"),
                 get("cost/skuUnitDescription").alias("ConsumedUnit"), unit_price.alias("ListUnitPrice"),
                 # The unit price is per billed quantity, in the SKU's unit (FOCUS: every usage line is priced).
-                pl.when(get("cost/skuUnitDescription").is_not_null()).then(quantity).alias("PricingQuantity"),
-                pl.when(quantity.is_not_null()).then(get("cost/skuUnitDescription")).alias("PricingUnit"),
+                # A quantity in no stated unit is priced in plain Units, as the other connectors price one.
+                quantity.alias("PricingQuantity"),
+                pl.when(quantity.is_not_null()).then(pl.coalesce(get("cost/skuUnitDescription"), pl.lit("Units"))).alias("PricingUnit"),
                 get("cost/subscriptionId").alias("CommitmentDiscountId"), tags.alias("Tags"),
                 gpus.struct.field("model").alias("x_GpuModel"), gpu_count.alias("x_GpuCount"),
                 pl.struct(get("lineItem/referenceNo").alias("reference_no")).struct.json_encode().alias("x_ExtraColumns"),

@@ -357,3 +357,17 @@ def test_quantities_follow_focus_usage_consumes_fees_are_priced_and_unused_rows_
         ("Usage", "Unused", None, None, Decimal("72"), "Hrs"),    # the reservation's own unused hours
         ("Usage", "Unused", None, None, Decimal("576"), "Hrs"),   # 80 % of the plan's commitment unused
     ]
+
+
+def test_an_upfront_fee_in_no_stated_unit_is_priced_in_units(tmp_path):
+    """A reservation's upfront Fee states a quantity and no pricing/unit: unpriced, it broke FOCUS's
+    PricingQuantity-C-005-C (the check warned on every CUR with an upfront reservation)."""
+    header = ["lineItem/LineItemType", "lineItem/UsageStartDate", "lineItem/UsageEndDate", "lineItem/UnblendedCost",
+              "lineItem/CurrencyCode", "lineItem/UsageAmount", "pricing/unit", "reservation/ReservationARN", "identity/LineItemId"]
+    write_cur(tmp_path / "fee.csv", header, [
+        {"lineItem/LineItemType": "Fee", "lineItem/UsageStartDate": "2026-09-01T00:00:00Z",
+         "lineItem/UsageEndDate": "2026-09-01T00:00:00Z", "lineItem/UnblendedCost": "100", "lineItem/CurrencyCode": "USD",
+         "lineItem/UsageAmount": "1", "pricing/unit": "", "reservation/ReservationARN": RI_ARN, "identity/LineItemId": "fee"}])
+    (row,) = read_all(tmp_path / "fee.csv")[0].to_pylist()
+    assert (row["ChargeCategory"], row["PricingQuantity"], row["PricingUnit"], row["ConsumedQuantity"]) == (
+        "Purchase", Decimal("1"), "Units", None)
