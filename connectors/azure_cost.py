@@ -277,8 +277,9 @@ class AzureCostConnector(Connector):
             gpus = instance_gpus_expr(vm_size) if {"additional_info", "meter_subcategory", "meter"} & fields.keys() \
                 else pl.lit(None, dtype=GPU_STRUCT)
             tags = get("tags")
+            category = charge_type.replace_strict(CATEGORY, default="Usage")
             # FOCUS: no ConsumedQuantity on an unused commitment or on anything but Usage.
-            no_consumption = unused | charge_type.replace_strict(CATEGORY, default="Usage").ne("Usage")
+            no_consumption = unused | category.ne("Usage")
             stated_unit = get("unit")
             stated_unit = pl.when(stated_unit != "").then(stated_unit)  # a blank unit is none
             unit, block = unit_columns(stated_unit)
@@ -302,7 +303,7 @@ class AzureCostConnector(Connector):
             list_price = pl.coalesce(price("payg_price"), contracted_price)
             # FOCUS prices usage and purchases (an unused commitment's hours too); a credit, tax or
             # adjustment gets no pricing quantity (a refund's GB would count as transferred again).
-            priced = charge_type.replace_strict(CATEGORY, default="Usage").is_in(["Usage", "Purchase"])
+            priced = category.is_in(["Usage", "Purchase"])
             tags = pl.when(tags.is_null() | (tags == "")).then(None).when(tags.str.starts_with("{")).then(tags) \
                 .otherwise(pl.concat_str(pl.lit("{"), tags, pl.lit("}")))  # some exports drop the braces
             out = accepted.select(
@@ -316,7 +317,7 @@ class AzureCostConnector(Connector):
                   .then((contracted_price * quantity).cast(pl.Decimal(38, 10))).alias("ContractedCost"),
                 pl.col("__cost").alias("x_SourceCost"),
                 pl.col("__currency").alias("BillingCurrency"),
-                charge_type.replace_strict(CATEGORY, default="Usage").alias("ChargeCategory"),
+                category.alias("ChargeCategory"),
                 pl.when(unused).then(pl.lit("Unused"))
                   .when(covered).then(pl.lit("Used")).alias("CommitmentDiscountStatus"),
                 commitment_id.alias("CommitmentDiscountId"), get("benefit_name").alias("CommitmentDiscountName"),
@@ -337,8 +338,7 @@ class AzureCostConnector(Connector):
                 get("service").alias("ServiceName"), get("meter").alias("ChargeDescription"),
                 get("resource_id").alias("ResourceId"), get("resource_name").alias("ResourceName"),
                 get("region").alias("RegionId"),
-                # A quantity in no stated unit is kept as it was; it has no pricing unit to count in.
-                pl.when(no_consumption).then(None).otherwise(pl.coalesce(consumed, quantity)).alias("ConsumedQuantity"),
+                pl.when(no_consumption).then(None).otherwise(consumed).alias("ConsumedQuantity"),
                 pl.when(no_consumption | quantity.is_null()).then(None).otherwise(unit).alias("ConsumedUnit"),
                 # An export with a quantity in no stated unit (pay-as-you-go's legacy layout) prices it
                 # in plain Units: FOCUS wants a priced quantity on every usage line (PricingQuantity-C-005-C).

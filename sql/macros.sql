@@ -158,6 +158,10 @@ CREATE OR REPLACE MACRO price_times(quantity, price) AS
 CREATE OR REPLACE MACRO pays_for_gpu_hours(category, charge_class, effective_cost, billed_cost, commitment_status, reservation_status) AS
     category = 'Usage' AND charge_class IS DISTINCT FROM 'Correction' AND effective_cost >= 0 AND billed_cost >= 0
     AND coalesce(commitment_status, '') <> 'Unused' AND coalesce(reservation_status, '') <> 'Unused';
+-- How many of a unit a unit names: '10 Hours' and '10 GB' are 10, '10Hours' too, 'Hours' 1 (FOCUS's
+-- '<quantity> <unit>'). time_unit_seconds and data_unit_gb read a block with it.
+CREATE OR REPLACE MACRO unit_count(unit) AS
+    coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1);
 -- Seconds in one unit of a time quantity: 'Hours', 'Hrs', 'hour', 'GPU-Hours', OCI's 'GPU Per Hour',
 -- 'seconds', 'Minutes', 'Days'; a block of them ('10 Hours', FOCUS's '<quantity> <unit>') is that
 -- many. NULL for any other unit: it says nothing about how long a resource ran.
@@ -167,7 +171,7 @@ CREATE OR REPLACE MACRO time_unit_seconds(unit) AS
         WHEN 'second' THEN 1 WHEN 'seconds' THEN 1 WHEN 'sec' THEN 1 WHEN 'secs' THEN 1 WHEN 's' THEN 1
         WHEN 'minute' THEN 60 WHEN 'minutes' THEN 60 WHEN 'min' THEN 60 WHEN 'mins' THEN 60
         WHEN 'day' THEN 86400 WHEN 'days' THEN 86400
-    END * coalesce(TRY_CAST(nullif(regexp_extract(unit, '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DOUBLE), 1);
+    END * unit_count(unit);
 -- The GPU-seconds a GPU charge paid for: its GPUs over its charge period, or fewer where its consumed
 -- quantity says the resource ran less of it (a CUR hour of an instance that ran 0.684 h of it: 2,462
 -- GPU-seconds of a 1-GPU instance, not 3,600). The quantity is GPU time when its unit names GPUs
@@ -218,7 +222,7 @@ CREATE OR REPLACE MACRO data_unit_gb(unit) AS CAST(
         WHEN 'gib' THEN 1.073741824 WHEN 'gibibyte' THEN 1.073741824
         WHEN 'tib' THEN 1099.511627776 WHEN 'tebibyte' THEN 1099.511627776
     END::DECIMAL(30, 9)
-    * coalesce(TRY_CAST(nullif(regexp_extract(coalesce(unit, ''), '^\s*([0-9]+(\.[0-9]+)?)\s*[A-Za-z]', 1), '') AS DECIMAL(18, 3)), 1)
+    * unit_count(unit)
     AS DECIMAL(24, 9));
 -- A quantity in a data-size unit, in GB (DECIMAL, to the byte); NULL when the unit is no data size.
 -- gb_of takes the unit's factor (data_unit_gb) already looked up: a model reading a million lines

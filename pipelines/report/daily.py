@@ -324,6 +324,12 @@ def tco_columns(tco_data: dict) -> list[Column]:
     return columns
 
 
+def unheld_models(scenarios: list[dict]) -> list[str]:
+    """The GPU models of the purchasing table that no workload held in the measured period."""
+    return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
+                   and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
+
+
 def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     """What the purchasing table leaves out or cannot measure, in words: the strategies no price was
     found for (a row of dashes each, before), and the GPU models paid for that no workload held, whose
@@ -342,8 +348,7 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
                      + ". A fleet total needs its strategy priced for every model. Add your quotes (a server under "
                        "models.<GPU model>.buy, rent prices under models.<GPU model>.rent) in a TCO parameters file "
                        "(FINOPS_TCO_PARAMS, or finops tco --params FILE).")
-    unheld = sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
-                     and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
+    unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "
                      "known: each is sized for one card with no load, what holding it idle would cost (on demand and "
@@ -516,8 +521,7 @@ def render(data: dict) -> tuple[str, str, str]:
                          f" ({tco_data['rate_date']}).")
         priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
         # With no workload held anywhere there is no utilization to state: the caveat says why.
-        held = any(json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year") for r in tco_data["scenarios"]
-                   if r["gpu_model"] != FLEET)
+        held = set(unheld_models(tco_data["scenarios"])) != {r["gpu_model"] for r in tco_data["scenarios"] if r["gpu_model"] != FLEET}
         measured = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
                     f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}." if held else "")
         notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
