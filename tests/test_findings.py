@@ -210,3 +210,26 @@ def test_the_control_scenario_has_no_hidden_costs(tmp_path):
         assert events == [{"kind": "checkpoint", "n": 80}, {"kind": "object_get", "n": 1}]  # the data is there, the leaks are not
     finally:
         conn.close()
+
+
+def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
+    """An inference service holds one card of eight at a steady 50 % for a day; the other seven sit
+    at 1 % with no workload. findings.overprovisioned_inference does not price a steady load (its
+    peak is its valley), so the seven cards are idle runs: 7 × 24 GPU-hours at 2.00 = 336.00, where
+    before an inference workload hid every card of its host, all the time."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
+        lines += [f"{stamp}, {g}, GPU-m{g}, NVIDIA A100-SXM4-80GB, {50 if g == 0 else 1} %, 100 MiB, 80.00 W" for g in range(8)]
+    (landing / "gpu-m.csv").write_text("\n".join(lines) + "\n")
+    (landing / "charges.csv").write_text(HEADER + f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,ins-m,gpu-m,,,,,,A100 80G,8\n")
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "svc-m,inference,gpu-m,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n")
+    run_pipeline(landing, tmp_path / "w.duckdb")
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    runs = conn.execute("""SELECT resource, wasted_cost FROM findings.unused_gpu WHERE subkind = 'idle_run'
+                           ORDER BY resource""").fetchall()
+    assert runs == [(f"gpu-m/GPU-m{g}", Decimal("48.0000000000")) for g in range(1, 8)]
+    assert conn.execute("SELECT count(*) FROM findings.overprovisioned_inference").fetchone() == (0,)

@@ -1,7 +1,11 @@
 -- findings.unused_gpu: GPUs paid for and not used.
 --   idle_run          a GPU whose busy fraction stayed under $idle_busy_threshold for at least
---                     $idle_min_minutes consecutive minutes (not counting inference hosts, whose
---                     valleys are a sizing question); a minute without telemetry breaks a run.
+--                     $idle_min_minutes consecutive minutes; a minute without telemetry breaks a run.
+--                     Not while findings.overprovisioned_inference prices the host: its paid GPUs
+--                     above the load's, idle cards included, are that finding's (valleys are a sizing
+--                     question), and counting them here too would count them twice. An inference host
+--                     that finding does not price (a steady load on one card of eight) has its idle
+--                     cards here, as any host does.
 --                     Minutes come from core.gpu_minutes, where each sample covers the time until the
 --                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
 --                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
@@ -20,15 +24,17 @@
 -- Priced at what the host's GPU-hours were paid (marts.gpu_hour_prices: net of credits and negations,
 -- one price per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.unused_gpu AS
-WITH inference_minutes AS (
-    SELECT DISTINCT w.host FROM core.workloads AS w WHERE w.phase = 'inference' AND w.gpu_count > 0
+WITH sized_inference AS (
+    SELECT host, period_start, period_end FROM findings.overprovisioned_inference
 ),
 idle_spans AS (
     -- Idle stretches (marts.gpu_spans_by_day: a day's, never crossing midnight); one that starts
     -- where the GPU's previous idle stretch ended continues its run.
     SELECT s.*, coalesce(s.span_start = lag(s.span_end) OVER (PARTITION BY s.gpu_key ORDER BY s.span_start), false) AS continues
     FROM marts.gpu_spans_by_day AS s
-    WHERE s.idle AND s.host NOT IN (SELECT host FROM inference_minutes)
+    WHERE s.idle
+      AND NOT EXISTS (SELECT 1 FROM sized_inference AS i
+                      WHERE i.host = s.host AND i.period_start < s.span_end AND i.period_end > s.span_start)
 ),
 idle_stretches AS (
     SELECT *, sum(CASE WHEN continues THEN 0 ELSE 1 END) OVER (PARTITION BY gpu_key ORDER BY span_start) AS run_no,
