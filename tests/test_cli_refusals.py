@@ -308,3 +308,35 @@ def test_a_file_name_with_an_escape_sequence_is_printed_without_it(tmp_path):
     # The stored path writes the ESC byte as its escape: visible, harmless.
     assert "failed: evil\\x1b[31m.csv.gz — " in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_warehouse_open_for_writing_elsewhere_or_no_duckdb_file_is_refused_in_one_line(built, tmp_path):
+    """A run replaces the published file: a process writing to it (`duckdb.connect(path)` without
+    read_only) would lose what it writes, so the run refuses (exit 75) and names that process. A
+    read-only reader never blocks. A file that is no warehouse is one line, not a traceback."""
+    warehouse = tmp_path / "wh.duckdb"
+    shutil.copy(built, warehouse)
+    landing = landing_with(tmp_path, focus__csv=sample(FOCUS))
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('open', flush=True); time.sleep(120)", str(warehouse)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        before = warehouse.read_bytes()
+        ran = finops("run", "--landing", str(landing), "--warehouse", str(warehouse))
+        assert ran.returncode == 75 and "Traceback" not in ran.stderr
+        assert "is open for writing in another process (" in ran.stderr and f"pid {holder.pid})" in ran.stderr
+        assert warehouse.read_bytes() == before  # untouched
+        read = invoke("findings", "--warehouse", str(warehouse))
+        assert read.exit_code == 1 and "cannot open the warehouse" in read.output and "Conflicting lock" in read.output
+    finally:
+        holder.kill()
+        holder.wait()
+    not_duckdb = tmp_path / "notes.duckdb"
+    not_duckdb.write_text("not a warehouse\n")
+    for args in (["findings"], ["report"], ["tco"]):
+        refused = invoke(*args, "--warehouse", str(not_duckdb))
+        assert refused.exit_code == 1 and "not a valid DuckDB database file" in refused.output, refused.output
+        assert len(refused.output.strip().splitlines()) <= 2  # one line, folded at most once
+    refused = finops("run", "--landing", str(landing), "--warehouse", str(not_duckdb))
+    assert refused.returncode == 1 and "cannot write" in refused.stderr and "Traceback" not in refused.stderr
+    assert not_duckdb.read_text() == "not a warehouse\n"

@@ -63,7 +63,8 @@ def compute(conn, params_file: str | None = None) -> TcoResult:
     rows = fetch_dicts(conn, "SELECT * FROM marts.gpu_hours_profile")
     profiles = profiles_by_model(rows)
     if not profiles:
-        raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charges (x_GpuCount) or workloads loaded yet")
+        raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charge (a billing line with x_GpuCount) is loaded yet, "
+                               "and its hours are the hours GPUs were paid for; workloads alone do not make one")
     params = load_params(Path(params_file) if params_file else None)
     prices = catalog_prices(conn)
     per_model = {m: scenarios(p, params, prices) for m, p in profiles.items()}

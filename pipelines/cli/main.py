@@ -118,14 +118,24 @@ def _open_warehouse(warehouse: Path):
         console.print(Text.assemble(("no warehouse at ", "red"), for_terminal(warehouse),
                                     f": run `{finops_command()} demo` or `{finops_command()} run` first"), soft_wrap=True)
         raise typer.Exit(1)
-    return connect(warehouse, read_only=True)
+    import duckdb
+
+    try:
+        return connect(warehouse, read_only=True)
+    except duckdb.Error as exc:
+        # Not a DuckDB file, or held open for writing by another process: DuckDB's own first line says which.
+        console.print(Text.assemble(("cannot open the warehouse ", "red"), for_terminal(warehouse), ": ",
+                                    for_terminal(str(exc).splitlines()[0])), soft_wrap=True)
+        raise typer.Exit(1) from None
 
 
 @contextmanager
 def _hold_warehouse(warehouse: Path, wait: bool):
     """The warehouse's writer lock for a whole command: the run and the reads of what it published.
     Busy: wait (saying once for whom), or with --no-wait exit 75 with one line, touching nothing."""
-    from pipelines.warehouse.publish import EX_TEMPFAIL, WarehouseBusy, writer_lock
+    import duckdb
+
+    from pipelines.warehouse.publish import EX_TEMPFAIL, WarehouseBusy, WarehouseOpenForWriting, foreign_writer, writer_lock
 
     def waiting(holder) -> None:
         console.print(Text(f"waiting for {warehouse}: another run is writing it ({holder.describe()})", style="yellow"),
@@ -133,11 +143,21 @@ def _hold_warehouse(warehouse: Path, wait: bool):
 
     try:
         with writer_lock(warehouse, wait=wait, on_wait=waiting):
+            try:
+                detail = foreign_writer(warehouse.resolve())
+            except duckdb.Error as exc:  # a file that is no DuckDB warehouse: DuckDB's first line says so
+                print(f"finops: cannot write {warehouse}: {str(exc).splitlines()[0]}; not started", file=sys.stderr)
+                raise typer.Exit(1) from None
+            if detail:
+                raise WarehouseOpenForWriting(warehouse, detail)
             yield
     except WarehouseBusy as busy:
         # One line on stderr, no traceback: the caller (cron, a script) retries later.
         print(f"finops: {busy.warehouse} is busy: being written by {busy.holder.describe()}; not started (--no-wait)",
               file=sys.stderr)
+        raise typer.Exit(EX_TEMPFAIL) from None
+    except WarehouseOpenForWriting as held:
+        print(f"finops: {held}; not started", file=sys.stderr)
         raise typer.Exit(EX_TEMPFAIL) from None
 
 

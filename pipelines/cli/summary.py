@@ -39,8 +39,8 @@ def summary_dict(warehouse: Path) -> dict:
             "invalid_mappings": invalid_mapping_errors(),
             "tables": {t: fetch_all(conn, f"SELECT count(*) FROM {t}")[0][0] for t in TABLES},
             "spend_by_phase": fetch_dicts(conn, "SELECT phase, reporting_currency, cost_reporting, share_pct, gpu_hours_paid, "
-                                                "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency "
-                                                "FROM marts.spend_by_phase WHERE period = 'all'"),
+                                                "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency, "
+                                                "parts_without_fx_rate FROM marts.spend_by_phase WHERE period = 'all'"),
             "unidentified_gpus": unidentified_gpu_charges(conn),
             # The phases' parts as analysts read them (marts.daily_cost: every part of every charge,
             # summed by day): a table of days, where joining every part to its line cost O(history).
@@ -229,6 +229,11 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                        "—" if p["phase"] in ("idle", "unattributed") else money(p["cost_per_busy_gpu_hour"]),
                        Text(for_terminal(by_currency)))
     console.print(phases)
+    if unconverted := sum(p.get("parts_without_fx_rate") or 0 for p in s["spend_by_phase"]):
+        # The cost column is the converted money alone: a phase billed in a currency without a rate reads 0 there.
+        console.print(Text.assemble(("not converted", "yellow"), f": {unconverted:,} parts of charges have no FX rate; their "
+                                    "cost is in the billing-currency column only (core.cost_lines.x_FxStatus = 'missing_rate')"),
+                      highlight=False, soft_wrap=True)
 
     if line := unidentified_gpu_line(s.get("unidentified_gpus") or []):
         console.print(Text.assemble(("unidentified GPUs", "yellow"), f": {line}"), highlight=False, soft_wrap=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 from filelock import FileLock, Timeout
 
 from pipelines.warehouse import lake_tables
@@ -64,6 +66,32 @@ class WarehouseBusy(RuntimeError):
     def __init__(self, warehouse: Path, holder: Holder):
         super().__init__(f"{warehouse} is being written by {holder.describe()}")
         self.warehouse, self.holder = warehouse, holder
+
+
+class WarehouseOpenForWriting(RuntimeError):
+    """Another process holds the published file open for writing (`duckdb.connect(path)` without
+    `read_only=True`): a run would replace the file under it, and what it writes there would be lost."""
+
+    def __init__(self, warehouse: Path, detail: str):
+        super().__init__(f"{warehouse} is open for writing in another process ({detail}): close that connection, "
+                         "or open the warehouse with read_only=True, and run again")
+        self.warehouse, self.detail = warehouse, detail
+
+
+def foreign_writer(warehouse: Path) -> str | None:
+    """DuckDB's word on who holds the published file's writer lock, or None when nobody does.
+    Readers share the file (a read-only connection never blocks a run); a writer does not."""
+    if not warehouse.exists():
+        return None
+    try:
+        duckdb.connect(str(warehouse), read_only=True).close()
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if "lock" not in message.lower():
+            raise
+        held = re.search(r"held in (.+?) \(PID (\d+)\)", message)
+        return f"{held.group(1)}, pid {held.group(2)}" if held else message.splitlines()[0]
+    return None
 
 
 def read_holder(warehouse: Path) -> Holder:
@@ -199,6 +227,8 @@ class StagedWrite:
         stack = ExitStack()
         stack.enter_context(writer_lock(warehouse, wait=wait, on_wait=on_wait))
         try:
+            if detail := foreign_writer(warehouse):
+                raise WarehouseOpenForWriting(warehouse, detail)
             staging = start_staging(warehouse, fresh)
         except BaseException:
             stack.close()
