@@ -1,6 +1,7 @@
 """`finops demo` end to end: the bundled scenario's truths come back out of the warehouse."""
 
 import json
+from datetime import date
 from decimal import Decimal
 
 import pytest
@@ -228,3 +229,7 @@ def test_the_report_headline_and_kpis_on_the_demo(demo_run):
     }
     page = (demo_run.out / "reports" / "2026-10-12" / "report.html").read_text()
     assert "Largest leak: 8 idle GPUs on gpu-a100-01 in 2026-10: 428.27 USD avoidable (2,871.20 CNY)" in page
+    # Planned runs: days are calendar days, whatever number of series each day flagged.
+    suppressed = {s["planned_run"]: (s["days_suppressed"], s["first_day"], s["last_day"]) for s in machine["suppressed"]}
+    for days, first, last in suppressed.values():
+        assert days <= (date.fromisoformat(last) - date.fromisoformat(first)).days + 1

@@ -148,3 +148,42 @@ def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_price
     assert "Measured utilization" not in page and "No workload held the A10G GPUs" in page
     # report.json keeps every row, as marts.tco_scenarios does.
     assert len(json.loads(machine)["tco"]["scenarios"]) == len(rows)
+
+
+def test_spend_without_an_fx_rate_is_named_beside_the_totals_it_is_not_in(tmp_path):
+    """A charge is never converted at 1.0 nor at a stale rate, so the reporting-currency totals leave
+    it out: the spend card, the headline and the phase table say what they leave out, in the currency
+    it was billed in (ARS has no ECB reference rate), where the totals alone read as the whole spend."""
+    from tests.conftest import run_pipeline
+    from pipelines.report.daily import gather, headline
+    from pipelines.warehouse.connection import connect
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    day = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+    (landing / "charges.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+        "ServiceName,ServiceCategory,ResourceId,ResourceName\n"
+        f"100.00,100.00,USD,Usage,{day},AWS,EC2,Compute,i-1,web\n"
+        f"1000.00,1000.00,ARS,Usage,{day},NubeAR,GPU,Compute,g-1,gpu-ar\n"
+        f"250.50,250.50,ARS,Usage,{day},NubeAR,Storage,Storage,s-1,disk-ar\n")
+    run_pipeline(landing, tmp_path / "w.duckdb", reporting_currency="USD")
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    data = gather(conn, date(2026, 9, 3))
+    k = data["kpis"]
+    assert (k["mtd"], k["mtd_without_rate"]) == (Decimal("100.0000000000"), 2)
+    assert k["mtd_without_rate_billed"] == [{"currency": "ARS", "amount": Decimal("1250.5000000000")}]
+    spend = next(c for c in kpi_cards(data) if c["label"].startswith("Spend"))
+    assert spend["value"] == "100.00 USD"
+    assert spend["note"].endswith("; not in it: 1,250.50 ARS in 2 lines without an FX rate (core.cost_lines.x_FxStatus)")
+    _, lines = headline(data)
+    assert lines[0] == "Cost on 2026-09-01: 100.00 USD, and 1,250.50 ARS without an FX rate (not in that total)"
+    page, markdown, _ = render(data)
+    assert "Costs in USD leave out what has no FX rate: 1,250.50 ARS in 2 lines" in page
+    assert "Costs in USD leave out what has no FX rate: 1,250.50 ARS in 2 lines" in markdown
+
+
+def test_markdown_keeps_an_ampersand_in_data_as_written():
+    from pipelines.report.daily import _md_escape
+
+    assert _md_escape("llm &amp; co <b>") == "llm &amp;amp; co &lt;b&gt;"

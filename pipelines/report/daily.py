@@ -78,7 +78,9 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
             ORDER BY rank LIMIT ?""", [day, TOP_FINDINGS]),
         "anomalies": anomalies_in_window(conn, window, new_ids),
         "suppressed": fetch_dicts(conn, """
-            SELECT suppressed_by AS planned_run, count(*) AS days_suppressed, min(day) AS first_day, max(day) AS last_day
+            SELECT suppressed_by AS planned_run, count(DISTINCT day) AS days_suppressed,
+                   count(DISTINCT (provider, sub_account, service, phase, metric)) AS series,
+                   min(day) AS first_day, max(day) AS last_day
             FROM findings.anomaly_scores WHERE flagged AND suppressed_by IS NOT NULL AND day BETWEEN ? AND ?
             GROUP BY ALL ORDER BY 1""", [window.first_day, day]) if table_exists(conn, "findings.anomaly_scores") else [],
     }
@@ -199,7 +201,7 @@ MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#"})
 
 def _md_escape(value) -> str:
     """Data as literal Markdown text: no table breaks, links, emphasis or HTML from a value."""
-    return _cell(value).translate(MD_SPECIAL).replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    return _cell(value).translate(MD_SPECIAL).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
 
 
 @dataclass(frozen=True)
@@ -297,6 +299,7 @@ ANOMALY_COLUMNS = [
 SUPPRESSED_COLUMNS = [
     Column("Planned run", lambda r: _cell(r["planned_run"])),
     Column("Days not alerted", lambda r: _cell(r["days_suppressed"]), True),
+    Column("Series", lambda r: _cell(r.get("series")), True),
     Column("From", lambda r: _cell(r["first_day"])),
     Column("To", lambda r: _cell(r["last_day"])),
 ]
@@ -374,7 +377,7 @@ def kpi_cards(data: dict) -> list[dict]:
               + ("" if month_change is None else f" ({month_change:+.1f} %)")) if k["prev_days_billed"] else "no bill for last month to compare"
     leaks = k["leaks_this_month"]
     return [
-        {"label": f"Spend, {month_to(k['day'])}", "value": money(k["mtd"], cur), "note": versus},
+        {"label": f"Spend, {month_to(k['day'])}", "value": money(k["mtd"], cur), "note": versus + without_rate_note(k)},
         {"label": f"Forecast to {k['month_end']:%b %-d}", "value": money(k["forecast"], cur),
          "note": f"{money(k['run_rate_per_day'], cur)} a day (last {k['run_rate_days']} days) for the {k['days_left']} days left"},
         {"label": "Avoidable this month", "value": money(k["avoidable_this_month"], cur),
@@ -385,6 +388,26 @@ def kpi_cards(data: dict) -> list[dict]:
          "note": f"GPU spend {money(k['gpu_cost'], cur)} over {number(k['busy_gpu_hours'], 0)} busy of "
                  f"{number(k['paid_gpu_hours'], 0)} paid GPU-hours, {month_to(k['day'])}"},
     ]
+
+
+def without_rate_note(kpis: dict) -> str:
+    """What the month's reporting-currency figures leave out for want of an FX rate (a charge is
+    never converted at 1.0 nor at a stale rate): said beside them, or they read as the whole spend."""
+    lines = kpis.get("mtd_without_rate") or 0
+    if not lines:
+        return ""
+    billed = ", ".join(money(b["amount"], b["currency"]) for b in kpis.get("mtd_without_rate_billed") or [])
+    return (f"; not in it: {billed + ' in ' if billed else ''}{number(lines, 0)} line{'' if lines == 1 else 's'} "
+            "without an FX rate (core.cost_lines.x_FxStatus)")
+
+
+def day_without_rate(day_cost: list[dict]) -> str:
+    """The scored day's charges that have no FX rate, in their billing currencies."""
+    billed: dict[str, Decimal] = {}
+    for r in day_cost:
+        if r["cost_reporting"] is None and r["cost_billing"] is not None:
+            billed[r["billing_currency"]] = billed.get(r["billing_currency"], Decimal(0)) + r["cost_billing"]
+    return "; ".join(money(v, c) for c, v in sorted(billed.items()))
 
 
 def largest_leak(finding: dict) -> str:
@@ -415,8 +438,10 @@ def headline(data: dict) -> tuple[str, list[str]]:
     open_ = [a for a in data["anomalies"] if a["status"] == "open" and not a["new"]]
     resolved = [a for a in data["anomalies"] if a["status"] == "resolved"]
     restated = sum(1 for a in resolved if a["resolution"] == "restated")
-    lines = [f"Cost on {day}: {money(total, currency)}" if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)"
-             + bills_end_hint(data),
+    unconverted = day_without_rate(data["day_cost"])
+    lines = [f"Cost on {day}: {money(total, currency)}"
+             + (f", and {unconverted} without an FX rate (not in that total)" if unconverted else "")
+             if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)" + bills_end_hint(data),
              f"{len(alerts)} new anomal{'y' if len(alerts) == 1 else 'ies'}, {len(open_)} ongoing, "
              f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated bills)" if restated else "")]
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
@@ -505,12 +530,19 @@ def render(data: dict) -> tuple[str, str, str]:
     phases = data["spend_by_phase"]
     phase_title = f"Spend by phase, {month_to(date.fromisoformat(day))}"
     phase_html = _html_table(phases, phase_columns(cur), "No spend on these days.")
+    phase_md = _md_table(phases, phase_columns(cur), "No spend on these days.")
+    if without_rate_note(kpis):
+        # The phases' shares are of the converted spend alone: say so beside them.
+        note = (f"Costs in {cur} leave out what has no FX rate" + without_rate_note(kpis).removeprefix("; not in it")
+                + "; its phases are in the Billed as column.")
+        phase_html += f"<p>{html.escape(note)}</p>"
+        phase_md += f"\n\n{_md_escape(note)}"
     if any(p.get("utilization_pct") is not None for p in phases):
         phase_html += _chart(utilization_chart(phases), utilization_chart(phases, NARROW))
     detail = [
         (f"Daily cost by phase ({cur})", _chart(daily_cost_chart(data["daily_by_phase"], cur),
                                                 daily_cost_chart(data["daily_by_phase"], cur, NARROW)), None),
-        (phase_title, phase_html, _md_table(phases, phase_columns(cur), "No spend on these days.")),
+        (phase_title, phase_html, phase_md),
         (f"Cost on {day}", _html_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet)."),
          _md_table(data["day_cost"], day_columns(cur), "No charges billed for this day (yet).")),
     ]

@@ -1,6 +1,7 @@
 -- The daily report's header for the scored day $day, in the reporting currency:
 --   month-to-date spend (the 1st to $day) against the same point last month (the 1st to the same
---   day of the month, or the month's last day when it is shorter);
+--   day of the month, or the month's last day when it is shorter), and the lines it leaves out for
+--   want of an FX rate, with what they cost in their billing currencies;
 --   a forecast to month end: month-to-date plus the mean day of the last 7 days (fewer when the data
 --   starts later) for each day left, so a fee booked on the 1st is not multiplied by the month;
 --   avoidable spend this month: findings.hidden_costs of $day's month (found by month);
@@ -15,7 +16,7 @@ WITH bounds AS (
     FROM (SELECT CAST($day AS DATE) AS d, CAST(date_trunc('month', CAST($day AS DATE)) AS DATE) AS m)
 ),
 daily AS (
-    SELECT day, sum(cost_reporting) AS cost, count(*) - count(cost_reporting) AS without_rate
+    SELECT day, sum(cost_reporting) AS cost, sum(lines_without_fx_rate) AS without_rate
     FROM marts.daily_cost GROUP BY day
 ),
 spend AS (
@@ -24,6 +25,11 @@ spend AS (
            (SELECT min(day) FROM daily) AS first_day,
            (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.month_start AND b.day) AS mtd,
            (SELECT coalesce(sum(without_rate), 0) FROM daily WHERE day BETWEEN b.month_start AND b.day) AS mtd_without_rate,
+           -- What those lines cost in the currencies they were billed in: none of it is in mtd.
+           (SELECT list({'currency': billing_currency, 'amount': amount} ORDER BY billing_currency)
+            FROM (SELECT billing_currency, sum(cost_billing) AS amount FROM marts.daily_cost
+                  WHERE day BETWEEN b.month_start AND b.day AND cost_reporting IS NULL GROUP BY billing_currency))
+               AS mtd_without_rate_billed,
            (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.day - 6 AND b.day) AS last_7_days
     FROM bounds AS b
 ),
@@ -49,9 +55,11 @@ leaks AS (
            count(*) FILTER (WHERE avoidable_cost_reporting IS NULL) AS unrated
     FROM findings.hidden_costs WHERE period = (SELECT period FROM bounds)
 )
-SELECT (SELECT any_value(reporting_currency) FROM marts.daily_cost) AS currency,
+-- The reporting currency from the costs, else from the leaks (a warehouse of telemetry alone).
+SELECT coalesce((SELECT any_value(reporting_currency) FROM marts.daily_cost),
+                (SELECT any_value(reporting_currency) FROM findings.hidden_costs)) AS currency,
        s.day, s.period, s.month_start, s.month_end, s.prev_start, s.prev_same_day,
-       s.mtd, s.mtd_without_rate,
+       s.mtd, s.mtd_without_rate, s.mtd_without_rate_billed,
        (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_mtd,
        (SELECT count(*) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_days_billed,
        CAST(s.month_end - s.day AS INTEGER) AS days_left,
