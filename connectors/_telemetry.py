@@ -41,3 +41,47 @@ def sample_checks(ts: pl.Expr, util: pl.Expr | None, ingested_at: datetime) -> l
     if util is not None:
         checks.append(((util < 0) | (util > 100), pl.format("utilization out of 0–100: {}", util)))
     return checks
+
+
+# A log's clock stepping back this far or further is the autumn clock change (an hour less the
+# sampling interval), not jitter between GPUs.
+FALL_BACK_STEP = timedelta(minutes=30)
+
+
+class LocalClock:
+    """A log's local wall-clock times → UTC, in file order across its frames.
+
+    At the autumn clock change a local log repeats an hour (02:00–02:59 twice in Europe/Berlin).
+    Read alone, each repeated time is ambiguous; read in order, the second pass comes after the clock
+    stepped back. So a time at or before the time the clock last stepped back from is the later of
+    its two readings, and every other the earlier. Without this both passes fold onto the first
+    hour: its samples count twice and the real hour after has none. A time that does not exist (the
+    spring gap) is null and quarantined as no valid time. One clock per file: it keeps the last time
+    read and the last step back across the file's frames (two values, not rows)."""
+
+    def __init__(self, timezone: str):
+        self.timezone = timezone
+        self.last_time: datetime | None = None
+        self.stepped_back_from: datetime | None = None
+
+    def to_utc(self, frame: pl.DataFrame, local: str) -> pl.Series:
+        """The frame's column `local` (naive wall-clock datetimes, file order) in UTC; advances the clock."""
+        naive = frame.get_column(local)
+        if self.timezone == "UTC":
+            return naive.dt.replace_time_zone("UTC")
+        previous = naive.shift(1).fill_null(strategy="forward")
+        if self.last_time is not None:
+            previous = previous.fill_null(self.last_time)
+        steps = frame.select(pl.when(naive <= previous - FALL_BACK_STEP).then(previous).alias("from")).to_series()
+        stepped_from = steps.fill_null(strategy="forward")
+        if self.stepped_back_from is not None:
+            stepped_from = stepped_from.fill_null(self.stepped_back_from)
+        later = (naive <= stepped_from).fill_null(False)
+        utc = frame.select(naive.dt.replace_time_zone(
+            self.timezone, ambiguous=pl.when(pl.lit(later)).then(pl.lit("latest")).otherwise(pl.lit("earliest")),
+            non_existent="null").dt.convert_time_zone("UTC")).to_series()
+        if (seen := naive.drop_nulls()).len():
+            self.last_time = seen[-1]
+        if (stepped := steps.drop_nulls()).len():
+            self.stepped_back_from = stepped[-1]
+        return utc

@@ -24,7 +24,7 @@ from connectors.kit import (
     stream_csv_as_strings,
     to_canonical,
 )
-from connectors._telemetry import normalise_host_value, sample_checks
+from connectors._telemetry import LocalClock, normalise_host_value, sample_checks
 from connectors.kit import Connector, ConnectorError, ReadContext
 
 # nvidia-smi query field → canonical GPU-sample column.
@@ -52,8 +52,11 @@ def field_name(header: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]\s*$", "", header.strip())
 
 
-# A capture time appended to a file name (`gpu-node-07_20260714T081238.txt`) is not part of the host.
-TIME_SUFFIX = re.compile(r"[_\-.]?\d{8}T?\d{6}Z?$|[_\-.]?\d{4}-\d{2}-\d{2}T\d{2}[:\-]?\d{2}[:\-]?\d{2}Z?$")
+# A capture time or day appended to a file name (`gpu-node-07_20260714T081238.txt`, a daily rotated
+# `gpu-node-07_2026-07-14.csv`) is not part of the host. A day alone must be a real calendar date after
+# a separator, so a host numbered like one (`rack-12345678`) keeps its number.
+TIME_SUFFIX = re.compile(r"[_\-.]?\d{8}T?\d{6}Z?$|[_\-.]?\d{4}-\d{2}-\d{2}T\d{2}[:\-]?\d{2}[:\-]?\d{2}Z?$"
+                         r"|[_\-.](?:19|20)\d{2}(?P<sep>-?)(?:0[1-9]|1[0-2])(?P=sep)(?:0[1-9]|[12]\d|3[01])$")
 
 
 def host_from_path(path: Path) -> str:
@@ -77,6 +80,7 @@ class NvidiaSmiConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         host = host_from_path(path)
+        clock = LocalClock(ctx.timezone)  # the file's wall clock, read in order (the autumn hour twice)
         # A file cut mid-row (a copy still being written, a download that stopped) keeps its whole rows.
         for frame in stream_csv_as_strings(path, ctx.source_file, on_truncated=quarantine_tail(ctx, self.name), ctx=ctx, connector=self.name):
             frame = frame.rename({c: field_name(c) for c in frame.columns if c != ROW_NUMBER})
@@ -89,11 +93,10 @@ class NvidiaSmiConnector(Connector):
                 pl.when(pl.col(c).str.contains("(?i)" + NOT_A_VALUE.pattern)).then(None).otherwise(pl.col(c)).alias(c)
                 for c in source_columns
             )
-            parsed = {
-                "ts": pl.coalesce(
-                    pl.col("timestamp").str.to_datetime(f, strict=False, time_unit="us") for f in TIMESTAMP_FORMATS
-                ).dt.replace_time_zone(ctx.timezone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC"),
-            }
+            frame = frame.with_columns(pl.coalesce(
+                pl.col("timestamp").str.to_datetime(f, strict=False, time_unit="us") for f in TIMESTAMP_FORMATS).alias("__local"))
+            frame = frame.with_columns(clock.to_utc(frame, "__local").alias("__utc"))
+            parsed = {"ts": pl.col("__utc")}
             for src, dst in present.items():
                 if dst in NUMERIC:
                     parsed[dst] = pl.col(src).str.replace(UNIT_SUFFIX, "").cast(pl.Float64, strict=False)

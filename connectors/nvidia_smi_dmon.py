@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from connectors.kit import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
-from connectors._telemetry import sample_checks
+from connectors._telemetry import LocalClock, sample_checks
 from connectors.kit import Connector, ConnectorError, ReadContext
 from connectors.dcgm import NAME_TIME, file_time
 from connectors.nvidia_smi import host_from_path
@@ -43,6 +43,7 @@ class NvidiaSmiDmonConnector(Connector):
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         host = host_from_path(path)
+        clock = LocalClock(ctx.timezone)  # the file's wall clock, read in order (the autumn hour twice)
         # Complete lines only: a last line cut short (or a gzip stream that ends early) is quarantined
         # after the whole lines before it loaded.
         stream = CompleteLines(path)
@@ -80,7 +81,7 @@ class NvidiaSmiDmonConnector(Connector):
                         record["__ts"] = start + timedelta(seconds=cycle)
                     rows.append(record)
                 if rows:
-                    batch = self._to_samples(pl.DataFrame(rows, infer_schema_length=None), host, has_time, ctx)
+                    batch = self._to_samples(pl.DataFrame(rows, infer_schema_length=None), host, has_time, ctx, clock)
                     if batch is not None:
                         yield batch
         finally:
@@ -88,11 +89,12 @@ class NvidiaSmiDmonConnector(Connector):
         if tail := stream.truncated_tail():
             quarantine_tail(ctx, self.name)(tail)
 
-    def _to_samples(self, frame: pl.DataFrame, host: str, has_time: bool, ctx: ReadContext):
+    def _to_samples(self, frame: pl.DataFrame, host: str, has_time: bool, ctx: ReadContext, clock: LocalClock):
         number = {c: pl.col(c).replace("-", None).cast(pl.Float64, strict=False) for c in COLUMNS if c in frame.columns}
         if has_time:
-            ts = (pl.concat_str("date", "time", separator=" ").str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="us")
-                  .dt.replace_time_zone(ctx.timezone, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC"))
+            local = frame.select(pl.concat_str("date", "time", separator=" ")
+                                 .str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="us").alias("local"))
+            ts = pl.lit(clock.to_utc(local, "local"))
         else:
             ts = pl.col("__ts").dt.replace_time_zone("UTC") if frame.schema["__ts"].time_zone is None else pl.col("__ts")
         util = number.get("sm", pl.lit(None, dtype=pl.Float64))

@@ -45,6 +45,12 @@ def test_local_timestamps_become_utc_in_the_configured_zone():
 def test_host_comes_from_host_folder_or_file_stem(tmp_path):
     assert host_from_path(tmp_path / "gpu-node-07.csv") == "gpu-node-07"
     assert host_from_path(tmp_path / "host=dgx-3" / "2026-09-01" / "smi.csv") == "dgx-3"
+    # A capture time, or the day of a daily rotated log, is not part of the host.
+    for name in ("gpu-d_20260714T081238.txt", "gpu-d_20260901.csv", "gpu-d-2026-09-01.csv", "gpu-d.2026-09-01.log"):
+        assert host_from_path(tmp_path / name) == "gpu-d", name
+    # A number that is no calendar date, or a date without a separator, stays.
+    for name in ("rack-12345678.csv", "gpu-20261301.csv", "gpu20260901.csv", "gpu-2026-0901.csv"):
+        assert host_from_path(tmp_path / name) == name.removesuffix(".csv"), name
 
 
 HEADER = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]\n"
@@ -75,3 +81,33 @@ def test_files_that_are_not_nvidia_smi_are_not_claimed(tmp_path, content):
     path.write_text(content)
     d = detect(path)
     assert d.connector is None or d.connector.name != "nvidia_smi"
+
+
+def test_the_repeated_autumn_hour_of_a_local_log_is_read_in_order(tmp_path):
+    """Europe/Berlin steps back from 03:00 to 02:00 on 2026-10-25: a log written in local time shows
+    02:00-02:59 twice. Read in order, the second pass is the later hour: 480 samples a minute apart
+    are 480 distinct UTC minutes, not 420 with the first hour counted twice and the next one empty."""
+    from datetime import timedelta
+    from zoneinfo import ZoneInfo
+
+    berlin, start = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 24, 20, 0, tzinfo=UTC)
+    minutes = [start + timedelta(minutes=m) for m in range(8 * 60)]
+    path = tmp_path / "gpu-b.csv"
+    path.write_text(HEADER + "".join(f"{t.astimezone(berlin):%Y/%m/%d %H:%M:%S}.000, 0, GPU-b0, NVIDIA A100, 1 %, 100 MiB, 80.00 W\n"
+                                     for t in minutes))
+    rows, ctx = read_all(path, "Europe/Berlin")
+    assert [r["ts"] for r in rows] == minutes and not ctx.quarantined
+
+
+def test_the_local_clock_carries_a_step_back_across_frames():
+    import polars as pl
+    from connectors._telemetry import LocalClock
+
+    local = [datetime(2026, 10, 25, h, m) for h, m in ((1, 45), (2, 15), (2, 45), (2, 15), (2, 45), (3, 15))]
+    clock = LocalClock("Europe/Berlin")
+    first = clock.to_utc(pl.DataFrame({"t": local[:3]}), "t").to_list()
+    second = clock.to_utc(pl.DataFrame({"t": local[3:]}), "t").to_list()  # the step back is this frame's first row
+    hours = [(t.hour, t.minute) for t in first + second]
+    assert hours == [(23, 45), (0, 15), (0, 45), (1, 15), (1, 45), (2, 15)]
+    # A year later the first pass is the earlier hour again: a step back is only good for the times it repeats.
+    assert clock.to_utc(pl.DataFrame({"t": [datetime(2027, 10, 31, 2, 15)]}), "t").to_list()[0].hour == 0
