@@ -354,3 +354,92 @@ def test_a_warehouse_from_before_the_ledger_keeps_its_restated_files_out(tmp_pat
     ensure_warehouse(conn)
     assert fetch_all(conn, "SELECT status FROM raw.files") == [("superseded",)]  # never read again as new
     conn.close()
+
+
+# -- reloads that lost or doubled a month (found by a review with bucket-sync layouts) -------------------
+
+def test_a_parts_content_still_counts_when_the_copy_read_first_is_overwritten(tmp_path, provider_totals):
+    """A copy of part 1 lands beside the assembly under a name that sorts first, so its rows are the
+    ones stored and the real part is a `duplicate`. The copy is then overwritten: part 1 still holds
+    that content, so the month keeps it (it lost 640 lines). Putting the copy's bytes back at the
+    same path later is that path's content again, not something already read."""
+    header, rows = cur_lines()
+    half = len(rows) // 2
+    a = CurDelivery(ASSEMBLY_A, [header + "".join(rows[:half]), header + "".join(rows[half:])], T1)
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    a.place(landing)
+    write(landing / "adhoc" / "latest.csv", a.parts[0].encode(), T1)
+    run(landing, warehouse)
+    cur_month = "BillingPeriodStart = TIMESTAMPTZ '2023-11-01 00:00:00+00'"
+    assert close(totals(warehouse, cur_month)[0], provider_totals[CUR][0])
+    write(landing / "adhoc" / "latest.csv", sample(GCP).read_bytes(), T2)  # overwritten with another export
+    run(landing, warehouse)
+    total, lines = totals(warehouse, cur_month)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    assert totals(warehouse, f"NOT ({cur_month})")[1] == provider_totals[GCP][1]
+    write(landing / "adhoc" / "latest.csv", a.parts[0].encode(), T2 + 60)  # and put back
+    run(landing, warehouse)
+    total, lines = totals(warehouse, cur_month)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    assert totals(warehouse, f"NOT ({cur_month})")[1] == 0  # the GCP export no longer lies there
+
+
+def test_a_file_put_back_to_its_earlier_content_counts_that_content_again(tmp_path, provider_totals):
+    header, rows = cur_lines()
+    i = first_usage_line(header, rows)
+    original, restated = header + "".join(rows), header + "".join(rows[:i] + [corrected(header, rows[i], Decimal(1000))] + rows[i + 1:])
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    for text, mtime, expected in ((original, T1, Decimal(0)), (restated, T2, Decimal(1000)), (original, T2 + 60, Decimal(0))):
+        write(landing / "cur-2023-11.csv", text.encode(), mtime)
+        run(landing, warehouse)
+        assert close(totals(warehouse)[0], provider_totals[CUR][0] + expected), expected
+
+
+@pytest.mark.parametrize("restatement_is_newer", [True, False])
+def test_two_plain_uploads_of_a_month_in_one_run_count_the_newer_file(tmp_path, provider_totals, restatement_is_newer):
+    """Loaded in the same run, two plain uploads of one month tie on every rule the ledger has; the
+    file modified later counts, not the one whose content hash sorts last (a 0.30 restatement lost
+    to the original by its hash)."""
+    header, rows = cur_lines()
+    i = first_usage_line(header, rows)
+    restated = header + "".join(rows[:i] + [corrected(header, rows[i], Decimal("-0.3"))] + rows[i + 1:])
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    write(landing / "cur-november.csv", (header + "".join(rows)).encode(), T1 if restatement_is_newer else T2)
+    write(landing / "cur-november-restated.csv", restated.encode(), T2 if restatement_is_newer else T1)
+    run(landing, warehouse)
+    expected = provider_totals[CUR][0] - (Decimal("0.3") if restatement_is_newer else 0)
+    assert close(totals(warehouse)[0], expected)
+
+
+def data_exports_manifest(execution: str, keys: list[str], account: str) -> str:
+    """An AWS Data Exports manifest whose ARN names the export by its id and the account it was
+    created in (a member account here, not the payer the lines bill), without an exportName."""
+    return json.dumps({"executionId": execution, "exportArn": f"arn:aws:bcm-data-exports:us-east-1:{account}:export/gpu-cur2-5f2a9c1e",
+                       "billingPeriod": {"start": "2023-11-01T00:00:00.000Z"}, "columns": [],
+                       "dataFiles": [f"s3://finops-billing/exports/{k}" for k in keys]})
+
+
+def test_a_data_exports_refresh_seen_only_through_its_folder_competes_with_the_export(tmp_path, provider_totals):
+    """Create-new mode: each refresh writes an execution folder and overwrites the period's one
+    manifest. A refresh whose manifest was overwritten before the sync is known by its folder
+    alone; it is still that export of that account, so the newest refresh replaces it rather than
+    adding to it (the month was 1.31 too high)."""
+    header, rows = cur_lines()
+    i = first_usage_line(header, rows)
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+
+    def refresh(execution: str, delta: Decimal, mtime: int, manifest: bool) -> None:
+        body = header + "".join(rows[:i] + [corrected(header, rows[i], delta)] + rows[i + 1:])
+        keys = [f"gpu-cur2/data/BILLING_PERIOD=2023-11/{execution}/gpu-cur2-00001.csv.gz"]
+        write(landing / keys[0], gzip.compress(body.encode(), mtime=0), mtime)
+        if manifest:
+            write(landing / "gpu-cur2" / "metadata" / "BILLING_PERIOD=2023-11" / "gpu-cur2-Manifest.json",
+                  data_exports_manifest(execution, keys, "999988887777").encode(), mtime)
+
+    refresh("exec-0001", Decimal(0), T1, manifest=True)
+    run(landing, warehouse)
+    refresh("exec-0002", Decimal("1.0"), T2, manifest=False)
+    refresh("exec-0003", Decimal("1.5"), T2 + 3600, manifest=True)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0] + Decimal("1.5")) and lines == provider_totals[CUR][1]

@@ -42,7 +42,9 @@ from pipelines.warehouse.connection import ensure_warehouse, fetch_all, record_f
 log = logging.getLogger(__name__)
 HASH_CHUNK = 1 << 20
 # Statuses of a file version that is never read again.
-DONE_STATUSES = ("loaded", "incomplete", "superseded", "duplicate", "replaced", "manifest")
+# A version with one of these is what its path holds now: seen again, it is skipped. A `replaced`
+# version is not: the same bytes back at their path (a re-export reverted) are that path's content again.
+DONE_STATUSES = ("loaded", "incomplete", "superseded", "duplicate", "manifest")
 DONE_SQL = ", ".join(f"'{s}'" for s in DONE_STATUSES)
 # Files read at once. Telemetry arrives as many files (a host a file): two parsed side by side use
 # both cores of a small machine (polars and Arrow work outside the GIL); 25 nvidia-smi files of

@@ -141,7 +141,11 @@ def _aws_data_exports(doc: dict, rel: str) -> Manifest:
     rewritten after each refresh once all its data files are written."""
     arn = _text(doc.get("exportArn")) or ""
     account = arn.split(":")[4] if arn.count(":") >= 5 else None
-    name = doc.get("exportName") or (arn.split("export/", 1)[1].split("/")[0] if "export/" in arn else None) \
+    # The export's folder names it as its data files' layout does (`<export>/data/…`), so a refresh
+    # seen only through its data folders is the same export; else the manifest's own words.
+    folder = re.search(r"(?:^|/)([^/]+)/metadata/BILLING_PERIOD=\d{4}-\d{2}/[^/]+$", rel)
+    name = (folder.group(1) if folder else None) or doc.get("exportName") \
+        or (arn.split("export/", 1)[1].split("/")[0] if "export/" in arn else None) \
         or PurePosixPath(rel).name[: -len("-Manifest.json")]
     match = re.search(r"BILLING_PERIOD=(\d{4})-(\d{2})", rel)
     bp = doc.get("billingPeriod")

@@ -5,7 +5,7 @@
 
 -- Billing file versions in play: read into raw.cost_lines, or the same content as one that was.
 CREATE OR REPLACE TEMP TABLE ledger_files AS
-SELECT path, sha256, coalesce(content_sha256, sha256) AS content, connector, status, ingested_at,
+SELECT path, sha256, coalesce(content_sha256, sha256) AS content, connector, status, ingested_at, file_mtime,
        layout_delivery_id, layout_export, layout_period, layout_seq
 FROM raw.files
 WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate');
@@ -50,21 +50,32 @@ SELECT m.delivery_id, any_value(m.provider) AS provider, any_value(m.export_name
 FROM raw.manifests AS m JOIN raw.files AS f USING (path, sha256)
 GROUP BY m.delivery_id;
 
--- One reader per content: the file version whose rows are in raw.cost_lines.
+-- One reader per content in play: the file version whose rows are in raw.cost_lines, as
+-- core.billing_lines' `readers` picks it (keep the two in step). A version overwritten at its own
+-- path still serves its rows while a duplicate elsewhere holds its content.
 CREATE OR REPLACE TEMP TABLE ledger_readers AS
-SELECT path, sha256, content FROM ledger_files WHERE status <> 'duplicate'
-QUALIFY row_number() OVER (PARTITION BY content ORDER BY ingested_at, path, sha256) = 1;
+    SELECT path, sha256, coalesce(content_sha256, sha256) AS content
+    FROM raw.files
+    WHERE kind = 'billing'
+      AND (status IN ('loaded', 'incomplete', 'superseded') OR (status = 'replaced' AND rows_loaded > 0))
+      AND coalesce(content_sha256, sha256) IN (
+          SELECT coalesce(content_sha256, sha256) FROM raw.files
+          WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate'))
+    QUALIFY row_number() OVER (PARTITION BY coalesce(content_sha256, sha256)
+                               ORDER BY status = 'replaced', ingested_at, path, sha256) = 1;
 
 CREATE OR REPLACE TEMP TABLE ledger_delivery_contents AS
 SELECT delivery_id, content, any_value(layout_export) AS layout_export, any_value(layout_period) AS layout_period,
-       max(layout_seq) AS seq, min(ingested_at) AS first_seen_at, any_value(connector) AS connector
+       max(layout_seq) AS seq, min(ingested_at) AS first_seen_at, max(file_mtime) AS last_modified,
+       any_value(connector) AS connector
 FROM ledger_assigned GROUP BY delivery_id, content;
 
 -- Per delivery: its identity and the facts that rank it.
 CREATE OR REPLACE TEMP TABLE ledger_delivery_facts AS
 WITH contents AS (
     SELECT delivery_id, any_value(layout_export) AS layout_export, any_value(layout_period) AS layout_period,
-           max(seq) AS seq, min(first_seen_at) AS first_seen_at, any_value(connector) AS connector
+           max(seq) AS seq, min(first_seen_at) AS first_seen_at, max(last_modified) AS last_modified,
+           any_value(connector) AS connector
     FROM ledger_delivery_contents GROUP BY delivery_id
 ),
 files AS (SELECT delivery_id, count(*) AS files FROM ledger_assigned GROUP BY delivery_id),
@@ -93,7 +104,7 @@ SELECT i.delivery_id,
        coalesce(s.parts_seen, 0) >= coalesce(m.parts_expected, 0) AS complete,
        coalesce(m.latest_pointer, false) AS latest_pointer,
        coalesce(f.files, 0) AS files, coalesce(l.lines, 0) AS lines, l.final, l.max_charge_end, c.first_seen_at,
-       m.manifests
+       c.last_modified, m.manifests
 FROM ids AS i
 LEFT JOIN contents AS c USING (delivery_id)
 LEFT JOIN ledger_manifest_info AS m USING (delivery_id)
@@ -107,7 +118,8 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- of a `replace` export one delivery counts, ranked by:
 -- complete first (a newer delivery still missing parts does not yet replace a complete one), the
 -- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
--- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded.
+-- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded,
+-- then (loaded in the same run) the file modified later, never the content's hash.
 -- Incremental deliveries and lines without a billing period always count (lines dedupe later).
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
@@ -122,10 +134,21 @@ WITH slices AS (
     JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
     GROUP BY ALL
 ),
+-- The scope the manifests of an export state (when they agree): a delivery of that export seen only
+-- through its folders (its manifest overwritten before the sync, or not synced yet) takes it, so
+-- it competes with the export's other deliveries and never adds to them. The lines' own billing
+-- account can differ from a manifest's scope (Azure's '/providers/Microsoft.Billing/billingAccounts/N'
+-- for N; a Data Export created in a member account).
+export_scopes AS (
+    SELECT export_name, any_value(scope) AS scope FROM ledger_manifest_info
+    WHERE scope IS NOT NULL GROUP BY export_name HAVING count(DISTINCT scope) = 1
+),
 keyed AS (
-    SELECT s.*, d.mode, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, s.line_provider AS provider,
+    SELECT s.*, d.mode, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, d.last_modified, s.line_provider AS provider,
            CASE WHEN d.source = 'file' THEN coalesce(s.dataset, '') ELSE d.export_name || coalesce('#' || s.dataset, '') END AS export_name,
-           coalesce(d.scope, s.line_account) AS scope,
+           coalesce(d.scope, CASE WHEN d.source = 'layout' THEN (SELECT e.scope FROM export_scopes AS e
+                                                               WHERE e.export_name = d.export_name) END,
+                    s.line_account) AS scope,
            coalesce(d.billing_period, CAST(s.line_period AS DATE)) AS billing_period
     FROM slices AS s JOIN ledger_delivery_facts AS d USING (delivery_id)
 ),
@@ -134,7 +157,8 @@ ranked AS (
                   PARTITION BY provider, export_name, scope, billing_period, line_invoice,
                                mode = 'incremental' OR billing_period IS NULL
                   ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, final DESC,
-                           max_charge_end DESC NULLS LAST, first_seen_at DESC, delivery_id DESC) END AS rank
+                           max_charge_end DESC NULLS LAST, first_seen_at DESC, last_modified DESC NULLS LAST,
+                           delivery_id DESC) END AS rank
     FROM keyed
 )
 SELECT delivery_id, line_provider, line_account, line_period, provider, export_name, scope, billing_period, mode, lines,

@@ -11,11 +11,19 @@
 -- A view: core.cost_lines reads it once per build; nothing else needs its rows stored.
 CREATE OR REPLACE VIEW core.billing_lines AS
 WITH readers AS (
-    -- One file version per content: the one whose rows were read into raw.cost_lines.
+    -- One file version per content still in play (a file holds it: loaded, incomplete, superseded,
+    -- or a duplicate of one), the one whose rows were read into raw.cost_lines. A version since
+    -- overwritten at its own path still serves its rows while a duplicate elsewhere holds its content.
+    -- (The ledger's rules pick the same: ledger_readers in pipelines/ledger/deliveries.sql.)
     SELECT path, sha256, coalesce(content_sha256, sha256) AS content
     FROM raw.files
-    WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded')
-    QUALIFY row_number() OVER (PARTITION BY coalesce(content_sha256, sha256) ORDER BY ingested_at, path, sha256) = 1
+    WHERE kind = 'billing'
+      AND (status IN ('loaded', 'incomplete', 'superseded') OR (status = 'replaced' AND rows_loaded > 0))
+      AND coalesce(content_sha256, sha256) IN (
+          SELECT coalesce(content_sha256, sha256) FROM raw.files
+          WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate'))
+    QUALIFY row_number() OVER (PARTITION BY coalesce(content_sha256, sha256)
+                               ORDER BY status = 'replaced', ingested_at, path, sha256) = 1
 ),
 delivery_contents AS (
     SELECT DISTINCT delivery_id, coalesce(content_sha256, sha256) AS content
