@@ -244,7 +244,8 @@ def model_params(params: dict, gpu_model: str, prices: list[dict]) -> dict:
 
 
 def _unpriced(name: str, gpu_model: str, what: str) -> Scenario:
-    return Scenario(name, f"not priced for {gpu_model}: no {what}", 0, priced=False)
+    # No elasticity either: an unpriced strategy is neither paid whether used nor paid by use.
+    return Scenario(name, f"not priced for {gpu_model}: no {what}", 0, priced=False, elasticity="—")
 
 
 def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = None) -> list[Scenario]:

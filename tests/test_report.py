@@ -187,3 +187,14 @@ def test_markdown_keeps_an_ampersand_in_data_as_written():
     from pipelines.report.daily import _md_escape
 
     assert _md_escape("llm &amp; co <b>") == "llm &amp;amp; co &lt;b&gt;"
+
+
+def test_the_leak_chart_shows_wasted_money_when_nothing_is_avoidable_and_nothing_when_all_is_zero():
+    from pipelines.report.charts import hidden_costs_chart
+
+    leak = {**report_data()["findings"][0], "avoidable_cost_reporting": Decimal("0"), "wasted_cost_reporting": Decimal("0.42")}
+    svg = hidden_costs_chart([leak])
+    assert svg is not None and "wasted cost (USD)" in svg and "0.42" in svg
+    assert hidden_costs_chart([{**leak, "wasted_cost_reporting": Decimal("0")}]) is None
+    page, _, _ = render(report_data(findings=[{**leak, "wasted_cost_reporting": Decimal("0")}]))
+    assert "<svg" not in page.split("Leaks to act on")[1].split("<h2>Detail")[0]  # no chart of zeros

@@ -120,9 +120,14 @@ def anomaly_charts(panels: list[dict], width: float = 9) -> str:
     return to_svg(fig)
 
 
-def hidden_costs_chart(findings: list[dict], width: float = 9) -> str:
-    """The leaks by avoidable cost (reporting currency), largest on top, each bar labelled with its amount."""
-    rows = [f for f in findings if f.get("avoidable_cost_reporting") is not None]
+def hidden_costs_chart(findings: list[dict], width: float = 9) -> str | None:
+    """The leaks by avoidable cost (reporting currency), largest on top, each bar labelled with its
+    amount; by wasted cost when nothing is known to be avoidable (a dark instance's leak), and no
+    chart at all when every amount is zero (bars of nothing on an axis of zeros say nothing)."""
+    which = "avoidable" if any(f.get("avoidable_cost_reporting") for f in findings) else "wasted"
+    rows = [f for f in findings if f.get(f"{which}_cost_reporting") is not None]
+    if not any(f[f"{which}_cost_reporting"] for f in rows):
+        return None
     currency = rows[0]["reporting_currency"] if rows else ""
     narrow = width <= 6
     fig, ax = plt.subplots(figsize=(width, (0.62 if narrow else 0.42) * max(len(rows), 1) + 1.0))
@@ -133,14 +138,15 @@ def hidden_costs_chart(findings: list[dict], width: float = 9) -> str:
         name = name if len(name) <= limit else name[:limit - 1] + "…"
         period = f" ({f['period']})" if f.get("period") else ""
         labels.append(f"{name}\n{period.strip()}" if narrow and period else name + period)
-    values = [as_float(f["avoidable_cost_reporting"]) for f in rows]
+    values = [as_float(f[f"{which}_cost_reporting"]) for f in rows]
     ax.barh(range(len(values)), values, color="#ff7f0e")
     ax.set_yticks(range(len(values)), labels)
     ax.invert_yaxis()
+    places = 0 if max(values) >= 100 else 2  # small leaks keep their cents, not a row of "0"
     for y, v in enumerate(values):
-        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=10)
+        ax.text(v, y, f" {v:,.{places}f}", va="center", fontsize=10)
     ax.set_xlim(0, max([*values, 1e-9]) * 1.15)  # room for the labels; never an empty range
-    ax.set_xlabel(f"avoidable cost ({currency})")
+    ax.set_xlabel(f"{which} cost ({currency})")
     _thousands(ax, "x")
     return to_svg(fig)
 

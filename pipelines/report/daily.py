@@ -171,6 +171,11 @@ METRIC_LABELS = {"cost": "cost", "gpu_hours": "GPU-hours", "egress_gb": "egress"
 SEVERITIES = ("high", "medium", "low", "unrated")  # the only values that become a CSS class
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 day`, `7 days`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def number(value, places: int = 1) -> str:
     return "—" if value is None else f"{value:,.{places}f}"
 
@@ -379,7 +384,7 @@ def kpi_cards(data: dict) -> list[dict]:
     return [
         {"label": f"Spend, {month_to(k['day'])}", "value": money(k["mtd"], cur), "note": versus + without_rate_note(k)},
         {"label": f"Forecast to {k['month_end']:%b %-d}", "value": money(k["forecast"], cur),
-         "note": f"{money(k['run_rate_per_day'], cur)} a day (last {k['run_rate_days']} days) for the {k['days_left']} days left"},
+         "note": f"{money(k['run_rate_per_day'], cur)} a day (last {plural(k['run_rate_days'], 'day')}) for the {plural(k['days_left'], 'day')} left"},
         {"label": "Avoidable this month", "value": money(k["avoidable_this_month"], cur),
          "note": f"{leaks} leak{'' if leaks == 1 else 's'} to act on, below" + (f"; {k['unrated_leaks']} without an FX rate" if k["unrated_leaks"] else "")},
         {"label": "Idle share", "value": percent(k["idle_share_pct"]),
@@ -523,8 +528,8 @@ def render(data: dict) -> tuple[str, str, str]:
         data["suppressed"], SUPPRESSED_COLUMNS, "No planned run in the window.")
 
     leaks_html = _html_table(data["findings"], finding_columns(cur), "No leaks found.")
-    if data["findings"]:
-        leaks_html += _chart(hidden_costs_chart(data["findings"]), hidden_costs_chart(data["findings"], NARROW))
+    if data["findings"] and (leak_chart := hidden_costs_chart(data["findings"])):
+        leaks_html += _chart(leak_chart, hidden_costs_chart(data["findings"], NARROW))
     leaks_md = _md_table(data["findings"], finding_columns(cur), "No leaks found.")
 
     phases = data["spend_by_phase"]
