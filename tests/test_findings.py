@@ -233,3 +233,35 @@ def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
                            ORDER BY resource""").fetchall()
     assert runs == [(f"gpu-m/GPU-m{g}", Decimal("48.0000000000")) for g in range(1, 8)]
     assert conn.execute("SELECT count(*) FROM findings.overprovisioned_inference").fetchone() == (0,)
+
+
+def test_paid_gpus_with_telemetry_for_part_of_the_time_are_a_leak(tmp_path):
+    """Two hosts of 8 GPUs at 2.00 a GPU-hour for a day (384.00 each). gpu-p: only cards 0-3 ever
+    report (idle at 1 % all day), so the other four are paid and unseen; gpu-q: every card reports
+    once at midnight, then its exporter dies. Both used to be no finding at all: a host counted as
+    dark only when it reported nothing."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    smi = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
+        smi += [f"{stamp}, {g}, GPU-p{g}, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W" for g in range(4)]
+    (landing / "gpu-p.csv").write_text("\n".join(smi) + "\n")
+    (landing / "gpu-q.csv").write_text("\n".join(
+        smi[:1] + [f"2026/09/01 00:00:00.000, {g}, GPU-q{g}, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W" for g in range(8)]) + "\n")
+    (landing / "charges.csv").write_text(HEADER + "".join(
+        f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,ins-{h},gpu-{h},,,,,,A100 80G,8\n" for h in "pq"))
+    run_pipeline(landing, tmp_path / "w.duckdb")
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    found = conn.execute("""SELECT host, subkind, count(*), sum(wasted_cost) FROM findings.unused_gpu
+                            GROUP BY ALL ORDER BY host, subkind""").fetchall()
+    assert found == [
+        ("gpu-p", "idle_run", 4, Decimal("192.0000000000")),           # the four reporting cards, idle
+        ("gpu-p", "partial_telemetry", 1, Decimal("192.0000000000")),  # the four that never reported
+        # 192 GPU-hours paid, 8 GPU-minutes seen: 384.00 × (691,200 − 480) ÷ 691,200.
+        ("gpu-q", "partial_telemetry", 1, Decimal("383.7333333333")),
+    ]
+    evidence = json.loads(conn.execute("SELECT evidence FROM findings.unused_gpu WHERE host = 'gpu-q'").fetchone()[0])
+    assert (evidence["covered_gpu_hours"], evidence["dark_gpu_hours"], evidence["held_gpu_hours"]) == (0.13, 191.87, 0)
+    titles = {r[0] for r in conn.execute("SELECT title FROM findings.hidden_costs WHERE subkind = 'partial_telemetry'").fetchall()}
+    assert titles == {"Paid GPUs with telemetry for part of the time: ins-p", "Paid GPUs with telemetry for part of the time: ins-q"}

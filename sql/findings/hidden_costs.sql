@@ -24,7 +24,7 @@ WITH all_findings AS (
 converted AS (
     SELECT f.*,
            CASE
-               WHEN f.kind IN ('unused_gpu', 'slow_disk_idle') AND f.subkind <> 'no_telemetry' THEN coalesce(f.host, f.resource)
+               WHEN f.kind IN ('unused_gpu', 'slow_disk_idle') AND f.subkind NOT IN ('no_telemetry', 'partial_telemetry') THEN coalesce(f.host, f.resource)
                WHEN f.kind = 'egress' AND f.subkind = 'repeated_download' THEN split_part(f.resource, '/', 1)
                ELSE f.resource
            END AS target,
@@ -69,6 +69,7 @@ described AS (
            CASE
                WHEN kind = 'unused_gpu' AND subkind = 'idle_run' THEN printf('%d idle %s on %s', resources, idle_noun, resource)
                WHEN kind = 'unused_gpu' AND subkind = 'no_telemetry' THEN 'Paid GPUs with no telemetry: ' || resource
+               WHEN kind = 'unused_gpu' AND subkind = 'partial_telemetry' THEN 'Paid GPUs with telemetry for part of the time: ' || resource
                WHEN kind = 'unused_gpu' AND subkind = 'unused_commitment' THEN 'Unused GPU commitment ' || resource
                WHEN kind = 'unused_commitment' THEN 'Unused ' || replace(subkind, '_', ' ') || ' ' || resource
                WHEN kind = 'egress' AND subkind = 'repeated_download' THEN 'Repeated downloads from ' || resource

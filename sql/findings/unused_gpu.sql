@@ -19,6 +19,12 @@
 --   no_telemetry      a GPU usage charge whose host reported no telemetry at all in its period, at
 --                     what was paid for it (net of its hours' credits and negations, as priced below),
 --                     less the share of its GPU-hours workloads held (their phases have those).
+--   partial_telemetry a GPU usage charge whose host reported telemetry for part of its period only:
+--                     the GPU-hours paid that neither telemetry covered nor workloads held (at least
+--                     those: held hours are subtracted whole, wherever they fell), priced as
+--                     no_telemetry prices them. Only when that is at least $idle_min_minutes of GPU
+--                     time and a tenth of what was paid: an exporter that died, or cards that never
+--                     reported. Telemetry's own idle minutes are idle runs, so no hour is counted twice.
 --   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
 --                     capacity reservation went unused; other commitments are findings.unused_commitment.
 -- Priced at what the host's GPU-hours were paid (marts.gpu_hour_prices: net of credits and negations,
@@ -119,7 +125,7 @@ charge_costs AS (
     LEFT JOIN stretch_adjustments AS a USING (stretch)
     GROUP BY p.x_ChargeId
 ),
-dark_charges AS (
+gpu_charges AS (
     SELECT p.x_ChargeId, p.host, p.resource_host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
            c.ChargePeriodStart AS period_start, c.ChargePeriodEnd AS period_end, c.BillingCurrency AS currency,
            paid_gpu_seconds(c.x_GpuCount, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit)
@@ -127,13 +133,31 @@ dark_charges AS (
            from_units(to_units(c.EffectiveCost) + p.adjustment_units) AS EffectiveCost
     FROM charge_costs AS p
     JOIN core.cost_lines AS c USING (x_ChargeId)
-    WHERE NOT EXISTS (
-        -- A minute of the host's telemetry in [period_start, period_end): a stretch holding one.
-        -- Its first candidate is the stretch's first minute or the first whole minute of the period.
-        SELECT 1 FROM marts.gpu_spans_by_day AS s
-        WHERE s.host IN (p.host, p.resource_host)
-          AND greatest(s.span_start, utc_minute_ceil(c.ChargePeriodStart)) < least(s.span_end, c.ChargePeriodEnd)
-    )
+),
+charge_coverage AS (
+    -- The card-seconds the host's telemetry covered in each GPU charge's period: each stretch's
+    -- card coverage, in the part of the stretch the period holds.
+    SELECT g.x_ChargeId,
+           sum(s.card_coverage_minutes * 60.0
+               * datediff('second', greatest(s.span_start, g.period_start), least(s.span_end, g.period_end))
+               / datediff('second', s.span_start, s.span_end)) AS covered_gpu_seconds
+    FROM gpu_charges AS g
+    JOIN marts.gpu_spans_by_day AS s
+      ON s.host IN (g.host, g.resource_host) AND s.span_start < g.period_end AND s.span_end > g.period_start
+    GROUP BY g.x_ChargeId
+),
+dark_charges AS (
+    -- GPU charges whose host reported nothing in their period, or reported for part of it only.
+    SELECT c.*, coalesce(v.covered_gpu_seconds, 0) AS covered_gpu_seconds,
+           EXISTS (
+               -- A minute of the host's telemetry in [period_start, period_end): a stretch holding one.
+               -- Its first candidate is the stretch's first minute or the first whole minute of the period.
+               SELECT 1 FROM marts.gpu_spans_by_day AS s
+               WHERE s.host IN (c.host, c.resource_host)
+                 AND greatest(s.span_start, utc_minute_ceil(c.period_start)) < least(s.span_end, c.period_end)
+           ) AS reported
+    FROM gpu_charges AS c
+    LEFT JOIN charge_coverage AS v USING (x_ChargeId)
 ),
 dark_held AS (
     -- GPU-seconds workloads held on a dark charge's host in its period (as marts.cost_attribution
@@ -151,26 +175,52 @@ dark_held AS (
      AND w.started_at < d.period_end AND coalesce(w.ended_at, d.period_end) > d.period_start
     GROUP BY d.x_ChargeId, d.paid_gpu_seconds
 ),
+dark_parts AS (
+    -- The GPU-seconds of each dark charge that nothing known ran on: all of a silent host's paid
+    -- seconds but what workloads held; of a host that reported for part of the period, what its
+    -- telemetry did not cover less every second workloads held (a lower bound: a held second may
+    -- have been a covered one).
+    SELECT d.*, h.held_gpu_seconds,
+           CASE WHEN d.reported THEN greatest(0, CAST(floor(d.paid_gpu_seconds - d.covered_gpu_seconds) AS BIGINT) - h.held_gpu_seconds)
+                ELSE d.paid_gpu_seconds - h.held_gpu_seconds END AS dark_gpu_seconds
+    FROM dark_charges AS d
+    JOIN dark_held AS h USING (x_ChargeId)
+),
 no_telemetry AS (
-    SELECT 'unused_gpu' AS kind, 'no_telemetry' AS subkind, coalesce(d.resource_id, d.host) AS resource, d.host, d.period_start, d.period_end,
-           CASE WHEN h.held_gpu_seconds = 0 OR coalesce(h.paid_gpu_seconds, 0) <= 0 THEN d.EffectiveCost
-                ELSE from_units(to_units(d.EffectiveCost) * (h.paid_gpu_seconds - h.held_gpu_seconds) // h.paid_gpu_seconds) END
+    SELECT 'unused_gpu' AS kind, CASE WHEN d.reported THEN 'partial_telemetry' ELSE 'no_telemetry' END AS subkind,
+           coalesce(d.resource_id, d.host) AS resource, d.host, d.period_start, d.period_end,
+           CASE WHEN NOT d.reported AND (d.held_gpu_seconds = 0 OR coalesce(d.paid_gpu_seconds, 0) <= 0) THEN d.EffectiveCost
+                ELSE from_units(to_units(d.EffectiveCost) * d.dark_gpu_seconds // d.paid_gpu_seconds) END
                AS wasted_cost,
            CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, d.currency, 'charge' AS price_source,
            json_object('gpus', d.gpu_count, 'gpu_model', d.gpu_model, 'charge_id', d.x_ChargeId,
-                       'held_gpu_hours', round(h.held_gpu_seconds / 3600, 2)) AS evidence,
-           CASE WHEN h.held_gpu_seconds = 0 OR coalesce(h.paid_gpu_seconds, 0) <= 0 THEN
-               printf('%s was paid for (%d GPUs) but reported no telemetry at all: an orphaned instance, or a host whose '
-                      || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(d.resource_id, d.host), d.gpu_count)
+                       'held_gpu_hours', round(d.held_gpu_seconds / 3600, 2),
+                       'covered_gpu_hours', round(d.covered_gpu_seconds / 3600, 2),
+                       'dark_gpu_hours', round(d.dark_gpu_seconds / 3600, 2)) AS evidence,
+           CASE WHEN d.reported THEN
+               printf('%s was paid for %.1f GPU-hours (%d GPU%s); its telemetry covered %.1f and workloads held %.1f, so at '
+                      || 'least %.1f were paid with no telemetry and no known workload: an exporter that stopped, or cards '
+                      || 'that never report. Check its monitoring; if nothing runs on them, release them.',
+                      coalesce(d.resource_id, d.host), d.paid_gpu_seconds / 3600, d.gpu_count,
+                      CASE WHEN d.gpu_count = 1 THEN '' ELSE 's' END, d.covered_gpu_seconds / 3600,
+                      d.held_gpu_seconds / 3600, d.dark_gpu_seconds / 3600)
+           WHEN d.held_gpu_seconds = 0 OR coalesce(d.paid_gpu_seconds, 0) <= 0 THEN
+               printf('%s was paid for (%d GPU%s) but reported no telemetry at all: an orphaned instance, or a host whose '
+                      || 'monitoring is missing. Check it; if nothing runs there, release it.', coalesce(d.resource_id, d.host), d.gpu_count,
+                      CASE WHEN d.gpu_count = 1 THEN '' ELSE 's' END)
            ELSE
-               printf('%s was paid for (%d GPUs) and reported no telemetry; workloads held %.1f of its %.1f GPU-hours, '
+               printf('%s was paid for (%d GPU%s) and reported no telemetry; workloads held %.1f of its %.1f GPU-hours, '
                       || 'and this is the rest, which nothing known ran on. Check its monitoring, and release it between jobs.',
-                      coalesce(d.resource_id, d.host), d.gpu_count, h.held_gpu_seconds / 3600, h.paid_gpu_seconds / 3600)
+                      coalesce(d.resource_id, d.host), d.gpu_count, CASE WHEN d.gpu_count = 1 THEN '' ELSE 's' END,
+                      d.held_gpu_seconds / 3600, d.paid_gpu_seconds / 3600)
            END AS recommendation
-    FROM dark_charges AS d
-    JOIN dark_held AS h USING (x_ChargeId)
-    -- Held the whole period: no leak (the attribution gave it all to the workloads' phases).
-    WHERE h.paid_gpu_seconds IS NULL OR h.paid_gpu_seconds <= 0 OR h.held_gpu_seconds < h.paid_gpu_seconds
+    FROM dark_parts AS d
+    -- A silent host held the whole period: no leak (the attribution gave it all to the workloads'
+    -- phases). A partly reporting host: enough dark time to matter (the doc above).
+    WHERE CASE WHEN d.reported
+               THEN d.paid_gpu_seconds > 0 AND d.dark_gpu_seconds >= $idle_min_minutes * 60
+                    AND d.dark_gpu_seconds >= d.paid_gpu_seconds / 10
+               ELSE d.paid_gpu_seconds IS NULL OR d.paid_gpu_seconds <= 0 OR d.held_gpu_seconds < d.paid_gpu_seconds END
 ),
 unused_commitments AS (
     SELECT 'unused_gpu' AS kind, 'unused_commitment' AS subkind,
