@@ -626,12 +626,18 @@ def _reasons(frame: pl.DataFrame, reason: pl.Expr) -> pl.Series:
     return reasons
 
 
+UNWORDED = "rejected by a check whose message quotes an empty cell"
+
+
 def first_reason(checks: Sequence[tuple[pl.Expr, pl.Expr | str]]) -> pl.Expr:
     """The message of the first failing check per row, or null when all pass. (`split_rejected`
     words it for the rows a check flags only; any other use evaluates it as it stands.)"""
     checks = list(checks)
+    # A message that formats an empty cell is itself empty (`pl.format` of a null): the row is still
+    # flagged, never let through for want of words.
     reason = pl.coalesce(
-        [pl.when(cond).then(msg if isinstance(msg, pl.Expr) else pl.lit(msg)) for cond, msg in checks]
+        [pl.when(cond).then(pl.coalesce(msg, pl.lit(UNWORDED)) if isinstance(msg, pl.Expr) else pl.lit(msg))
+         for cond, msg in checks]
         + [pl.lit(None, dtype=pl.String)]
     )
     reason._finops_checks = tuple(checks)

@@ -98,11 +98,20 @@ class GpuRentalConnector(Connector):
         formats = tuple(self.mapping.time_formats)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
+        first_frame = True
         for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
                 raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=1)
+            if first_frame:
+                # A mapped column the header lacks is most often a misspelling: its default (or nothing)
+                # would stand in for every line unannounced, so the file's load says so.
+                for field, column in self.columns.items():
+                    if column not in frame.columns and column not in self.required:
+                        fallback = f"its default {self.defaults[field]!r} is used" if field in self.defaults else "it is left empty"
+                        ctx.warn(f"columns.{field}: the header has no column {column!r}; {fallback} on every line")
+                first_frame = False
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
             frame = frame.with_columns(self._fields(frame))
             frame = frame.with_columns(

@@ -353,3 +353,14 @@ def test_a_usage_line_of_negative_hours_is_quarantined(tmp_path):
     assert [r["ResourceName"] for r in rows] == ["gpu-node-01"]
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [
         (2, "hours '-10' is negative"), (3, "billing mode 'barter' is not in the mapping")]
+
+
+def test_a_mapped_column_the_header_lacks_is_announced_not_silently_defaulted(tmp_path):
+    """A misspelt optional column (`Wahrung` for `Währung`) would leave its default, or nothing, on
+    every line unannounced: the file's load says which column is missing and what stands in."""
+    text = GENERIC.replace(",Region,", ",Zone,")
+    rows, ctx = read("gpu_rental_generic.yaml", text, tmp_path, "invoice.csv")
+    assert len(rows) == 2 and all(r["RegionId"] is None for r in rows)
+    assert ctx.warnings == ["columns.region: the header has no column 'Region'; it is left empty on every line"]
+    _, whole = read("gpu_rental_generic.yaml", GENERIC, tmp_path, "whole.csv")
+    assert whole.warnings == []

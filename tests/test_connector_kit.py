@@ -155,3 +155,16 @@ def test_the_contract_catches_a_broken_connector(broken, check, tmp_path):
     check_connector(_Invoice(), fixture, rows=3, expected_total="30.75")  # the sound one passes
     with pytest.raises(ContractFailure, match=f"FAILED {check}"):
         check_connector(broken, fixture, rows=3)
+
+
+def test_a_check_whose_message_quotes_an_empty_cell_still_rejects_its_row():
+    """`pl.format` of a null is null: the row was flagged but had no reason, so it loaded (a
+    scaffolded connector's empty amount reached core.cost_lines as a NULL cost)."""
+    import polars as pl
+
+    from connectors._tabular import UNWORDED, _reasons, first_reason
+
+    frame = pl.DataFrame({"amount": [None, "1.00"]}, schema={"amount": pl.String})
+    reason = first_reason([(pl.col("amount").is_null(), pl.format("amount '{}' is not an amount", pl.col("amount")))])
+    assert _reasons(frame, reason).to_list() == [UNWORDED, None]
+    assert frame.select(reason).to_series().to_list() == [UNWORDED, None]

@@ -103,6 +103,10 @@ class {cls}(Connector):
     name = "{name}"
     kind = "billing"
     recognises = "{title} invoice CSV with columns " + ", ".join(COLUMNS)
+    # False: a newer file of a month replaces the month's lines (a re-exported month). When each file
+    # is an invoice and the lines carry its id in InvoiceId, set True: the month's invoices add up and
+    # one sent again replaces only its own lines (README, "Adding a source").
+    invoices_are_deliveries = False
 
     def detect(self, path: Path, head: bytes) -> bool:
         return set(COLUMNS) <= set(header_fields(head))
@@ -119,12 +123,12 @@ class {cls}(Connector):
             hours = parse_unit("hours", "h")  # "12.5", "12.5h" or "750 min" alike
             start, end = parse_utc("start", ctx.timezone), parse_utc("end", ctx.timezone)
             reason = first_reason([
-                (amount.is_null(), pl.format("amount_usd '{{}}' is not an amount", pl.col("amount_usd"))),
+                (amount.is_null(), pl.format("amount_usd '{{}}' is not an amount", pl.col("amount_usd").fill_null(""))),
                 (pl.col("instance_id").is_null(), "instance_id is empty"),
-                (gpus.is_null() | (gpus < 1), pl.format("gpu_count '{{}}' is not a whole number ≥ 1", pl.col("gpu_count"))),
-                (hours.is_null() | failed("hours", hours) | (hours < 0), pl.format("hours '{{}}' is not a duration", pl.col("hours"))),
-                (start.is_null(), pl.format("start '{{}}' is not a timestamp", pl.col("start"))),
-                (end.is_null(), pl.format("end '{{}}' is not a timestamp", pl.col("end"))),
+                (gpus.is_null() | (gpus < 1), pl.format("gpu_count '{{}}' is not a whole number ≥ 1", pl.col("gpu_count").fill_null(""))),
+                (hours.is_null() | failed("hours", hours) | (hours < 0), pl.format("hours '{{}}' is not a duration", pl.col("hours").fill_null(""))),
+                (start.is_null(), pl.format("start '{{}}' is not a timestamp", pl.col("start").fill_null(""))),
+                (end.is_null(), pl.format("end '{{}}' is not a timestamp", pl.col("end").fill_null(""))),
                 (end < start, "end is before start"),
             ])
             # Rows with a reason go to the quarantine; `amount` declares the money the file states,
