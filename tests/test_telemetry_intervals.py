@@ -227,3 +227,30 @@ def test_overprovisioned_inference_is_the_same_at_every_interval(runs):
         assert f["subkind"] == base[0]["subkind"]
         assert float(f["avoidable_cost"]) == pytest.approx(float(base[0]["avoidable_cost"]), rel=0.01), interval
         assert json.loads(f["evidence"])["busy_gpu_hours"] == pytest.approx(json.loads(base[0]["evidence"])["busy_gpu_hours"], rel=0.01)
+
+
+def test_a_cadence_that_changes_within_a_day_keeps_each_parts_own(tmp_path):
+    """nvidia-smi at -l 60 until noon and -l 5 after, idle at 1 % all day, no gap anywhere. The day's
+    median interval (5 s) cut each morning sample to 5 s of its 60: the morning read as one covered
+    hour of twelve, and the 24-hour idle run (48.00) as a 13-hour one worth 26.00."""
+    landing = tmp_path / "landing"
+    (landing / "host=gpu-v").mkdir(parents=True)
+    start = datetime(2026, 9, 1)
+
+    def smi(first: int, last: int, step: int) -> str:
+        return "\n".join([SMI_HEADER] + [f"{start + timedelta(seconds=s):%Y/%m/%d %H:%M:%S}.000, 0, GPU-v0, NVIDIA A100-SXM4-80GB, "
+                                         "1 %, 100 MiB, 80.00 W" for s in range(first, last, step)]) + "\n"
+
+    (landing / "host=gpu-v" / "morning.csv").write_text(smi(0, 43200, 60))
+    (landing / "host=gpu-v" / "afternoon.csv").write_text(smi(43200, 86400, 5))
+    (landing / "charges.csv").write_text(
+        "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+        "ServiceName,ServiceCategory,ResourceId,ResourceName,x_GpuModel,x_GpuCount\n"
+        "48.00,48.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-v,gpu-v,A100 80G,1\n")
+    run_pipeline(landing, tmp_path / "w.duckdb")
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    covered = fetch_all(conn, """SELECT minute < TIMESTAMPTZ '2026-09-01 12:00:00+00', round(sum(coverage) / 60, 3)
+                                 FROM core.gpu_minutes GROUP BY 1 ORDER BY 1""")
+    assert covered == [(False, 12.0), (True, 12.0)]
+    runs = fetch_all(conn, "SELECT period_start, period_end, wasted_cost FROM findings.unused_gpu WHERE subkind = 'idle_run'")
+    assert runs == [(datetime(2026, 9, 1, tzinfo=UTC), datetime(2026, 9, 2, tzinfo=UTC), Decimal("48.0000000000"))]

@@ -3,7 +3,9 @@
 --
 -- A sample stands for the time until the next sample of the same GPU from the same source (its
 -- series), as long as that gap is within the series' staleness bound:
---     bound = least($telemetry_gap_factor × the series' median interval that day, $telemetry_max_gap_s).
+--     bound = least($telemetry_gap_factor × the series' median interval, $telemetry_max_gap_s),
+-- the median taken over the sample's UTC hour where that hour has five gaps or more, else over its day
+-- (a cadence that changes within a day keeps each part's own).
 -- A longer gap is missing, never zero: the sample before it (and a series' last sample) stands for
 -- one median interval only (at most $telemetry_max_gap_s), and the rest of the gap has no row. A
 -- series of one sample stands for one minute. A 300 s sample therefore covers five minutes, six
@@ -107,20 +109,33 @@ model_keys AS (
     FROM (SELECT DISTINCT gpu_model AS name FROM names WHERE gpu_model IS NOT NULL)
 ),
 steps AS (
-    SELECT day_no, gpu_no, source, t0_us, pod, namespace, util_pct, k.kind_no, mem_used_mib, power_w,
+    SELECT day_no, gpu_no, source, t0_us, t0_us // 3600000000 AS hour_no, pod, namespace, util_pct, k.kind_no, mem_used_mib, power_w,
            (lead(t0_us) OVER series) - t0_us AS gap_us
     FROM wanted AS w JOIN names AS n USING (gpu_key)
     LEFT JOIN kinds AS k ON k.util_kind = w.util_kind
     WINDOW series AS (PARTITION BY day_no, gpu_no, source ORDER BY t0_us)
 ),
+hour_medians AS (
+    -- A series' cadence hour by hour, where the hour has enough gaps to say (a median of five or
+    -- more outlasts an outage among them), else its day's: sampling that changes within a day
+    -- (every 60 s until noon, every 5 s after) keeps each part's own cadence, where the day's
+    -- median (5 s) cut every morning sample to 5 s of its 60 s span.
+    SELECT day_no, gpu_no, source, hour_no, count(gap_us) AS gaps, median(gap_us) AS hour_median_us
+    FROM steps GROUP BY ALL
+),
+day_medians AS (
+    SELECT day_no, gpu_no, source, median(gap_us) AS day_median_us FROM steps GROUP BY ALL
+),
 medians AS (
-    SELECT day_no, gpu_no, source, coalesce(median(gap_us), 60000000) AS median_us FROM steps GROUP BY ALL
+    SELECT h.day_no, h.gpu_no, h.source, h.hour_no,
+           coalesce(CASE WHEN h.gaps >= 5 THEN h.hour_median_us END, d.day_median_us, 60000000) AS median_us
+    FROM hour_medians AS h JOIN day_medians AS d USING (day_no, gpu_no, source)
 ),
 cadence AS (
-    SELECT * FROM steps JOIN medians USING (day_no, gpu_no, source)
+    SELECT * FROM steps JOIN medians USING (day_no, gpu_no, source, hour_no)
 ),
 spans AS (
-    SELECT * EXCLUDE (gap_us, median_us),
+    SELECT * EXCLUDE (gap_us, median_us, hour_no),
            t0_us + CASE
                WHEN gap_us <= least($telemetry_gap_factor * median_us, $telemetry_max_gap_s * 1000000) THEN gap_us
                ELSE least(median_us, $telemetry_max_gap_s * 1000000)
