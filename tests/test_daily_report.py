@@ -232,13 +232,25 @@ def test_the_run_posts_the_headline_and_a_failing_endpoint_fails_only_delivery(t
     assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2), webhook_url=url).success
     assert len(handler.received) == 1
     assert json.loads((tmp_path / "reports" / "2026-10-02" / "webhook_delivered.json").read_text())["status_code"] == 200
+    # A corrected September lands in the afternoon and reveals a spike on the scored day: a later run
+    # posts that alert alone (it was lost before: the day's message had gone), and only once.
+    corrected = [f"{100 + ((i + 31) % 7):.2f}" for i in range(30)]
+    corrected[29] = "900.00"
+    (landing / "focus-2026-09-corrected.csv").write_text(focus_rows(date(2026, 9, 1), corrected, "2026-09"))
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2), webhook_url=url).success
+    assert len(handler.received) == 2
+    update = handler.received[1]["text"]
+    assert update.startswith("gpu-finops daily report — 2026-10-02 (update)\nNEW since the day's first message: "), update
+    assert "900.00" in update
+    assert run_pipeline(landing, warehouse, as_of=date(2026, 10, 2), webhook_url=url).success
+    assert len(handler.received) == 2
     # The endpoint breaks: the report is still written; the delivery step alone fails.
     handler.status = 500
     outcome = run_pipeline(landing, warehouse, as_of=date(2026, 10, 3), webhook_url=url, webhook_retries=1,
                            webhook_timeout_s=2.0)
     assert not outcome.success
     assert (tmp_path / "reports" / "2026-10-03" / "report.html").exists()
-    assert len(handler.received) == 3  # one delivered, then two attempts (one retry) refused
+    assert len(handler.received) == 4  # two delivered, then two attempts (one retry) refused
 
 
 # -- the schedule and the sensor ----------------------------------------------------------------------

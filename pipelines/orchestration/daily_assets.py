@@ -119,20 +119,34 @@ def _alerts_already_reported(folder: Path) -> list[str]:
 def report_webhook_asset(context: AssetExecutionContext, config: RunDate, warehouse: DuckDBResource,
                          settings: FinopsSettings) -> MaterializeResult:
     """Deliver the day's headline once per day; a failed delivery fails this step only, the
-    report files stay. Later runs the same day (the landing sensor's) do not post again."""
+    report files stay. A later run the same day (the landing sensor's, a corrected export) posts
+    again only the anomalies it found new that no message of the day named, so none is lost."""
     from pipelines.report.webhook import build_payload, deliver
 
     if not settings.webhook_url:
         return MaterializeResult(metadata={"delivered": False, "reason": "no webhook_url configured"})
     folder = reports_dir(settings, warehouse) / config.day(settings).isoformat()
     receipt = folder / DELIVERY_RECEIPT
-    if receipt.exists():
-        return MaterializeResult(metadata={"delivered": False, "reason": f"already delivered: {receipt.read_text().strip()}"})
     data = json.loads((folder / "report.json").read_text())
-    payload = build_payload(data["headline"]["title"], data["headline"]["lines"], str(folder / "report.html"))
+    new = {a["anomaly_id"]: a for a in data["anomalies"] if a.get("new")}
+    title, lines = data["headline"]["title"], data["headline"]["lines"]
+    if receipt.exists():
+        sent = json.loads(receipt.read_text())
+        # A receipt from before it listed them: its message named whatever was new then.
+        posted = set(sent.get("new_anomalies", new))
+        unsent = [a for anomaly_id, a in new.items() if anomaly_id not in posted]
+        if not unsent:
+            return MaterializeResult(metadata={"delivered": False, "reason": f"already delivered: {receipt.read_text().strip()}"})
+        title = f"{title} (update)"
+        lines = [f"NEW since the day's first message: {a['summary']}" for a in unsent[:5]]
+    else:
+        sent, posted = {}, set()
+    payload = build_payload(title, lines, str(folder / "report.html"))
     delivery = deliver(settings.webhook_url, payload, timeout_s=settings.webhook_timeout_s, retries=settings.webhook_retries)
-    receipt.write_text(json.dumps({"delivered_at": datetime.now(UTC).isoformat(), "status_code": delivery.status_code,
-                                   "attempts": delivery.attempts}))
+    receipt.write_text(json.dumps({"delivered_at": sent.get("delivered_at", datetime.now(UTC).isoformat()),
+                                   "status_code": delivery.status_code, "attempts": delivery.attempts,
+                                   "new_anomalies": sorted(posted | set(new)),
+                                   "deliveries": sent.get("deliveries", 1 if sent else 0) + 1}))
     return MaterializeResult(metadata={"delivered": True, "status_code": delivery.status_code, "attempts": delivery.attempts})
 
 
