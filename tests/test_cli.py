@@ -23,7 +23,11 @@ def test_run_over_a_folder_with_unreadable_and_unknown_files(tmp_path, monkeypat
     assert result.output.splitlines()[-2] == "1 file(s) did not load:"
     assert result.output.splitlines()[-1].startswith("failed: dmon.txt — dmon.txt, line 1: dmon output without timestamps")
     assert "skipped: philly.csv — no connector recognises its content (header)" in result.output
-    assert (tmp_path / "reports" / "tco.svg").exists()  # its GPU instances are identified: strategies are sized
+    # Its GPU instances are identified, so strategies are sized; no workload held them and the catalog
+    # prices none of them in the parameters' currency, so the only priced strategy is a 0.00 hybrid:
+    # no chart of zeros, and the run says why.
+    assert not (tmp_path / "reports" / "tco.svg").exists()
+    assert "no purchasing chart: every priced strategy comes to nothing" in result.output
     conn = connect(warehouse, read_only=True)
     assert fetch_all(conn, "SELECT count(*) FROM core.cost_lines") == [(1000,)]
     # The FOCUS 1.0 sample's GPU instances, named only in ChargeDescription: 8 × g5.4xlarge, 2 × g3.4xlarge.

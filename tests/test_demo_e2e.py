@@ -233,3 +233,15 @@ def test_the_report_headline_and_kpis_on_the_demo(demo_run):
     suppressed = {s["planned_run"]: (s["days_suppressed"], s["first_day"], s["last_day"]) for s in machine["suppressed"]}
     for days, first, last in suppressed.values():
         assert days <= (date.fromisoformat(last) - date.fromisoformat(first)).days + 1
+
+
+def test_findings_of_one_kind_show_that_kind_alone(demo_run):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    result = CliRunner().invoke(app, ["findings", "--warehouse", str(demo_run.out / "warehouse.duckdb"), "--kind", "egress"],
+                                terminal_width=250)
+    assert result.exit_code == 0, result.output
+    assert "Largest egress leak: Repeated downloads from" in result.output
+    assert "unused_gpu" not in result.output and "slow_disk_idle" not in result.output

@@ -198,3 +198,14 @@ def test_the_leak_chart_shows_wasted_money_when_nothing_is_avoidable_and_nothing
     assert hidden_costs_chart([{**leak, "wasted_cost_reporting": Decimal("0")}]) is None
     page, _, _ = render(report_data(findings=[{**leak, "wasted_cost_reporting": Decimal("0")}]))
     assert "<svg" not in page.split("Leaks to act on")[1].split("<h2>Detail")[0]  # no chart of zeros
+
+
+def test_no_purchasing_chart_when_every_priced_strategy_comes_to_nothing():
+    """On the public billing samples the only priced strategy is a 0.00 hybrid (no workload held the
+    cards): the chart was an axis from -0.04 to 0.04 labelled 0k."""
+    from models.tco import FLEET
+    from pipelines.analysis.tco import TcoResult
+
+    rows = [{"gpu_model": FLEET, "scenario": "hybrid", "tco": Decimal("0")}, {"gpu_model": FLEET, "scenario": "buy", "tco": None}]
+    result = TcoResult(scenarios=rows, break_even=[], params={"currency": "CNY", "years": 3}, lines=[], utilization=0.0)
+    assert result.chart_svg() is None

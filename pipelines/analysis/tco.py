@@ -42,12 +42,16 @@ class TcoResult:
     def gpu_models(self) -> list[str]:
         return list(dict.fromkeys(r["gpu_model"] for r in self.scenarios if r["gpu_model"] != FLEET))
 
-    def chart_svg(self) -> str:
+    def chart_svg(self) -> str | None:
+        """The strategies' 3-year TCO and break-even chart; None when every priced strategy comes to
+        nothing (no workload held a model priced only by use): an axis of zeros says nothing."""
         from pipelines.report.charts import tco_chart
 
         fleet = [r for r in self.model_rows(FLEET) if r["tco"] is not None]
-        return tco_chart(fleet or [r for r in self.model_rows(self.main_model) if r["tco"] is not None], self.lines,
-                         self.utilization, self.params["currency"], int(self.params["years"]), self.main_model)
+        rows = fleet or [r for r in self.model_rows(self.main_model) if r["tco"] is not None]
+        if not any(r["tco"] for r in rows):
+            return None
+        return tco_chart(rows, self.lines, self.utilization, self.params["currency"], int(self.params["years"]), self.main_model)
 
 
 def catalog_prices(conn) -> list[dict]:

@@ -265,7 +265,12 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
         return False
     conn = connect(warehouse, read_only=True)
     try:
-        target.write_text(tco.compute(conn, params_file).chart_svg())
+        svg = tco.compute(conn, params_file).chart_svg()
+        if svg is None:
+            console.print(Text("no purchasing chart: every priced strategy comes to nothing (no workload held its GPUs)",
+                               style="yellow"))
+            return False
+        target.write_text(svg)
         return True
     except Exception as exc:  # no GPU usage measured: nothing to chart
         console.print(Text.assemble(("no purchasing chart: ", "yellow"), for_terminal(exc)))
@@ -451,7 +456,7 @@ def findings(
         totals = fetch_dicts(conn, """
             SELECT kind, count(*) AS n, sum(items) AS items, sum(wasted_cost_reporting) AS wasted,
                    sum(avoidable_cost_reporting) AS avoidable, any_value(reporting_currency) AS currency
-            FROM findings.hidden_costs GROUP BY kind ORDER BY avoidable DESC NULLS LAST""")
+            FROM findings.hidden_costs WHERE kind = coalesce(?, kind) GROUP BY kind ORDER BY avoidable DESC NULLS LAST""", [kind])
     finally:
         conn.close()
     by_kind = Table("kind", "findings", "details", "wasted", "avoidable", title="hidden costs by kind (reporting currency)")
@@ -459,8 +464,9 @@ def findings(
         by_kind.add_row(Text(for_terminal(t["kind"])), str(t["n"]), str(t["items"]),
                         Text(for_terminal(money(t["wasted"], t["currency"]))), Text(for_terminal(money(t["avoidable"], t["currency"]))))
     console.print(by_kind)
-    if rows:
-        console.print(Text(for_terminal(largest_leak(rows[0])), style="bold"))
+    if rows:  # the largest of the kind asked for, when one was
+        console.print(Text(for_terminal(largest_leak(rows[0]).replace("Largest leak", f"Largest {kind} leak" if kind else "Largest leak", 1)),
+                           style="bold"))
     table = Table("#", "severity", "leak", "month", "wasted", "avoidable", "billed as", "what to do", title="findings, ranked",
                   show_lines=True)
     for r in rows:
@@ -528,9 +534,11 @@ def tco_command(
     console.print(crossings)
     console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
                                     "of its peak fleet, a year of recurring load plus one-off runs counted once")))
-    if chart:
+    if chart and (svg := result.chart_svg()) is None:
+        console.print(Text("no chart: every priced strategy comes to nothing (no workload held its GPUs)", style="yellow"))
+    elif chart:
         chart.parent.mkdir(parents=True, exist_ok=True)
-        chart.write_text(result.chart_svg())
+        chart.write_text(svg)
         console.print(Text(f"chart written to {chart}"))
 
 

@@ -560,12 +560,12 @@ def render(data: dict) -> tuple[str, str, str]:
         # With no workload held anywhere there is no utilization to state: the caveat says why.
         held = set(unheld_models(tco_data["scenarios"])) != {r["gpu_model"] for r in tco_data["scenarios"] if r["gpu_model"] != FLEET}
         measured = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
-                    f"recurring load a year, one-off runs once): {tco_data['utilization']:.1%}." if held else "")
+                    f"recurring load a year, one-off runs once): {tco_data['utilization'] * 100:.1f} %." if held else "")
         notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
         detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
-                       + _chart(data["tco_chart_svg"]),
+                       + (_chart(data["tco_chart_svg"]) if data["tco_chart_svg"] else ""),
                        _md_table(priced, tco_columns(tco_data), empty) + "".join(f"\n\n{_md_escape(n)}" for n in notes)))
     else:
         detail.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", _md_escape(tco_data["note"])))
