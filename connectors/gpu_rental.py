@@ -131,7 +131,12 @@ class GpuRentalConnector(Connector):
                     (pl.col("__hours").cast(pl.Float64) * 3_600_000_000).round().cast(pl.Int64, strict=False))
                 frame = frame.with_columns((pl.col("__start") + pl.duration(microseconds=hours_us)).alias("__end"))
             else:
-                frame = frame.with_columns(parse_time("__f_end").alias("__end"))
+                end = parse_time("__f_end")
+                if self.mapping.end_date_inclusive:  # a date alone is the last day billed: its next midnight, local
+                    date_only = ~pl.col("__f_end").str.contains(r"\d:\d\d")
+                    end = pl.when(date_only).then(
+                        end.dt.convert_time_zone(timezone).dt.offset_by("1d").dt.convert_time_zone("UTC")).otherwise(end)
+                frame = frame.with_columns(end.alias("__end"))
             if computed.hours:  # hours = end - start
                 frame = frame.with_columns(
                     ((pl.col("__end") - pl.col("__start")).dt.total_microseconds().cast(pl.Decimal(38, 10))

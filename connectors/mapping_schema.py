@@ -117,6 +117,9 @@ class MappingFile(_Strict):
     encoding: str = "utf-8"
     timezone: str | None = None
     time_formats: list[str] = []
+    # An end written as a date alone names the last day billed (`30.09.2026`): the period ends at
+    # the next midnight, as FOCUS's exclusive ChargePeriodEnd says. An end with a time is kept.
+    end_date_inclusive: bool = False
     columns: Columns
     required: list[str] | None = None
     billing_modes: BillingModes = BillingModes()

@@ -364,3 +364,22 @@ def test_a_mapped_column_the_header_lacks_is_announced_not_silently_defaulted(tm
     assert ctx.warnings == ["columns.region: the header has no column 'Region'; it is left empty on every line"]
     _, whole = read("gpu_rental_generic.yaml", GENERIC, tmp_path, "whole.csv")
     assert whole.warnings == []
+
+
+def test_an_inclusive_end_date_ends_the_charge_at_the_next_local_midnight(tmp_path):
+    """`end_date_inclusive: true`: an invoice's `30.09.2026` is its last day billed, so the charge ends
+    at 1 October 00:00 in the mapping's zone (22:00 UTC on 30 September in Berlin), not a day short.
+    An end with a time is kept; without the key a date alone is its own midnight, as before."""
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    mapping.update(timezone="Europe/Berlin", time_formats=["%d.%m.%Y %H:%M", "%d.%m.%Y"], end_date_inclusive=True)
+    text = GENERIC.replace("2026-09-01T00:00:00Z,2026-10-01T00:00:00Z", "01.09.2026,30.09.2026") \
+                  .replace("2026-09-03T00:00:00Z,2026-09-03T10:00:00Z", "03.09.2026 00:00,03.09.2026 10:00")
+    path = tmp_path / "invoice.csv"
+    path.write_text(text, encoding="utf-8")
+
+    def ends(m):
+        rows = pa.Table.from_batches(list(GpuRentalConnector(m).read(path, read_context())), schema=COST_LINE).to_pylist()
+        return [r["ChargePeriodEnd"] for r in rows]
+
+    assert ends(mapping) == [datetime(2026, 9, 30, 22, tzinfo=UTC), datetime(2026, 9, 3, 8, tzinfo=UTC)]
+    assert ends({**mapping, "end_date_inclusive": False})[0] == datetime(2026, 9, 29, 22, tzinfo=UTC)
