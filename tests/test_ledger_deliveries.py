@@ -443,3 +443,112 @@ def test_a_data_exports_refresh_seen_only_through_its_folder_competes_with_the_e
     run(landing, warehouse)
     total, lines = totals(warehouse)
     assert close(total, provider_totals[CUR][0] + Decimal("1.5")) and lines == provider_totals[CUR][1]
+
+
+def restated(delta: Decimal, drop_zero_line: bool = False) -> str:
+    """The CUR month with its first usage line changed by `delta` (and, if asked, one zero-cost
+    line left out, so the file has one line fewer and the same money otherwise)."""
+    header, rows = cur_lines()
+    i = first_usage_line(header, rows)
+    body = rows[:i] + [corrected(header, rows[i], delta)] + rows[i + 1:]
+    if drop_zero_line:
+        cost = next(csv.reader([header])).index("lineItem/UnblendedCost")
+        zero = next(n for n, line in enumerate(body) if n != i and Decimal(next(csv.reader([line]))[cost] or 0) == 0)
+        del body[zero]
+    return header + "".join(body)
+
+
+def file_verdicts(warehouse: Path) -> dict[str, tuple[str, str | None]]:
+    conn = connect(warehouse, read_only=True)
+    try:
+        return {r["path"]: (r["status"], r["delivery_note"]) for r in fetch_dicts(
+            conn, "SELECT path, status, delivery_note FROM raw.files WHERE kind = 'billing'")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("download_first", [False, True])
+def test_a_console_download_beside_the_synced_export_never_adds_to_it(tmp_path, provider_totals, download_first):
+    """A month downloaded by hand (a plain upload) next to the export that delivers the same payer
+    and month: the same charges, so one counts, the export's (the month was counted twice)."""
+    header, rows = cur_lines()
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    export = CurDelivery(ASSEMBLY_A, [header + "".join(rows)], T1)
+    download = landing / "downloads" / "gpu-cur-november.csv"
+    if download_first:
+        write(download, restated(Decimal("0.3")).encode(), T2)
+        run(landing, warehouse)
+        assert close(totals(warehouse)[0], provider_totals[CUR][0] + Decimal("0.3"))
+    export.place(landing)
+    if not download_first:
+        run(landing, warehouse)
+        write(download, restated(Decimal("0.3")).encode(), T2)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    status, note = file_verdicts(warehouse)["downloads/gpu-cur-november.csv"]
+    assert status == "superseded" and f"superseded by aws-cur:{ASSEMBLY_A}" in note
+
+
+@pytest.mark.parametrize("finer_is_newer", [True, False])
+def test_two_cur_definitions_of_one_payer_count_once_and_the_finer_stays_chosen(tmp_path, provider_totals, finer_is_newer):
+    """Two CUR reports of one payer account (an hourly and a daily definition, say) deliver the
+    same charges: the month counts once, from the export with more lines, whichever refreshed last,
+    so the choice does not flip with each refresh (both counted, the month was twice its cost)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    header, rows = cur_lines()
+    finer = CurDelivery(ASSEMBLY_A, [header + "".join(rows)], T2 if finer_is_newer else T1)
+    finer.place(landing)
+    coarse_report, coarse_assembly = "gpu-cur-daily", ASSEMBLY_B
+    key = f"cur/{coarse_report}/{RANGE}/{coarse_assembly}/{coarse_report}-00001.csv.gz"
+    manifest = json.loads(cur_manifest(coarse_assembly, [key]))
+    manifest["reportName"] = coarse_report
+    mtime = T1 if finer_is_newer else T2
+    write(landing / key.removeprefix("cur/"), gzip.compress(restated(Decimal("0.3"), drop_zero_line=True).encode()), mtime)
+    write(landing / coarse_report / RANGE / coarse_assembly / f"{coarse_report}-Manifest.json", json.dumps(manifest).encode(), mtime)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    conn = connect(warehouse, read_only=True)
+    try:
+        slices = {r["delivery_id"]: r for r in fetch_dicts(conn, "SELECT delivery_id, counts, winner, covered_by FROM raw.delivery_slices")}
+        status = dict(fetch_all(conn, "SELECT delivery_id, status FROM raw.deliveries"))
+    finally:
+        conn.close()
+    coarse = slices[f"aws-cur:{coarse_assembly}"]
+    assert not coarse["counts"] and coarse["winner"] == f"aws-cur:{ASSEMBLY_A}" and coarse["covered_by"] == REPORT
+    assert status == {f"aws-cur:{ASSEMBLY_A}": "current", f"aws-cur:{coarse_assembly}": "superseded"}
+
+
+def test_a_plain_upload_of_a_month_no_export_delivers_still_counts(tmp_path, provider_totals):
+    """The export covers another payer: the download is the only copy of its month and counts."""
+    header, rows = cur_lines()
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    other = json.loads(cur_manifest(ASSEMBLY_A, [part_key(ASSEMBLY_A, 1)]))
+    other["account"] = "999900001111"
+    write(landing / REPORT / RANGE / ASSEMBLY_A / f"{REPORT}-00001.csv.gz",
+          gzip.compress((header + "".join(rows)).replace("123412340534", "999900001111").encode()), T1)
+    write(landing / REPORT / RANGE / ASSEMBLY_A / f"{REPORT}-Manifest.json", json.dumps(other).encode(), T1)
+    write(landing / "downloads" / "gpu-cur-november.csv", (header + "".join(rows)).encode(), T2)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, 2 * provider_totals[CUR][0]) and lines == 2 * provider_totals[CUR][1]
+
+
+def test_the_run_says_a_download_no_longer_counts_because_the_export_delivers_its_month(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    header, rows = cur_lines()
+    landing = tmp_path / "landing"
+    write(landing / "downloads" / "gpu-cur-november.csv", restated(Decimal("0.3")).encode(), T2)
+    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    first = CliRunner().invoke(app, args, terminal_width=400)
+    assert first.exit_code == 0 and "superseded" not in first.output, first.output[-2000:]
+    CurDelivery(ASSEMBLY_A, [header + "".join(rows)], T1).place(landing)
+    second = CliRunner().invoke(app, args, terminal_width=400)
+    assert second.exit_code == 0, second.output[-2000:]
+    assert (f"superseded: downloads/gpu-cur-november.csv — its lines no longer count: the export {REPORT} delivers the same "
+            "provider, billing account and month") in second.output, second.output[-2000:]

@@ -124,12 +124,20 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
             SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason,
                    CASE WHEN status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM ({WINNERS}) AS g
-                        WHERE g.superseded = f.delivery_id) END AS superseded_by
+                        WHERE g.superseded = f.delivery_id) END AS superseded_by,
+                   CASE WHEN status = 'superseded' THEN
+                       (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
+                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by
             FROM raw.files AS f
             WHERE (ingested_at >= $since AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %'))
                OR (kind = 'billing' AND status = 'superseded' AND delivery_id LIKE 'file:%'
                    AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
                                WHERE g.superseded = f.delivery_id AND g.delivery_id LIKE 'file:%'
+                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
+               -- A file another export of its provider, account and month now stands in for.
+               OR (kind = 'billing' AND status = 'superseded'
+                   AND EXISTS (SELECT 1 FROM raw.delivery_slices AS s JOIN ({WINNERS}) AS g ON g.superseded = s.delivery_id
+                               WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL
                                  AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
             ORDER BY path""", {"since": since})
     finally:
@@ -165,6 +173,12 @@ def run_notices(files: list[dict]) -> list[dict]:
     with empty columns). Without them a loaded file's damage was only in raw.files and raw.quarantine."""
     notices = []
     for r in files:
+        if r["status"] == "superseded" and r.get("covered_by"):
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: the export {r['covered_by']} delivers the same provider, billing account "
+                "and month, and one export counts for each (an export before a plain upload, then the one whose lines "
+                "reach furthest, then the one with more lines; README: The ledger)")})
+            continue
         if r["status"] == "superseded" and r.get("superseded_by"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
                 f"its lines no longer count: {r['superseded_by']} replaced it (plain uploads of one provider, billing "

@@ -120,6 +120,11 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
 -- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded,
 -- then (loaded in the same run) the file modified later, never the content's hash.
+-- Then one export counts for each provider, scope, period and invoice (two CUR definitions of one
+-- payer, a console download beside the synced export: the same charges, never to be added):
+-- an export's delivery before a plain upload, complete, final, the lines reaching the latest day,
+-- then the most lines (the finer export: hourly over daily, whichever refreshed last), then the
+-- newest; so the choice stays put from one refresh to the next.
 -- Incremental deliveries and lines without a billing period always count (lines dedupe later).
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
@@ -144,30 +149,53 @@ export_scopes AS (
     WHERE scope IS NOT NULL GROUP BY export_name HAVING count(DISTINCT scope) = 1
 ),
 keyed AS (
-    SELECT s.*, d.mode, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, d.last_modified, s.line_provider AS provider,
+    SELECT s.*, d.mode, d.source, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, d.last_modified,
+           s.line_provider AS provider, d.export_name AS delivery_export,
            CASE WHEN d.source = 'file' THEN coalesce(s.dataset, '') ELSE d.export_name || coalesce('#' || s.dataset, '') END AS export_name,
            coalesce(d.scope, CASE WHEN d.source = 'layout' THEN (SELECT e.scope FROM export_scopes AS e
                                                                WHERE e.export_name = d.export_name) END,
                     s.line_account) AS scope,
-           coalesce(d.billing_period, CAST(s.line_period AS DATE)) AS billing_period
+           coalesce(d.billing_period, CAST(s.line_period AS DATE)) AS billing_period,
+           mode = 'incremental' OR coalesce(d.billing_period, CAST(s.line_period AS DATE)) IS NULL AS always_counts
     FROM slices AS s JOIN ledger_delivery_facts AS d USING (delivery_id)
 ),
 ranked AS (
-    SELECT *, CASE WHEN mode = 'incremental' OR billing_period IS NULL THEN 1 ELSE dense_rank() OVER (
-                  PARTITION BY provider, export_name, scope, billing_period, line_invoice,
-                               mode = 'incremental' OR billing_period IS NULL
+    SELECT *, CASE WHEN always_counts THEN 1 ELSE dense_rank() OVER (
+                  PARTITION BY provider, export_name, scope, billing_period, line_invoice, always_counts
                   ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, final DESC,
                            max_charge_end DESC NULLS LAST, first_seen_at DESC, last_modified DESC NULLS LAST,
-                           delivery_id DESC) END AS rank
+                           delivery_id DESC) END AS rank,
+              -- The scope as the lines state it: an Azure billing-account export's scope is the account's path.
+              coalesce(nullif(regexp_extract(scope, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''),
+                       scope) AS account_scope
     FROM keyed
+),
+exports AS (
+    SELECT *, CASE WHEN always_counts OR rank > 1 THEN 1 ELSE row_number() OVER (
+                  PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
+                               always_counts OR rank > 1
+                  ORDER BY source = 'file', complete DESC, final DESC,
+                           CAST(max_charge_end - INTERVAL 1 MICROSECOND AS DATE) DESC NULLS LAST, lines DESC,
+                           created_at DESC NULLS LAST, export_name DESC, delivery_id DESC) END AS export_rank
+    FROM ranked
+),
+decided AS (
+    SELECT *, rank = 1 AND export_rank = 1 AS counts,
+           CASE WHEN rank > 1 THEN first_value(delivery_id) OVER (
+                    PARTITION BY provider, export_name, scope, billing_period, line_invoice, always_counts ORDER BY rank) END AS export_winner,
+           CASE WHEN export_rank > 1 THEN first_value(delivery_id) OVER (
+                    PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
+                                 always_counts OR rank > 1 ORDER BY export_rank) END AS other_winner,
+           CASE WHEN export_rank > 1 THEN first_value(CASE WHEN source = 'file' THEN NULL ELSE delivery_export END) OVER (
+                    PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
+                                 always_counts OR rank > 1 ORDER BY export_rank) END AS other_export
+    FROM exports
 )
 SELECT delivery_id, line_provider, line_account, line_period, provider, export_name, scope, billing_period, mode, lines,
-       rank, rank = 1 AS counts,
-       CASE WHEN rank > 1 THEN first_value(delivery_id) OVER (
-           PARTITION BY provider, export_name, scope, billing_period, line_invoice, mode = 'incremental' OR billing_period IS NULL
-           ORDER BY rank) END AS winner,
+       rank, counts, coalesce(export_winner, other_winner) AS winner,
+       CASE WHEN other_winner IS NOT NULL THEN coalesce(other_export, 'a plain upload') END AS covered_by,
        line_invoice, by_invoice
-FROM ranked;
+FROM decided;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME

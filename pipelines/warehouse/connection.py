@@ -171,10 +171,11 @@ CREATE TABLE IF NOT EXISTS raw.delivery_slices (
     counts BOOLEAN NOT NULL,
     winner VARCHAR,
     line_invoice VARCHAR,             -- an invoice's own slice, where invoices are deliveries (part of the key)
-    by_invoice BOOLEAN
+    by_invoice BOOLEAN,
+    covered_by VARCHAR                -- another export of the same provider, scope and period counts instead
 )
 """
-RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"))
+RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("covered_by", "VARCHAR"))
 
 
 # What the ledger needs to know of a billing file's lines, computed once when the file is read
