@@ -3,7 +3,8 @@
 Two weekly invoices of one month, each in its own file, both count (before, the ledger kept one
 plain upload per provider, account and month, and the first week's money vanished from
 core.cost_lines with the run's exit code 0). A re-sent invoice replaces that invoice's lines
-alone. A file whose lines carry no invoice id is still a whole month, restated by the next one.
+alone. A file whose lines carry no invoice id is the month to date, restated by the next one whose
+days overlap it; files of disjoint days add up.
 Through the bundled gpu_rental_generic mapping, two runs on one warehouse."""
 
 from decimal import Decimal
@@ -67,8 +68,9 @@ def test_a_re_sent_invoice_replaces_its_own_lines_and_a_month_without_invoice_id
 
 
 def test_a_run_names_the_plain_upload_another_one_replaced(tmp_path, monkeypatch):
-    """Two files of one month without invoice ids (or a CUR's parts synced without manifest or
-    layout) replace each other by the ledger's rule; the run says which no longer counts, and why."""
+    """Two files of one month without invoice ids whose charge dates overlap (the month to date,
+    then restated) replace each other by the ledger's rule; the run says which no longer counts,
+    and why."""
     from typer.testing import CliRunner
 
     from pipelines.cli.main import app
@@ -76,12 +78,42 @@ def test_a_run_names_the_plain_upload_another_one_replaced(tmp_path, monkeypatch
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "first-half.csv").write_text(invoice("", 1, ["100.00"]))
+    (landing / "month-to-date.csv").write_text(invoice("", 1, ["100.00"]))
     run = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
     first = CliRunner().invoke(app, run, terminal_width=400)
     assert first.exit_code == 0 and "superseded" not in first.output, first.output[-2000:]
-    (landing / "second-half.csv").write_text(invoice("", 16, ["120.00"]))
+    (landing / "month-to-date-2.csv").write_text(invoice("", 1, ["90.00", "120.00"]))
     second = CliRunner().invoke(app, run, terminal_width=400)
     assert second.exit_code == 0, second.output[-2000:]
-    assert ("superseded: first-half.csv — its lines no longer count: second-half.csv replaced it (plain uploads of one "
-            "provider, billing account and month replace each other") in second.output, second.output[-2000:]
+    assert ("superseded: month-to-date.csv — its lines no longer count: month-to-date-2.csv replaced it (plain uploads of "
+            "one provider, billing account and month whose charge dates overlap replace each other") in second.output, \
+        second.output[-2000:]
+
+
+def test_plain_uploads_of_disjoint_days_add_up_and_a_month_to_date_file_replaces_them(tmp_path):
+    """A GPU cloud that sends a file a day without invoice ids: each day's file covers days no
+    other does, so the days add up (before, each file replaced the one before it and the month
+    kept only its last day). A month-to-date file over those days then replaces all of them."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    for day, amount in ((1, "100.00"), (2, "110.00"), (3, "120.00")):
+        (landing / f"usage-2026-11-{day:02d}.csv").write_text(invoice("", day, [amount]))
+
+    def month() -> tuple[Decimal, dict]:
+        conn = connect(warehouse, read_only=True)
+        try:
+            total = conn.execute("SELECT sum(BilledCost) FROM core.cost_lines").fetchall()[0][0]
+            status = dict(conn.execute("SELECT path, status FROM raw.files WHERE kind = 'billing'").fetchall())
+        finally:
+            conn.close()
+        return total, status
+
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    total, status = month()
+    assert total == Decimal("330.00") and set(status.values()) == {"loaded"}
+    (landing / "november-to-date.csv").write_text(invoice("", 1, ["100.00", "110.00", "125.00"]))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    total, status = month()
+    assert total == Decimal("335.00")
+    assert status == {"usage-2026-11-01.csv": "superseded", "usage-2026-11-02.csv": "superseded",
+                      "usage-2026-11-03.csv": "superseded", "november-to-date.csv": "loaded"}

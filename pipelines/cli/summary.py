@@ -182,7 +182,8 @@ def run_notices(files: list[dict]) -> list[dict]:
         if r["status"] == "superseded" and r.get("superseded_by"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
                 f"its lines no longer count: {r['superseded_by']} replaced it (plain uploads of one provider, billing "
-                "account and month replace each other; a GPU cloud's, each invoice). If they are parts of one month, load "
+                "account and month whose charge dates overlap replace each other; a GPU cloud's, each invoice). If they "
+                "are parts of one month, load "
                 "them with the export's manifest or folder layout, or map an invoice id (a connector of your own: fill InvoiceId "
                 "and set invoices_are_deliveries; README: The ledger, Adding a source)")})
             continue

@@ -120,6 +120,9 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
 -- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded,
 -- then (loaded in the same run) the file modified later, never the content's hash.
+-- Plain uploads replace only what their charge dates overlap: a month-to-date file restated covers
+-- the days before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are
+-- parts that add up; one replaced by a higher-ranked file it overlaps stays out.
 -- Then one export counts for each provider, scope, period and invoice (two CUR definitions of one
 -- payer, a console download beside the synced export: the same charges, never to be added):
 -- an export's delivery before a plain upload, complete, final, the lines reaching the latest day,
@@ -132,6 +135,8 @@ WITH slices AS (
     SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, fs.line_invoice,
            coalesce(fs.by_invoice, false) AS by_invoice, sum(fs.lines) AS lines,
            bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
+           -- NULL (a file read before the ledger recorded it) when any file lacks it: it overlaps everything.
+           CASE WHEN count(fs.min_charge_start) = count(*) THEN min(fs.min_charge_start) END AS min_charge_start,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
@@ -170,32 +175,45 @@ ranked AS (
                        scope) AS account_scope
     FROM keyed
 ),
-exports AS (
-    SELECT *, CASE WHEN always_counts OR rank > 1 THEN 1 ELSE row_number() OVER (
-                  PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
-                               always_counts OR rank > 1
-                  ORDER BY source = 'file', complete DESC, final DESC,
-                           CAST(max_charge_end - INTERVAL 1 MICROSECOND AS DATE) DESC NULLS LAST, lines DESC,
-                           created_at DESC NULLS LAST, export_name DESC, delivery_id DESC) END AS export_rank
-    FROM ranked
+-- The best-ranked delivery of the same key that replaces each slice: any higher one of an export;
+-- of plain uploads, one whose charge dates overlap (unknown dates overlap).
+replaced AS (
+    SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM ranked AS o
+                 WHERE NOT o.always_counts AND o.rank < r.rank
+                   AND o.provider IS NOT DISTINCT FROM r.provider AND o.export_name IS NOT DISTINCT FROM r.export_name
+                   AND o.scope IS NOT DISTINCT FROM r.scope AND o.billing_period = r.billing_period
+                   AND o.line_invoice IS NOT DISTINCT FROM r.line_invoice
+                   AND (r.source <> 'file' OR o.source <> 'file'
+                        OR coalesce(o.min_charge_start < r.max_charge_end AND r.min_charge_start < o.max_charge_end, true))
+                ) AS replaced_by
+    FROM ranked AS r
 ),
-decided AS (
-    SELECT *, rank = 1 AND export_rank = 1 AS counts,
-           CASE WHEN rank > 1 THEN first_value(delivery_id) OVER (
-                    PARTITION BY provider, export_name, scope, billing_period, line_invoice, always_counts ORDER BY rank) END AS export_winner,
-           CASE WHEN export_rank > 1 THEN first_value(delivery_id) OVER (
-                    PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
-                                 always_counts OR rank > 1 ORDER BY export_rank) END AS other_winner,
-           CASE WHEN export_rank > 1 THEN first_value(CASE WHEN source = 'file' THEN NULL ELSE delivery_export END) OVER (
-                    PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice,
-                                 always_counts OR rank > 1 ORDER BY export_rank) END AS other_export
-    FROM exports
+-- Which export counts where several state the same provider, scope and period: ranked on each
+-- key's rank-1 slice, and applied to every slice of that key.
+export_choice AS (
+    SELECT provider, export_name, scope, billing_period, line_invoice,
+           row_number() OVER w AS export_rank,
+           first_value(delivery_id) OVER w AS chosen_delivery,
+           first_value(CASE WHEN source = 'file' THEN 'a plain upload' ELSE delivery_export END) OVER w AS chosen_export
+    FROM ranked
+    WHERE rank = 1 AND NOT always_counts
+    WINDOW w AS (PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice
+                 ORDER BY source = 'file', complete DESC, final DESC,
+                          CAST(max_charge_end - INTERVAL 1 MICROSECOND AS DATE) DESC NULLS LAST, lines DESC,
+                          created_at DESC NULLS LAST, export_name DESC, delivery_id DESC)
 )
-SELECT delivery_id, line_provider, line_account, line_period, provider, export_name, scope, billing_period, mode, lines,
-       rank, counts, coalesce(export_winner, other_winner) AS winner,
-       CASE WHEN other_winner IS NOT NULL THEN coalesce(other_export, 'a plain upload') END AS covered_by,
-       line_invoice, by_invoice
-FROM decided;
+SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
+       r.mode, r.lines, r.rank,
+       r.always_counts OR (r.replaced_by IS NULL AND coalesce(c.export_rank, 1) = 1) AS counts,
+       coalesce(r.replaced_by, CASE WHEN c.export_rank > 1 THEN c.chosen_delivery END) AS winner,
+       CASE WHEN r.replaced_by IS NULL AND c.export_rank > 1 THEN c.chosen_export END AS covered_by,
+       r.line_invoice, r.by_invoice
+FROM replaced AS r
+LEFT JOIN export_choice AS c
+  ON NOT r.always_counts
+ AND c.provider IS NOT DISTINCT FROM r.provider AND c.export_name IS NOT DISTINCT FROM r.export_name
+ AND c.scope IS NOT DISTINCT FROM r.scope AND c.billing_period = r.billing_period
+ AND c.line_invoice IS NOT DISTINCT FROM r.line_invoice;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME

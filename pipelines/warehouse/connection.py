@@ -193,10 +193,11 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     export_time TIMESTAMPTZ,          -- Google Cloud: the newest export_time of its lines
     dataset VARCHAR,                  -- Azure: actual | amortized
     line_invoice VARCHAR,             -- the lines' InvoiceId, where invoices are deliveries (by_invoice)
-    by_invoice BOOLEAN                -- the connector's invoices_are_deliveries
+    by_invoice BOOLEAN,               -- the connector's invoices_are_deliveries
+    min_charge_start TIMESTAMPTZ      -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
 )
 """
-RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"))
+RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"))
 
 
 class WarehouseSchemaError(RuntimeError):
