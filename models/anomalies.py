@@ -202,6 +202,9 @@ def _suppression(planned, memory_days: int) -> pl.Expr:
     return expr
 
 
+QUIET_BRIDGE_DAYS = 3  # a weekend, or a long one: quiet days an episode may pause over
+
+
 def episodes(scores: pl.DataFrame) -> list[dict]:
     """Consecutive alerted days of one series in one direction, as episodes.
 
@@ -213,23 +216,55 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
     episode, except a day of no spend at all: after a one-day spike of a new series (expected 0,
     the new-spend rule) the next days have the spike in their short history and no baseline, and
     their zero is what the series was before it. Without them such a spike stayed open for weeks.
+
+    A quiet day (nothing spent, nothing expected: a weekend of a weekday-only workload) pauses an
+    episode rather than ending it: up to QUIET_BRIDGE_DAYS of them between alerted days of the same
+    direction join one episode, and at the series' end they keep it open. Without it a new
+    weekday-only workload was a new anomaly every Monday until its baseline caught up.
     """
     group = [*KEY, "metric"]
     alerted = pl.col("flagged") & pl.col("suppressed_by").is_null()
     judged_or_nothing = pl.col("expected").is_not_null() | (pl.col("actual") == 0)
+    quiet = ~alerted & (pl.col("actual") == 0) & (pl.col("expected") == 0)
     frame = (scores.filter(judged_or_nothing).sort([*group, "day"])
-             .with_columns(state=pl.when(alerted).then(pl.when(pl.col("direction") == "up").then(1).otherwise(-1)).otherwise(0))
-             .with_columns(run=(pl.col("state") != pl.col("state").shift(1)).fill_null(True).cum_sum().over(group),
+             .with_columns(state=pl.when(alerted).then(pl.when(pl.col("direction") == "up").then(1).otherwise(-1)).otherwise(0),
+                           quiet=quiet)
+             # The days and states of the nearest days around each quiet stretch that are not quiet.
+             .with_columns(loud_day=pl.when(~pl.col("quiet")).then(pl.col("day")),
+                           loud_state=pl.when(~pl.col("quiet")).then(pl.col("state")))
+             .with_columns(prev_day=pl.col("loud_day").forward_fill().over(group),
+                           prev_state=pl.col("loud_state").forward_fill().over(group),
+                           next_day_loud=pl.col("loud_day").backward_fill().over(group),
+                           next_state=pl.col("loud_state").backward_fill().over(group),
+                           series_start=pl.col("day").min().over(group),
+                           series_end=pl.col("day").max().over(group),
+                           loud_before=pl.col("loud_day").shift(1).forward_fill().over(group)))
+    gap = (pl.col("next_day_loud") - pl.col("prev_day")).dt.total_days()
+    tail = (pl.col("series_end") - pl.col("prev_day")).dt.total_days()
+    paused = pl.col("quiet") & (pl.col("prev_state") != 0) & (
+        ((pl.col("next_state") == pl.col("prev_state")) & (gap <= QUIET_BRIDGE_DAYS + 1))
+        | (pl.col("next_state").is_null() & (tail <= QUIET_BRIDGE_DAYS)))
+    frame = (frame.with_columns(paused=paused.fill_null(False))
+             .with_columns(effective=pl.when(pl.col("paused")).then(pl.col("prev_state")).otherwise(pl.col("state")))
+             .with_columns(run=(pl.col("effective") != pl.col("effective").shift(1)).fill_null(True).cum_sum().over(group),
                            next_day=pl.col("day").shift(-1).over(group)))
     out = []
-    for (_, rows) in frame.filter(pl.col("state") != 0).group_by([*group, "run"], maintain_order=True):
+    for (_, rows) in frame.filter(pl.col("effective") != 0).group_by([*group, "run"], maintain_order=True):
         rows = rows.sort("day")
+        last_row = rows.row(-1, named=True)
+        rows = rows.filter(~pl.col("paused"))  # a paused day is not an alerted day
         first, last = rows.row(0, named=True), rows.row(-1, named=True)
         daily = [{"day": r["day"], "actual": int(r["actual"]), "expected": int(round(r["expected"])), "z": r["z"],
                   "baseline_method": r["baseline_method"], "baseline_points": r["baseline_points"]}
                  for r in rows.iter_rows(named=True)]
+        # Paused at the series' end: still open. Else resolved on the day after its last alerted day.
+        resolved_on = None if last_row["paused"] else last["next_day"]
+        # Only quiet days before it since the first scored day: it may continue an episode stored
+        # from before the scored days (reconcile).
+        lead = (first["day"] - first["series_start"]).days
+        reaches_back_to = first["series_start"] if first["loud_before"] is None and 0 < lead <= QUIET_BRIDGE_DAYS else None
         out.append({**{k: first[k] for k in group}, "direction": first["direction"], "kind": first["kind"],
-                    "resolved_on": last["next_day"], "daily": daily, **from_daily(daily)})
+                    "resolved_on": resolved_on, "reaches_back_to": reaches_back_to, "daily": daily, **from_daily(daily)})
     return out
 
 
@@ -262,7 +297,8 @@ def reconcile(existing: list[dict], fresh: list[dict], window: tuple[date, date]
     stay as they were; days inside it are replaced by this scoring.
     - A fresh episode overlapping or continuing a stored one of the same series and direction
       updates it (same anomaly_id). A stored episode that began before the window continues only
-      into a fresh episode that starts on the window's first day.
+      into a fresh episode that starts on the window's first day, or after quiet days from it
+      (`reaches_back_to`: a weekend at the window's start).
     - A stored episode inside the window that no fresh one matches disappeared on restatement:
       resolved, resolution 'restated' (kept, never deleted). If it began before the window, its
       days there stand: it is cut back to them and resolved back to normal.
@@ -276,9 +312,11 @@ def reconcile(existing: list[dict], fresh: list[dict], window: tuple[date, date]
     matched: set[str] = set()
     rows = []
     for ep in fresh:
+        # An episode after quiet days at the window's start (a weekend) reaches back to it.
+        start = ep.get("reaches_back_to") or ep["first_day"]
         prior = next((a for a in live if a["anomaly_id"] not in matched and identity(a) == identity(ep)
-                      and a["first_day"] <= ep["last_day"] and ep["first_day"] <= a["last_day"] + timedelta(days=1)
-                      and (a["first_day"] >= window_start or ep["first_day"] == window_start)), None)
+                      and a["first_day"] <= ep["last_day"] and start <= a["last_day"] + timedelta(days=1)
+                      and (a["first_day"] >= window_start or start == window_start)), None)
         status = {"status": "resolved" if ep["resolved_on"] else "open",
                   "resolution": "back_to_normal" if ep["resolved_on"] else None, "last_scored_at": now}
         if prior is None:

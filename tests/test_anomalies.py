@@ -253,3 +253,30 @@ def test_an_episode_that_began_before_the_window_is_cut_back_when_its_window_day
 def test_the_first_billed_day_is_not_new_spend():
     scores = score(frame([500.0] + wobble(10)), [START])
     assert scores["baseline_method"].to_list() == ["insufficient_history"] and flagged(scores) == []
+
+
+def test_a_new_weekday_only_workload_is_one_anomaly_not_one_each_monday():
+    """Spend that starts on a Monday and runs on weekdays only: its weekends are quiet (nothing
+    spent, nothing expected) and pause the episode instead of ending it, so daily runs raise one
+    anomaly, not a new one each Monday until the same-weekday baseline catches up (four before)."""
+    start = (date(2026, 9, 28) - START).days  # a Monday
+    values = [0.0] * 110
+    for i in range(start, 110):
+        if (START + timedelta(days=i)).weekday() < 5:
+            values[i] = 80.0
+    stored: list[dict] = []
+    for end in range(start - 2, 110):
+        stored = store(stored, run(values, end, stored, datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=end)))
+    assert len(stored) == 1
+    (a,) = stored
+    assert (a["kind"], a["direction"], a["first_day"]) == ("new", "up", START + timedelta(days=start))
+    assert a["days"] == 20  # four weeks of weekdays alerted against a same-weekday median of 0; none of the weekends
+
+
+def test_quiet_days_after_a_one_day_spike_resolve_it_once_more_than_a_weekend_has_passed():
+    values = [0.0] * 70 + [500.0] + [0.0] * 5
+    days = [START + timedelta(days=i) for i in range(50, 76)]
+    spike = START + timedelta(days=70)
+    for through, resolved in ((72, None), (73, None), (75, START + timedelta(days=71))):
+        (ep,) = episodes(score(frame(values[:through + 1]), [d for d in days if d <= START + timedelta(days=through)]))
+        assert (ep["first_day"], ep["days"], ep["resolved_on"]) == (spike, 1, resolved), through
