@@ -282,3 +282,42 @@ def test_a_refunded_transfer_moves_its_gb_once_and_nets_its_money(tmp_path):
         conn.close()
     assert found == [("01", Decimal("100"), Decimal("0")), ("02", Decimal("50"), Decimal("4.05"))]
     assert series == [(pytest.approx(150.0),)]
+
+
+ACCOUNTS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+                   "BillingAccountId,SubAccountId,ServiceName,ServiceCategory,ResourceId\n")
+
+
+def account_lines(account: str, sub: str, service: str, cost: str, last: date) -> list[str]:
+    day, lines = date(2026, 6, 1), []
+    while day <= last:
+        lines.append(f"{cost},{cost},USD,Usage,{day}T00:00:00Z,{day + timedelta(days=1)}T00:00:00Z,Acme Cloud,"
+                     f"{account},{sub},{service},Compute,{service.lower()}-1")
+        day += timedelta(days=1)
+    return lines
+
+
+@pytest.mark.parametrize("s3_last_day, alerted", [(date(2026, 8, 4), False), (date(2026, 7, 31), True)])
+def test_one_billing_accounts_late_export_is_missing_days_not_removed_spend(tmp_path, s3_last_day, alerted):
+    """Two billing accounts of one provider, each its own export: ba-222's is two days behind
+    ba-111's. Its S3 days not delivered yet are missing, not zero, so no 'removed' anomaly (one
+    was raised and resolved as restated the next day). Six days behind, the account is taken to
+    have stopped spending: its days are zero and the spend's going is alerted."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "acme-111.csv").write_text(ACCOUNTS_HEADER + "\n".join(account_lines("ba-111", "acct-1", "EC2", "100.00", date(2026, 8, 6))) + "\n")
+    (landing / "acme-222.csv").write_text(ACCOUNTS_HEADER + "\n".join(account_lines("ba-222", "acct-2", "S3", "200.00", s3_last_day)) + "\n")
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 8, 8), reporting_currency="USD")
+    assert outcome.success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        last_days = dict(fetch_all(conn, "SELECT service, max(day) FROM marts.daily_series GROUP BY service"))
+        removed = fetch_all(conn, "SELECT service, kind, direction, first_day FROM findings.anomalies")
+    finally:
+        conn.close()
+    assert last_days["EC2"] == date(2026, 8, 6)
+    if alerted:
+        assert last_days["S3"] == date(2026, 8, 6)
+        assert removed == [("S3", "removed", "down", date(2026, 8, 1))]
+    else:
+        assert last_days["S3"] == date(2026, 8, 4) and removed == []

@@ -1,5 +1,5 @@
--- marts.daily_cost_by_billing_month: cost per UTC day × billing month × provider × sub-account ×
--- service category × service × phase, in the billing currency and in the reporting currency:
+-- marts.daily_cost_by_billing_month: cost per UTC day × billing month × provider × billing account ×
+-- sub-account × service category × service × phase, in the billing currency and in the reporting currency:
 -- marts.daily_cost with the billing month the charges were billed in (a charge counts on the day
 -- its period starts). A named service has one category (core.cost_lines labels it); lines without
 -- a ServiceName keep their own, the one thing that tells a disk from a load balancer among them.
@@ -11,13 +11,15 @@ WITH attribution AS (
     SELECT * FROM marts.cost_attribution WHERE in_listed_months(billing_period_start, $billing_months)
 ),
 lines AS (
-    SELECT x_ChargeId, ProviderName, SubAccountId, ServiceCategory, ServiceName, BillingCurrency, x_ReportingCurrency, x_GpuCount
+    SELECT x_ChargeId, ProviderName, BillingAccountId, SubAccountId, ServiceCategory, ServiceName, BillingCurrency, x_ReportingCurrency, x_GpuCount
     FROM core.cost_lines WHERE in_listed_months(BillingPeriodStart, $billing_months)
 )
 SELECT
     a.charge_day AS day,
     a.billing_period_start,
     c.ProviderName AS provider,
+    -- Each billing account's export arrives on its own: marts.daily_series tells its late days from no spend.
+    c.BillingAccountId AS billing_account_id,
     c.SubAccountId AS sub_account_id,
     c.ServiceCategory AS service_category,
     c.ServiceName AS service_name,

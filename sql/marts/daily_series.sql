@@ -9,6 +9,10 @@
 -- the provider billed nothing at all (its export has not arrived) has no row: missing, not zero.
 -- Days a spread charge covers count as billed up to the provider's last day with a charge of its
 -- own; a spread part past that day waits for it (the rest of a month whose days have not come).
+-- Each billing account's export arrives on its own: a series has no row past the last day any of
+-- its billing accounts billed while its provider is at most 4 days further on (another account's
+-- export ahead of it is no sign its own spend stopped). Further behind, the account is taken to
+-- have stopped spending, and its days count as zero again (an account closed still alerts).
 -- cost is NULL where a line of the day had no FX rate into the reporting currency (unknown, not
 -- low). gpu_hours is NULL for series without GPU charges, egress_gb for series without egress.
 CREATE OR REPLACE TABLE marts.daily_series AS
@@ -40,6 +44,19 @@ billed_days AS (
     UNION
     SELECT o.provider, o.day FROM observed AS o
     WHERE o.day <= (SELECT max(s.day) FROM start_days AS s WHERE s.provider = o.provider)
+),
+-- Per sub-account: the first day its billing accounts' exports have not reached yet (the day after
+-- the latest of their last days with a charge starting on it), while its provider's last day is at
+-- most 4 days past it; NULL when the accounts are up to date or further behind.
+series_waits AS (
+    SELECT a.provider, a.sub_account, max(d.last_day) + 1 AS waits_from
+    FROM (SELECT provider, coalesce(sub_account_id, '(none)') AS sub_account, billing_account_id
+          FROM marts.daily_cost_by_billing_month GROUP BY ALL) AS a
+    JOIN (SELECT provider, billing_account_id, max(day) AS last_day
+          FROM marts.daily_cost_by_billing_month GROUP BY ALL) AS d
+      ON d.provider = a.provider AND d.billing_account_id IS NOT DISTINCT FROM a.billing_account_id
+    GROUP BY ALL
+    HAVING max(d.last_day) + 4 >= (SELECT max(s.day) FROM start_days AS s WHERE s.provider = a.provider)
 )
 SELECT
     b.day,
@@ -51,5 +68,7 @@ SELECT
     CAST(coalesce(o.charge_lines, 0) AS BIGINT) AS charge_lines
 FROM series AS s
 JOIN billed_days AS b USING (provider)
+LEFT JOIN series_waits AS w USING (provider, sub_account)
 LEFT JOIN observed AS o USING (day, provider, sub_account, service, phase)
+WHERE o.day IS NOT NULL OR w.waits_from IS NULL OR b.day < w.waits_from
 ORDER BY b.day, s.provider, s.sub_account, s.service, s.phase;
