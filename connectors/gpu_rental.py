@@ -38,6 +38,7 @@ PRICING = {"monthly": ("Committed", "Recurring"), "commit_1y": ("Committed", "Re
            "commit_3y": ("Committed", "Recurring"), "on_demand": ("Standard", "Usage-Based"),
            "spot": ("Dynamic", "Usage-Based")}
 FIELDS = tuple(Columns.model_fields)
+NUMERIC_FIELDS = {"amount", "unit_price", "hours", "gpu_count"}
 MAX_HOURS, MAX_GPUS = 1_000_000, 1_000_000
 
 
@@ -65,14 +66,14 @@ class GpuRentalConnector(Connector):
 
     def detect(self, path: Path, head: bytes) -> bool:
         try:
-            fields = set(header_fields(head.decode(self.mapping.encoding, errors="strict").encode()))
+            fields = set(header_fields(head.decode(self.mapping.encoding, errors="strict").encode(), self.mapping.delimiter))
         except UnicodeDecodeError:
             return False
         return set(self.required) <= fields
 
     def missing_columns(self, head: bytes) -> list[str] | None:
         try:
-            names = set(header_fields(head.decode(self.mapping.encoding).encode()))
+            names = set(header_fields(head.decode(self.mapping.encoding).encode(), self.mapping.delimiter))
         except UnicodeDecodeError:
             return None
         return [c for c in self.required if c not in names]
@@ -88,10 +89,21 @@ class GpuRentalConnector(Connector):
         for field in FIELDS:
             column = self.columns.get(field)
             cell = pl.col(column) if column in frame.columns else pl.lit(None, dtype=pl.String)
+            if field in NUMERIC_FIELDS:
+                cell = self._plain_number(cell)
             if field in self.defaults:
                 cell = pl.when(cell.is_null() | (cell == "")).then(pl.lit(self.defaults[field])).otherwise(cell)
             exprs.append(cell.alias(f"__f_{field}"))
         return exprs
+
+    def _plain_number(self, cell: pl.Expr) -> pl.Expr:
+        """The file's way of writing a number (`numbers:`) as the parser reads it: `1.234,56` → `1234.56`."""
+        numbers = self.mapping.numbers
+        if numbers.thousands_separator:
+            cell = cell.str.replace_all(numbers.thousands_separator, "", literal=True)
+        if numbers.decimal_separator != ".":
+            cell = cell.str.replace_all(numbers.decimal_separator, ".", literal=True)
+        return cell
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         timezone = self.mapping.timezone or ctx.timezone
@@ -99,7 +111,8 @@ class GpuRentalConnector(Connector):
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
         first_frame = True
-        for frame in stream_csv_as_strings(path, ctx.source_file, encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
+        for frame in stream_csv_as_strings(path, ctx.source_file, delimiter=self.mapping.delimiter,
+                                           encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:

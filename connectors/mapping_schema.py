@@ -91,6 +91,21 @@ class Computed(_Strict):
     hours: Literal["end - start"] | None = None
 
 
+class Numbers(_Strict):
+    """How the file writes numbers: many European consoles write `1.234,56` (decimal comma,
+    point between thousands). Applied to the file's cells of amount, unit price, hours and GPU
+    count, never to `defaults`."""
+
+    decimal_separator: Literal[".", ","] = "."
+    thousands_separator: Literal[",", ".", " ", "'", "\u00a0", "\u202f"] | None = None
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Numbers:
+        if self.thousands_separator == self.decimal_separator:
+            raise ValueError(f"thousands_separator: '{self.thousands_separator}' is also the decimal separator")
+        return self
+
+
 class BillingModes(_Strict):
     """Canonical billing mode → the words the file uses for it (matched case-insensitively)."""
 
@@ -115,6 +130,9 @@ class MappingFile(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     provider: str = Field(min_length=1)
     encoding: str = "utf-8"
+    # The field separator: `;` where a decimal comma is written (many European consoles), `\t` for TSV.
+    delimiter: str = ","
+    numbers: Numbers = Numbers()
     timezone: str | None = None
     time_formats: list[str] = []
     # An end written as a date alone names the last day billed (`30.09.2026`): the period ends at
@@ -147,6 +165,13 @@ class MappingFile(_Strict):
             codecs.lookup(value)
         except LookupError:
             raise ValueError(f"unknown encoding '{value}'") from None
+        return value
+
+    @field_validator("delimiter")
+    @classmethod
+    def _one_character(cls, value: str) -> str:
+        if len(value) != 1 or value in "\r\n\"":
+            raise ValueError(f"{value!r} is not a field separator: give one character, e.g. ';' or '\\t' (tab)")
         return value
 
     @field_validator("timezone")
@@ -197,6 +222,9 @@ class MappingFile(_Strict):
             for word in words:
                 if categories.setdefault(word.lower(), category) != category:
                     raise ValueError(f"charge_categories.{category}: '{word}' is also a word for {categories[word.lower()]}")
+        if self.delimiter == self.numbers.decimal_separator and self.delimiter != ".":
+            raise ValueError(f"numbers.decimal_separator: '{self.delimiter}' is also the delimiter; "
+                             "a file with a decimal comma separates its fields with ';' (delimiter: ';')")
         if any(self.charge_categories.model_dump().values()) and "charge_category" not in mapped:
             raise ValueError("charge_categories: the words need a column to be read from (columns.charge_category)")
         return self
@@ -231,7 +259,7 @@ class MappingError(ValueError):
 # The model at each key path, to suggest the right spelling of an unknown key.
 _MODELS_AT: dict[tuple, type[BaseModel]] = {
     (): MappingFile, ("columns",): Columns, ("defaults",): Defaults, ("computed",): Computed,
-    ("billing_modes",): BillingModes, ("charge_categories",): ChargeCategories,
+    ("billing_modes",): BillingModes, ("charge_categories",): ChargeCategories, ("numbers",): Numbers,
 }
 
 

@@ -383,3 +383,43 @@ def test_an_inclusive_end_date_ends_the_charge_at_the_next_local_midnight(tmp_pa
 
     assert ends(mapping) == [datetime(2026, 9, 30, 22, tzinfo=UTC), datetime(2026, 9, 3, 8, tzinfo=UTC)]
     assert ends({**mapping, "end_date_inclusive": False})[0] == datetime(2026, 9, 29, 22, tzinfo=UTC)
+
+
+def test_a_european_invoice_with_semicolons_and_decimal_commas_reads_to_the_cent(tmp_path):
+    """`delimiter: ';'` and `numbers: {decimal_separator: ',', thousands_separator: '.'}`: a console
+    that writes `7.200,00` in a `;`-separated file. Defaults keep their own (YAML) numbers."""
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    mapping.update(name="gpu_rental_eu", delimiter=";", numbers={"decimal_separator": ",", "thousands_separator": "."})
+    mapping["defaults"] = {**(mapping.get("defaults") or {}), "unit_price": "0.5"}
+    rows_in = [line.split(",") for line in GENERIC.strip().splitlines()]
+    header = ";".join(rows_in[0])
+    body = ["INV-1;acc-9;ins-1;gpu-node-01;us-west;NVIDIA A100-SXM4-80GB;8;Monthly;2026-09-01T00:00:00Z;"
+            "2026-10-01T00:00:00Z;720;1,25;7.200,00;EUR;llm",
+            "INV-1;acc-9;ins-2;gpu-node-02;us-west;NVIDIA H100 80GB HBM3;1;On-Demand;2026-09-03T00:00:00Z;"
+            "2026-09-03T10:00:00Z;10,5;;26,145;EUR;llm"]
+    path = tmp_path / "rechnung.csv"
+    path.write_text("\n".join([header, *body]) + "\n", encoding="utf-8")
+    connector = GpuRentalConnector(mapping)
+    assert connector.detect(path, path.read_bytes()[:4096])
+    ctx = read_context("rechnung.csv")
+    rows = pa.Table.from_batches(list(connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["BilledCost"], r["ListUnitPrice"], r["ConsumedQuantity"]) for r in rows] == [
+        (Decimal("7200.00"), Decimal("1.25"), Decimal("5760")), (Decimal("26.145"), Decimal("0.5"), Decimal("10.5"))]
+    assert ctx.quarantined == [] and ctx.warnings == []
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: m.update(delimiter=";;"), "delimiter: ';;' is not a field separator"),
+    (lambda m: m.update(numbers={"decimal_separator": ","}), "numbers.decimal_separator: ',' is also the delimiter"),
+    (lambda m: m.update(numbers={"decimal_separator": ",", "thousands_separator": ","}),
+     "numbers: thousands_separator: ',' is also the decimal separator"),
+    (lambda m: m.update(numbers={"decimal": ","}), "numbers.decimal: unknown field"),
+])
+def test_number_and_delimiter_settings_are_checked(tmp_path, change, message):
+    mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
+    change(mapping)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(mapping, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(MappingError) as caught:
+        load_mapping(path)
+    assert str(caught.value).startswith(f"{path}: {message}"), str(caught.value)
