@@ -11,6 +11,7 @@ import io
 import json
 import os
 import shutil
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -552,3 +553,112 @@ def test_the_run_says_a_download_no_longer_counts_because_the_export_delivers_it
     assert second.exit_code == 0, second.output[-2000:]
     assert (f"superseded: downloads/gpu-cur-november.csv — its lines no longer count: the export {REPORT} delivers the same "
             "provider, billing account and month") in second.output, second.output[-2000:]
+
+
+def test_a_delivery_whose_lines_state_two_billing_accounts_counts_whole(tmp_path, provider_totals):
+    """One CUR delivery, one manifest, lines of two payers: its two slices share the manifest's key
+    and rank as one delivery (the second payer's 641 lines were replaced by their own delivery)."""
+    header, rows = cur_lines()
+    half = len(rows) // 2
+    mixed = header + "".join(rows[:half]) + "".join(rows[half:]).replace("123412340534,", "999900001111,")
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    CurDelivery(ASSEMBLY_A, [mixed], T1).place(landing)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+
+
+def cur_days(first: int, last: int, account: str = ACCOUNT, delta: Decimal = Decimal(0)) -> str:
+    """The CUR month's lines whose charges start on days `first`..`last` (month-long lines left out)."""
+    header, rows = cur_lines()
+    names = next(csv.reader([header]))
+    start, end = names.index("lineItem/UsageStartDate"), names.index("lineItem/UsageEndDate")
+    kept = []
+    for line in rows:
+        r = next(csv.reader([line]))
+        days = (date.fromisoformat(r[end][:10]) - date.fromisoformat(r[start][:10])).days
+        if days <= 1 and first <= int(r[start][8:10]) <= last:
+            kept.append(line)
+    body = header + "".join(kept)
+    if delta:
+        body = header + corrected(header, kept[0], delta) + "".join(kept[1:])
+    return body.replace(ACCOUNT + ",", account + ",")
+
+
+def days_total(text: str) -> Decimal:
+    names, *rows = list(csv.reader(io.StringIO(text)))
+    i = names.index("lineItem/UnblendedCost")
+    return sum((Decimal(r[i]) for r in rows), Decimal(0))
+
+
+def test_plain_uploads_count_unless_one_that_counts_overlaps_them(tmp_path):
+    """Downloads of days 1-5, 4-9 and 8-14, one a run: 8-14 counts, 4-9 overlaps it and does not,
+    and 1-5 overlaps only 4-9, which does not count: 1-5 counts (it was dropped by an upload that
+    itself did not count)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    for name, (first, last) in (("x.csv", (1, 5)), ("y.csv", (4, 9)), ("z.csv", (8, 14))):
+        write(landing / name, cur_days(first, last).encode())
+        run(landing, warehouse)
+    expected = days_total(cur_days(1, 5)) + days_total(cur_days(8, 14))
+    assert totals(warehouse)[0] == expected
+    assert {p: s for p, (s, _) in file_verdicts(warehouse).items()} == {"x.csv": "loaded", "y.csv": "superseded", "z.csv": "loaded"}
+
+
+def test_a_stale_export_never_wins_by_its_month_long_lines(tmp_path, provider_totals):
+    """Two CUR definitions of one payer: the finer one stopped on day 7, the other reaches day 14.
+    Both carry the month's tax, dated over the whole month, so their lines all 'end' on the 1st of
+    the next month; the last day a charge starts on tells them apart (the stale one won by its
+    line count, and the month lost 1.08)."""
+    header, rows = cur_lines()
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    CurDelivery(ASSEMBLY_A, [header + "".join(rows)], T1).place(landing)
+    names = next(csv.reader([header]))
+    kind = names.index("lineItem/LineItemType")
+    month_long = [line for line in rows if next(csv.reader([line]))[kind] == "Tax"]
+    assert month_long
+    early = cur_days(1, 7)
+    finer = early + "".join(month_long) + "".join(early.splitlines(keepends=True)[1:])  # the early days twice as fine
+    report, key = "gpu-cur-res", f"cur/gpu-cur-res/{RANGE}/{ASSEMBLY_B}/gpu-cur-res-00001.csv.gz"
+    manifest = {**json.loads(cur_manifest(ASSEMBLY_B, [key])), "reportName": report}
+    write(landing / key.removeprefix("cur/"), gzip.compress(finer.encode()), T2)
+    write(landing / report / RANGE / ASSEMBLY_B / f"{report}-Manifest.json", json.dumps(manifest).encode(), T2)
+    run(landing, warehouse)
+    assert close(totals(warehouse)[0], provider_totals[CUR][0])
+
+
+def test_a_complete_download_counts_while_the_exports_delivery_misses_a_part(tmp_path, provider_totals):
+    header, rows = cur_lines()
+    half = len(rows) // 2
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    export = CurDelivery(ASSEMBLY_A, [header + "".join(rows[:half]), header + "".join(rows[half:])], T1)
+    export.place_part(landing, 1)
+    export.place_manifests(landing)
+    write(landing / "downloads" / "gpu-cur-november.csv", (header + "".join(rows)).encode(), T2)
+    run(landing, warehouse)
+    assert close(totals(warehouse)[0], provider_totals[CUR][0])
+    export.place_part(landing, 2)
+    run(landing, warehouse)
+    assert close(totals(warehouse)[0], provider_totals[CUR][0])
+    assert file_verdicts(warehouse)["downloads/gpu-cur-november.csv"][0] == "superseded"
+
+
+def test_a_warehouse_from_before_charge_starts_were_recorded_gets_them_from_the_lake(tmp_path):
+    """Files read before raw.file_slices recorded charge starts: the upgrade fills them from the lake's
+    lines once, so disjoint daily files loaded back then add up from the next run."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    write(landing / "days01-03.csv", cur_days(1, 3).encode())
+    run(landing, warehouse)
+    conn = connect(warehouse)
+    before = fetch_all(conn, "SELECT min_charge_start, max_charge_start FROM raw.file_slices")
+    conn.execute("ALTER TABLE raw.file_slices DROP COLUMN max_charge_start")
+    conn.execute("ALTER TABLE raw.file_slices DROP COLUMN min_charge_start")
+    conn.execute("DELETE FROM main.finops_setup")
+    conn.close()
+    write(landing / "days04-06.csv", cur_days(4, 6).encode())
+    run(landing, warehouse)
+    conn = connect(warehouse, read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT min_charge_start, max_charge_start FROM raw.file_slices WHERE path = 'days01-03.csv'") == before
+    finally:
+        conn.close()
+    assert totals(warehouse)[0] == days_total(cur_days(1, 6))

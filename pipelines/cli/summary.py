@@ -101,7 +101,7 @@ def invalid_mapping_errors() -> list[dict]:
 WINNERS = """
 SELECT s.delivery_id AS superseded, g.path, g.delivery_id, g.ingested_at
 FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner
-WHERE NOT s.counts AND g.kind = 'billing' AND g.status = 'loaded'
+WHERE NOT s.counts AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete')
 """
 
 
@@ -174,10 +174,12 @@ def run_notices(files: list[dict]) -> list[dict]:
     notices = []
     for r in files:
         if r["status"] == "superseded" and r.get("covered_by"):
+            by = (f"a plain upload ({r['superseded_by']}) holds" if r["covered_by"] == "a plain upload"
+                  else f"the export {r['covered_by']} delivers")
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
-                f"its lines no longer count: the export {r['covered_by']} delivers the same provider, billing account "
-                "and month, and one export counts for each (an export before a plain upload, then the one whose lines "
-                "reach furthest, then the one with more lines; README: The ledger)")})
+                f"its lines no longer count: {by} the same provider, billing account and month, and one export counts "
+                "for each (a complete delivery first, an export before a plain upload, then the one whose charges reach "
+                "the latest day, then the one with more lines; README: The ledger)")})
             continue
         if r["status"] == "superseded" and r.get("superseded_by"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (

@@ -119,24 +119,27 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- complete first (a newer delivery still missing parts does not yet replace a complete one), the
 -- provider's creation time, the delivery the provider's latest manifest names, final (invoice ids)
 -- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded,
--- then (loaded in the same run) the file modified later, never the content's hash.
--- Plain uploads replace only what their charge dates overlap: a month-to-date file restated covers
--- the days before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are
--- parts that add up; one replaced by a higher-ranked file it overlaps stays out.
+-- then (loaded in the same run) the file modified later, never the content's hash. A delivery's
+-- slices in one key rank as one (its facts over them): a delivery never replaces itself.
+-- Plain uploads replace only what their charge dates overlap: a month to date restated covers the
+-- days before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are
+-- parts that add up. Taken in rank order, an upload counts unless one that counts overlaps it.
 -- Then one export counts for each provider, scope, period and invoice (two CUR definitions of one
 -- payer, a console download beside the synced export: the same charges, never to be added):
--- an export's delivery before a plain upload, complete, final, the lines reaching the latest day,
--- then the most lines (the finer export: hourly over daily, whichever refreshed last), then the
--- newest; so the choice stays put from one refresh to the next.
+-- complete, an export's delivery before a plain upload, final, the latest day a charge starts on
+-- (a month-long tax line says nothing of how far an export has come), then the most lines (the
+-- finer export: hourly over daily, whichever refreshed last), then the newest; so the choice
+-- stays put from one refresh to the next.
 -- Incremental deliveries and lines without a billing period always count (lines dedupe later).
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
-WITH slices AS (
+WITH RECURSIVE slices AS (
     SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, fs.line_invoice,
            coalesce(fs.by_invoice, false) AS by_invoice, sum(fs.lines) AS lines,
            bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
-           -- NULL (a file read before the ledger recorded it) when any file lacks it: it overlaps everything.
+           -- NULL (a file read before the ledger recorded them) when any file lacks them.
            CASE WHEN count(fs.min_charge_start) = count(*) THEN min(fs.min_charge_start) END AS min_charge_start,
+           CASE WHEN count(fs.max_charge_start) = count(*) THEN max(fs.max_charge_start) END AS max_charge_start,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
@@ -164,56 +167,85 @@ keyed AS (
            mode = 'incremental' OR coalesce(d.billing_period, CAST(s.line_period AS DATE)) IS NULL AS always_counts
     FROM slices AS s JOIN ledger_delivery_facts AS d USING (delivery_id)
 ),
+-- Each delivery's facts over its slices in a key, so they rank as one.
+key_facts AS (
+    SELECT *,
+           dense_rank() OVER (ORDER BY provider, export_name, scope, billing_period, line_invoice) AS key_id,
+           bool_or(final) OVER delivery_in_key AS key_final,
+           max(max_charge_end) OVER delivery_in_key AS key_charge_end
+    FROM keyed
+    WINDOW delivery_in_key AS (PARTITION BY delivery_id, provider, export_name, scope, billing_period, line_invoice)
+),
 ranked AS (
     SELECT *, CASE WHEN always_counts THEN 1 ELSE dense_rank() OVER (
-                  PARTITION BY provider, export_name, scope, billing_period, line_invoice, always_counts
-                  ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, final DESC,
-                           max_charge_end DESC NULLS LAST, first_seen_at DESC, last_modified DESC NULLS LAST,
+                  PARTITION BY key_id, always_counts
+                  ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, key_final DESC,
+                           key_charge_end DESC NULLS LAST, first_seen_at DESC, last_modified DESC NULLS LAST,
                            delivery_id DESC) END AS rank,
+              bool_or(source = 'file') OVER (PARTITION BY key_id) AS has_uploads,
               -- The scope as the lines state it: an Azure billing-account export's scope is the account's path.
               coalesce(nullif(regexp_extract(scope, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''),
                        scope) AS account_scope
-    FROM keyed
+    FROM key_facts
 ),
--- The best-ranked delivery of the same key that replaces each slice: any higher one of an export;
--- of plain uploads, one whose charge dates overlap (unknown dates overlap).
+-- Keys with plain uploads, walked in rank order: a slice counts unless a counting one overlaps its
+-- charge dates (an export's delivery, or unknown dates, overlaps everything). One row per key and rank.
+walk_input AS (
+    SELECT key_id, rank,
+           CASE WHEN source = 'file' THEN min(min_charge_start) END AS s,
+           CASE WHEN source = 'file' THEN max(max_charge_end) END AS e
+    FROM ranked WHERE has_uploads AND NOT always_counts GROUP BY key_id, rank, source
+),
+walk AS (
+    SELECT key_id, rank, [{'s': s, 'e': e}] AS kept, true AS counts FROM walk_input WHERE rank = 1
+    UNION ALL
+    SELECT i.key_id, i.rank,
+           CASE WHEN len(list_filter(w.kept, lambda k: coalesce(k.s < i.e AND i.s < k.e, true))) > 0 THEN w.kept
+                ELSE list_append(w.kept, {'s': i.s, 'e': i.e}) END,
+           len(list_filter(w.kept, lambda k: coalesce(k.s < i.e AND i.s < k.e, true))) = 0
+    FROM walk AS w JOIN walk_input AS i ON i.key_id = w.key_id AND i.rank = w.rank + 1
+),
+key_counted AS (
+    SELECT r.*, r.always_counts OR (CASE WHEN r.has_uploads THEN w.counts ELSE r.rank = 1 END) AS counts_in_key,
+           CASE WHEN r.source = 'file' THEN r.min_charge_start END AS s, CASE WHEN r.source = 'file' THEN r.max_charge_end END AS e
+    FROM ranked AS r LEFT JOIN walk AS w ON w.key_id = r.key_id AND w.rank = r.rank AND NOT r.always_counts
+),
+-- What replaced each slice that does not count in its key: the best-ranked counting one it overlaps.
 replaced AS (
-    SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM ranked AS o
-                 WHERE NOT o.always_counts AND o.rank < r.rank
-                   AND o.provider IS NOT DISTINCT FROM r.provider AND o.export_name IS NOT DISTINCT FROM r.export_name
-                   AND o.scope IS NOT DISTINCT FROM r.scope AND o.billing_period = r.billing_period
-                   AND o.line_invoice IS NOT DISTINCT FROM r.line_invoice
-                   AND (r.source <> 'file' OR o.source <> 'file'
-                        OR coalesce(o.min_charge_start < r.max_charge_end AND r.min_charge_start < o.max_charge_end, true))
-                ) AS replaced_by
-    FROM ranked AS r
+    SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM key_counted AS o
+                 WHERE o.key_id = r.key_id AND o.counts_in_key AND o.rank < r.rank
+                   AND coalesce(o.s < r.e AND r.s < o.e, true)) AS replaced_by
+    FROM key_counted AS r
 ),
--- Which export counts where several state the same provider, scope and period: ranked on each
--- key's rank-1 slice, and applied to every slice of that key.
+-- Which export counts where several state the same provider, scope and period: each key's counting
+-- slices taken together, ranked, and the verdict applied to every slice of that key.
+key_summary AS (
+    SELECT key_id, any_value(provider) AS provider, any_value(dataset) AS dataset, any_value(account_scope) AS account_scope,
+           any_value(billing_period) AS billing_period, any_value(line_invoice) AS line_invoice,
+           any_value(export_name) AS export_name, bool_and(complete) AS complete, bool_and(source = 'file') AS uploads,
+           bool_or(final) AS final, max(max_charge_start) AS last_start, sum(lines) AS lines, max(created_at) AS created_at,
+           arg_min(delivery_id, rank) AS best_delivery,
+           arg_min(CASE WHEN source = 'file' THEN 'a plain upload' ELSE delivery_export END, rank) AS best_export
+    FROM key_counted WHERE counts_in_key AND NOT always_counts GROUP BY key_id
+),
 export_choice AS (
-    SELECT provider, export_name, scope, billing_period, line_invoice,
+    SELECT key_id,
            row_number() OVER w AS export_rank,
-           first_value(delivery_id) OVER w AS chosen_delivery,
-           first_value(CASE WHEN source = 'file' THEN 'a plain upload' ELSE delivery_export END) OVER w AS chosen_export
-    FROM ranked
-    WHERE rank = 1 AND NOT always_counts
+           first_value(best_delivery) OVER w AS chosen_delivery,
+           first_value(best_export) OVER w AS chosen_export
+    FROM key_summary
     WINDOW w AS (PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice
-                 ORDER BY source = 'file', complete DESC, final DESC,
-                          CAST(max_charge_end - INTERVAL 1 MICROSECOND AS DATE) DESC NULLS LAST, lines DESC,
-                          created_at DESC NULLS LAST, export_name DESC, delivery_id DESC)
+                 ORDER BY complete DESC, uploads, final DESC, CAST(last_start AS DATE) DESC NULLS LAST, lines DESC,
+                          created_at DESC NULLS LAST, export_name DESC, best_delivery DESC)
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
-       r.always_counts OR (r.replaced_by IS NULL AND coalesce(c.export_rank, 1) = 1) AS counts,
+       r.always_counts OR (r.counts_in_key AND coalesce(c.export_rank, 1) = 1) AS counts,
        coalesce(r.replaced_by, CASE WHEN c.export_rank > 1 THEN c.chosen_delivery END) AS winner,
-       CASE WHEN r.replaced_by IS NULL AND c.export_rank > 1 THEN c.chosen_export END AS covered_by,
+       CASE WHEN r.counts_in_key AND c.export_rank > 1 THEN c.chosen_export END AS covered_by,
        r.line_invoice, r.by_invoice
 FROM replaced AS r
-LEFT JOIN export_choice AS c
-  ON NOT r.always_counts
- AND c.provider IS NOT DISTINCT FROM r.provider AND c.export_name IS NOT DISTINCT FROM r.export_name
- AND c.scope IS NOT DISTINCT FROM r.scope AND c.billing_period = r.billing_period
- AND c.line_invoice IS NOT DISTINCT FROM r.line_invoice;
+LEFT JOIN export_choice AS c ON c.key_id = r.key_id AND NOT r.always_counts;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME

@@ -194,10 +194,11 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     dataset VARCHAR,                  -- Azure: actual | amortized
     line_invoice VARCHAR,             -- the lines' InvoiceId, where invoices are deliveries (by_invoice)
     by_invoice BOOLEAN,               -- the connector's invoices_are_deliveries
-    min_charge_start TIMESTAMPTZ      -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
+    min_charge_start TIMESTAMPTZ,     -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
+    max_charge_start TIMESTAMPTZ      -- the latest ChargePeriodStart (how far an export has come)
 )
 """
-RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"))
+RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"))
 
 
 class WarehouseSchemaError(RuntimeError):
@@ -249,6 +250,8 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
     conn.execute(RAW_FILE_SLICES_DDL)
+    had_charge_starts = bool(fetch_value(conn, """SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database()
+        AND schema_name = 'raw' AND table_name = 'file_slices' AND column_name = 'max_charge_start'"""))
     for table, added in (("raw.delivery_slices", RAW_DELIVERY_SLICES_ADDED), ("raw.file_slices", RAW_FILE_SLICES_ADDED)):
         for column, dtype in added:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {dtype}")
@@ -264,6 +267,8 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     create_views(conn, lake)
     lake_tables.refresh_views(conn)
     backfill_file_slices(conn)
+    if not had_charge_starts:
+        backfill_charge_starts(conn)
     if is_table(conn, "core.billing_lines"):  # a table before the lake; a view over it since
         conn.execute("DROP TABLE core.billing_lines")
 
@@ -418,6 +423,23 @@ def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(FILE_SLICES_SQL.read_text().replace(
             "$lines", "(SELECT * FROM raw.cost_lines WHERE x_SourceFile = $path AND x_SourceSha256 = $sha256)"),
             {"path": path, "sha256": sha, "by_invoice": False})
+
+
+def backfill_charge_starts(conn: duckdb.DuckDBPyConnection) -> None:
+    """Facts recorded before their columns existed (the earliest and latest charge start of each
+    slice, by which plain uploads of disjoint days add up), once, from the lake's lines."""
+    conn.execute("""
+        UPDATE raw.file_slices AS fs SET min_charge_start = b.first_start, max_charge_start = b.last_start
+        FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
+                     CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice,
+                     min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start
+              FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices
+                    WHERE max_charge_start IS NULL) AS f
+              JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
+              GROUP BY ALL) AS b
+        WHERE fs.path = b.path AND fs.sha256 = b.sha256 AND fs.line_provider IS NOT DISTINCT FROM b.ProviderName
+          AND fs.line_account IS NOT DISTINCT FROM b.BillingAccountId AND fs.line_period IS NOT DISTINCT FROM b.BillingPeriodStart
+          AND fs.line_invoice IS NOT DISTINCT FROM b.invoice""")
 
 
 def _literal(text: str) -> str:
