@@ -10,6 +10,7 @@ columns, monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based
 """
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,22 +89,35 @@ class GpuRentalConnector(Connector):
         exprs = []
         for field in FIELDS:
             column = self.columns.get(field)
-            cell = pl.col(column) if column in frame.columns else pl.lit(None, dtype=pl.String)
-            if field in NUMERIC_FIELDS:
-                cell = self._plain_number(cell)
-            if field in self.defaults:
-                cell = pl.when(cell.is_null() | (cell == "")).then(pl.lit(self.defaults[field])).otherwise(cell)
+            raw = pl.col(column) if column in frame.columns else pl.lit(None, dtype=pl.String)
+            cell = raw
+            number = self._plain_number(raw) if field in NUMERIC_FIELDS else None
+            if field in self.defaults:  # a default is a YAML number, written the plain way
+                empty, default = raw.is_null() | (raw == ""), pl.lit(self.defaults[field])
+                cell = pl.when(empty).then(default).otherwise(raw)
+                number = None if number is None else pl.when(empty).then(default).otherwise(number)
             exprs.append(cell.alias(f"__f_{field}"))
+            if number is not None:
+                exprs.append(number.alias(f"__n_{field}"))
         return exprs
 
     def _plain_number(self, cell: pl.Expr) -> pl.Expr:
-        """The file's way of writing a number (`numbers:`) as the parser reads it: `1.234,56` → `1234.56`."""
+        """The file's way of writing a number (`numbers:`) as the parser reads it: `1.234,56` → `1234.56`.
+        A cell not written that way (`12.34` where `.` groups thousands, `1.2.3,4`) becomes text no
+        parser reads, so its line is quarantined quoting the file's own text: never 1234."""
         numbers = self.mapping.numbers
-        if numbers.thousands_separator:
-            cell = cell.str.replace_all(numbers.thousands_separator, "", literal=True)
+        if numbers.decimal_separator == "." and not numbers.thousands_separator:
+            return cell
+        dec, thousands = re.escape(numbers.decimal_separator), numbers.thousands_separator
+        whole = rf"(?:\d{{1,3}}(?:{re.escape(thousands)}\d{{3}})+|\d+)" if thousands else r"\d+"
+        written = rf"^[+-]?(?:{whole}(?:{dec}\d*)?|{dec}\d+)$"
+        plain = cell
+        if thousands:
+            plain = plain.str.replace_all(thousands, "", literal=True)
         if numbers.decimal_separator != ".":
-            cell = cell.str.replace_all(numbers.decimal_separator, ".", literal=True)
-        return cell
+            plain = plain.str.replace_all(numbers.decimal_separator, ".", literal=True)
+        return pl.when(cell.is_null() | (cell == "")).then(cell).when(cell.str.contains(written)).then(plain) \
+            .otherwise(pl.lit("not written as the mapping's numbers say"))
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         timezone = self.mapping.timezone or ctx.timezone
@@ -129,9 +143,9 @@ class GpuRentalConnector(Connector):
             frame = frame.with_columns(self._fields(frame))
             frame = frame.with_columns(
                 parse_time("__f_start").alias("__start"),
-                parse_decimal("__f_hours", 28, 10).alias("__hours"),
-                parse_decimal("__f_amount", 38, 10).alias("__amount"),
-                self.col("gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
+                parse_decimal("__n_hours", 28, 10).alias("__hours"),
+                parse_decimal("__n_amount", 38, 10).alias("__amount"),
+                pl.col("__n_gpu_count").cast(pl.Int32, strict=False).alias("__gpus"),
                 self.col("billing_mode").str.to_lowercase().replace_strict(self.mapping.mode_words(), default=None).alias("__mode"),
                 # Usage unless the line says otherwise (credits, taxes, adjustments: charge_categories).
                 pl.when(self.col("charge_category").fill_null("") == "").then(pl.lit("Usage")).otherwise(
@@ -189,7 +203,7 @@ class GpuRentalConnector(Connector):
     def _to_focus(self, frame: pl.DataFrame, timezone: str) -> pl.DataFrame:
         get = self.col
         hours = pl.col("__hours")
-        unit_price = parse_decimal("__f_unit_price", 28, 12)
+        unit_price = parse_decimal("__n_unit_price", 28, 12)
         provider = self.col("provider")
         currency = self._currency()
         # Invoices name no billing period: it is the calendar month of the charge in the zone its

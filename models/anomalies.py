@@ -202,7 +202,7 @@ def _suppression(planned, memory_days: int) -> pl.Expr:
     return expr
 
 
-QUIET_BRIDGE_DAYS = 3  # a weekend, or a long one: quiet days an episode may pause over
+QUIET_BRIDGE_DAYS = 4  # a weekend, or a long one (Good Friday to Easter Monday): quiet days an episode may pause over
 
 
 def episodes(scores: pl.DataFrame) -> list[dict]:
@@ -219,8 +219,9 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
 
     A quiet day (nothing spent, nothing expected: a weekend of a weekday-only workload) pauses an
     episode rather than ending it: up to QUIET_BRIDGE_DAYS of them between alerted days of the same
-    direction join one episode, and at the series' end they keep it open. Without it a new
-    weekday-only workload was a new anomaly every Monday until its baseline caught up.
+    direction join one episode, and at the series' end a weekend after a Friday or Saturday keeps it
+    open (any other quiet day ends it: a one-day spike on a Tuesday is over on Wednesday). Without
+    it a new weekday-only workload was a new anomaly every Monday until its baseline caught up.
     """
     group = [*KEY, "metric"]
     alerted = pl.col("flagged") & pl.col("suppressed_by").is_null()
@@ -241,9 +242,11 @@ def episodes(scores: pl.DataFrame) -> list[dict]:
                            loud_before=pl.col("loud_day").shift(1).forward_fill().over(group)))
     gap = (pl.col("next_day_loud") - pl.col("prev_day")).dt.total_days()
     tail = (pl.col("series_end") - pl.col("prev_day")).dt.total_days()
+    last_loud_weekday = pl.col("prev_day").dt.weekday()  # ISO: Friday 5, Sunday 7
+    weekend_tail = (last_loud_weekday >= 5) & (last_loud_weekday + tail <= 7)
     paused = pl.col("quiet") & (pl.col("prev_state") != 0) & (
         ((pl.col("next_state") == pl.col("prev_state")) & (gap <= QUIET_BRIDGE_DAYS + 1))
-        | (pl.col("next_state").is_null() & (tail <= QUIET_BRIDGE_DAYS)))
+        | (pl.col("next_state").is_null() & weekend_tail))
     frame = (frame.with_columns(paused=paused.fill_null(False))
              .with_columns(effective=pl.when(pl.col("paused")).then(pl.col("prev_state")).otherwise(pl.col("state")))
              .with_columns(run=(pl.col("effective") != pl.col("effective").shift(1)).fill_null(True).cum_sum().over(group),

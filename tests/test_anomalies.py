@@ -273,10 +273,34 @@ def test_a_new_weekday_only_workload_is_one_anomaly_not_one_each_monday():
     assert a["days"] == 20  # four weeks of weekdays alerted against a same-weekday median of 0; none of the weekends
 
 
-def test_quiet_days_after_a_one_day_spike_resolve_it_once_more_than_a_weekend_has_passed():
-    values = [0.0] * 70 + [500.0] + [0.0] * 5
-    days = [START + timedelta(days=i) for i in range(50, 76)]
-    spike = START + timedelta(days=70)
-    for through, resolved in ((72, None), (73, None), (75, START + timedelta(days=71))):
-        (ep,) = episodes(score(frame(values[:through + 1]), [d for d in days if d <= START + timedelta(days=through)]))
-        assert (ep["first_day"], ep["days"], ep["resolved_on"]) == (spike, 1, resolved), through
+def test_a_one_day_spike_on_a_series_of_nothing_ends_the_next_day_unless_a_weekend_follows():
+    """After a spike, days of nothing against nothing expected are quiet. A Tuesday's spike is over on
+    Wednesday; a Friday's stays open over the weekend (a weekday-only workload may go on on Monday)
+    and, nothing on Monday, resolved on the Saturday."""
+    def spike_on(day: int, through: int):
+        values = [0.0] * day + [500.0] + [0.0] * (through - day)
+        days = [START + timedelta(days=i) for i in range(day - 20, through + 1)]
+        (ep,) = episodes(score(frame(values), days))
+        return ep["first_day"], ep["days"], ep["resolved_on"]
+
+    tuesday = (date(2026, 10, 13) - START).days
+    assert spike_on(tuesday, tuesday + 1) == (START + timedelta(days=tuesday), 1, START + timedelta(days=tuesday + 1))
+    friday = (date(2026, 10, 16) - START).days
+    assert spike_on(friday, friday + 2) == (START + timedelta(days=friday), 1, None)  # Sunday: still open
+    assert spike_on(friday, friday + 3) == (START + timedelta(days=friday), 1, START + timedelta(days=friday + 1))
+
+
+def test_a_long_easter_weekend_does_not_split_a_new_weekday_workload():
+    """Good Friday to Easter Monday: four quiet days between its Thursday and its Tuesday."""
+    start = (date(2026, 9, 28) - START).days
+    holidays = {date(2026, 10, 9), date(2026, 10, 12)}
+    n = start + 28
+    values = [0.0] * n
+    for i in range(start, n):
+        day = START + timedelta(days=i)
+        if day.weekday() < 5 and day not in holidays:
+            values[i] = 80.0
+    stored: list[dict] = []
+    for end in range(start - 2, n):
+        stored = store(stored, run(values, end, stored, datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=end)))
+    assert [(a["kind"], a["first_day"]) for a in stored] == [("new", START + timedelta(days=start))]

@@ -423,3 +423,23 @@ def test_number_and_delimiter_settings_are_checked(tmp_path, change, message):
     with pytest.raises(MappingError) as caught:
         load_mapping(path)
     assert str(caught.value).startswith(f"{path}: {message}"), str(caught.value)
+
+
+def test_a_number_not_written_as_the_mapping_says_is_quarantined_quoting_the_file(tmp_path):
+    """With `.` between thousands, `12.34` is no number of this file (it is not 1234), nor is
+    `1.2.3,4` or `1.234,56 €`: each line is quarantined, its reason quoting the file's own text."""
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    mapping.update(name="gpu_rental_eu", delimiter=";", numbers={"decimal_separator": ",", "thousands_separator": "."})
+    header = ";".join(GENERIC.splitlines()[0].split(","))
+    line = ("INV-1;acc-9;ins-{n};node-{n};eu;NVIDIA H100 80GB HBM3;1;On-Demand;2026-09-03T00:00:00Z;"
+            "2026-09-03T10:00:00Z;{hours};2,49;{amount};EUR;llm")
+    cells = [("10", "1.234,56"), ("10", "12.34"), ("10", "1.2.3,4"), ("10", "1.234,56 €"), ("10.5", "24,90"), ("10", "-24,9")]
+    path = tmp_path / "rechnung.csv"
+    body = [line.format(n=i, hours=h, amount=a) for i, (h, a) in enumerate(cells)]
+    path.write_text("\n".join([header, *body]) + "\n", encoding="utf-8")
+    ctx = read_context("rechnung.csv")
+    rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["BilledCost"] for r in rows] == [Decimal("1234.56"), Decimal("-24.9")]
+    assert [q["reason"] for q in ctx.quarantined] == [
+        "amount '12.34' is not a number", "amount '1.2.3,4' is not a number", "amount '1.234,56 €' is not a number",
+        "hours is not a number"]

@@ -378,3 +378,26 @@ def test_text_from_data_stays_text_in_markdown_and_charts():
     assert svg.lstrip().startswith("<?xml")
     assert anomaly_charts([{"title": "svc $a_{$ · idle", "days": [date(2026, 9, 1)], "actual": [1.0], "expected": [1.0],
                             "flagged": [False]}]).lstrip().startswith("<?xml")
+
+
+def test_an_anomaly_is_new_in_the_run_that_found_it_not_again_when_its_first_days_are_restated():
+    """Its first day restated away, an episode the morning run announced starts on the next scored
+    day: the next run's report must not call it new again (the webhook posted it twice). A report
+    rebuilt on its own (no detection handed over) marks what starts on its day."""
+    import duckdb
+
+    from pipelines.analysis.anomalies import window_for
+    from pipelines.report.daily import anomalies_in_window
+    from pipelines.warehouse.connection import sql_text
+
+    conn = duckdb.connect()
+    conn.execute("CREATE SCHEMA findings")
+    conn.execute(sql_text("findings.anomalies").split("-- merge")[0])
+    window = window_for(date(2026, 8, 14))
+    conn.execute("""INSERT INTO findings.anomalies (anomaly_id, status, metric, provider, sub_account, service, phase, kind,
+                        direction, first_day, last_day, days, impact) VALUES
+                    ('a1', 'open', 'cost', 'AWS', 'acct-1', 'Batch', 'unattributed', 'changed', 'up', ?, ?, 1, 80)""",
+                 [window.scored_day, window.scored_day])
+    assert [a["new"] for a in anomalies_in_window(conn, window, [])] == [False]
+    assert [a["new"] for a in anomalies_in_window(conn, window, ["a1"])] == [True]
+    assert [a["new"] for a in anomalies_in_window(conn, window, None)] == [True]

@@ -297,16 +297,18 @@ def account_lines(account: str, sub: str, service: str, cost: str, last: date) -
     return lines
 
 
-@pytest.mark.parametrize("s3_last_day, alerted", [(date(2026, 8, 4), False), (date(2026, 7, 31), True)])
-def test_one_billing_accounts_late_export_is_missing_days_not_removed_spend(tmp_path, s3_last_day, alerted):
+@pytest.mark.parametrize("s3_last_day, alerted, s3_sub", [(date(2026, 8, 4), False, "acct-2"), (date(2026, 8, 4), False, "acct-1"),
+                                                            (date(2026, 7, 31), True, "acct-2")])
+def test_one_billing_accounts_late_export_is_missing_days_not_removed_spend(tmp_path, s3_last_day, alerted, s3_sub):
     """Two billing accounts of one provider, each its own export: ba-222's is two days behind
     ba-111's. Its S3 days not delivered yet are missing, not zero, so no 'removed' anomaly (one
-    was raised and resolved as restated the next day). Six days behind, the account is taken to
-    have stopped spending: its days are zero and the spend's going is alerted."""
+    was raised and resolved as restated the next day), also where the sub-account bills through
+    ba-111 as well (acct-1). Six days behind, the account is taken to have stopped spending: its
+    days are zero and the spend's going is alerted."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "acme-111.csv").write_text(ACCOUNTS_HEADER + "\n".join(account_lines("ba-111", "acct-1", "EC2", "100.00", date(2026, 8, 6))) + "\n")
-    (landing / "acme-222.csv").write_text(ACCOUNTS_HEADER + "\n".join(account_lines("ba-222", "acct-2", "S3", "200.00", s3_last_day)) + "\n")
+    (landing / "acme-222.csv").write_text(ACCOUNTS_HEADER + "\n".join(account_lines("ba-222", s3_sub, "S3", "200.00", s3_last_day)) + "\n")
     outcome = run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 8, 8), reporting_currency="USD")
     assert outcome.success
     conn = connect(tmp_path / "wh.duckdb", read_only=True)

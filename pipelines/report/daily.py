@@ -132,7 +132,9 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         if r["resolution"] == "back_to_normal" and r["resolved_on"] is not None and r["resolved_on"] > window.scored_day:
             # A report rebuilt for a past day: on its scored day the episode had not ended yet.
             r["status"], r["resolution"] = "open", None
-        found_now = r["first_day"] == window.scored_day or r["anomaly_id"] in (new_ids or [])
+        # The detection's own list when a run hands it over: an episode whose first days were restated
+        # starts later but was announced already. A report rebuilt alone: what starts on its day.
+        found_now = r["anomaly_id"] in new_ids if new_ids is not None else r["first_day"] == window.scored_day
         r["new"] = found_now and r["resolution"] != "restated"  # a restated anomaly no longer exists: no alert
         r["explanation"] = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else r["explanation"]
         r["series"] = f"{r['provider']} / {r['sub_account']} / {r['service']} / {r['phase']}"

@@ -9,10 +9,11 @@
 -- the provider billed nothing at all (its export has not arrived) has no row: missing, not zero.
 -- Days a spread charge covers count as billed up to the provider's last day with a charge of its
 -- own; a spread part past that day waits for it (the rest of a month whose days have not come).
--- Each billing account's export arrives on its own: a series has no row past the last day any of
+-- Each billing account's export arrives on its own: a series has no row past the last day one of
 -- its billing accounts billed while its provider is at most 4 days further on (another account's
--- export ahead of it is no sign its own spend stopped). Further behind, the account is taken to
--- have stopped spending, and its days count as zero again (an account closed still alerts).
+-- export ahead of it is no sign its own spend stopped, even where the sub-account also bills
+-- through an account that is up to date). Further behind, the account is taken to have stopped
+-- spending, and its days count as zero again (an account closed still alerts).
 -- cost is NULL where a line of the day had no FX rate into the reporting currency (unknown, not
 -- low). gpu_hours is NULL for series without GPU charges, egress_gb for series without egress.
 CREATE OR REPLACE TABLE marts.daily_series AS
@@ -45,18 +46,19 @@ billed_days AS (
     SELECT o.provider, o.day FROM observed AS o
     WHERE o.day <= (SELECT max(s.day) FROM start_days AS s WHERE s.provider = o.provider)
 ),
--- Per sub-account: the first day its billing accounts' exports have not reached yet (the day after
--- the latest of their last days with a charge starting on it), while its provider's last day is at
--- most 4 days past it; NULL when the accounts are up to date or further behind.
+-- Per sub-account: the first day one of its billing accounts' exports has not reached yet, of the
+-- accounts behind their provider's last day by at most 4 days (the earliest such day); accounts up
+-- to date, or further behind (taken to have stopped), hold nothing back.
 series_waits AS (
-    SELECT a.provider, a.sub_account, max(d.last_day) + 1 AS waits_from
+    SELECT a.provider, a.sub_account, min(d.last_day) + 1 AS waits_from
     FROM (SELECT provider, coalesce(sub_account_id, '(none)') AS sub_account, billing_account_id
           FROM marts.daily_cost_by_billing_month GROUP BY ALL) AS a
     JOIN (SELECT provider, billing_account_id, max(day) AS last_day
           FROM marts.daily_cost_by_billing_month GROUP BY ALL) AS d
       ON d.provider = a.provider AND d.billing_account_id IS NOT DISTINCT FROM a.billing_account_id
+    JOIN (SELECT provider, max(day) AS provider_last FROM start_days GROUP BY provider) AS p ON p.provider = a.provider
+    WHERE d.last_day < p.provider_last AND d.last_day + 4 >= p.provider_last
     GROUP BY ALL
-    HAVING max(d.last_day) + 4 >= (SELECT max(s.day) FROM start_days AS s WHERE s.provider = a.provider)
 )
 SELECT
     b.day,
