@@ -174,8 +174,11 @@ def run_notices(files: list[dict]) -> list[dict]:
     notices = []
     for r in files:
         if r["status"] == "superseded" and r.get("covered_by"):
-            by = (f"a plain upload ({r['superseded_by']}) holds" if r["covered_by"] == "a plain upload"
-                  else f"the export {r['covered_by']} delivers")
+            names = r["covered_by"].split(", ")
+            exports = [n for n in names if n != "a plain upload"]
+            who = ([f"the export {', '.join(exports)}"] if exports else []) + (
+                [f"a plain upload ({r['superseded_by']})"] if "a plain upload" in names else [])
+            by = " and ".join(who) + (" hold" if len(who) > 1 else " delivers" if exports else " holds")
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
                 f"its lines no longer count: {by} the same provider, billing account and month, and one export counts "
                 "for each (a complete delivery first, an export before a plain upload, then the one whose charges reach "

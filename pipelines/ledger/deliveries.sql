@@ -269,7 +269,7 @@ SET delivery_id = a.delivery_id,
     delivery_note = CASE
         WHEN d.status = 'incomplete' THEN format('delivery {} has {} of {} parts{}', d.delivery_id, d.parts_seen,
                                                  d.parts_expected, CASE WHEN d.counts THEN '; its lines count meanwhile'
-                                                                        ELSE '; the previous delivery counts until it completes' END)
+                                                                        ELSE '; another delivery of its provider, account and month counts until it completes' END)
         WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
         WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
         ELSE format('delivery {}', d.delivery_id) END
