@@ -662,3 +662,12 @@ def test_a_warehouse_from_before_charge_starts_were_recorded_gets_them_from_the_
     finally:
         conn.close()
     assert totals(warehouse)[0] == days_total(cur_days(1, 6))
+
+
+def test_a_header_only_file_is_loaded_with_nothing_in_it_not_superseded(tmp_path):
+    header, _ = cur_lines()
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    write(landing / "empty.csv", header.encode())
+    run(landing, warehouse)
+    status, note = file_verdicts(warehouse)["empty.csv"]
+    assert status == "loaded" and note.startswith("delivery file:")

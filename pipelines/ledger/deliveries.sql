@@ -252,8 +252,9 @@ INSERT INTO raw.deliveries BY NAME
 SELECT d.delivery_id, d.provider, d.export_name, d.scope,
        coalesce(d.billing_period, (SELECT min(s.billing_period) FROM raw.delivery_slices AS s WHERE s.delivery_id = d.delivery_id)) AS billing_period,
        d.mode, d.source, d.created_at, d.seq, d.parts_expected, d.parts_seen, d.complete,
-       coalesce(w.counts, false) AS counts,
-       CASE WHEN NOT d.complete THEN 'incomplete' WHEN coalesce(w.counts, false) THEN 'current' ELSE 'superseded' END AS status,
+       -- A delivery with no lines (a header-only file) has no slice for anything to replace: it stands.
+       coalesce(w.counts, d.lines = 0) AS counts,
+       CASE WHEN NOT d.complete THEN 'incomplete' WHEN coalesce(w.counts, d.lines = 0) THEN 'current' ELSE 'superseded' END AS status,
        w.winners AS superseded_by, d.files, d.lines, d.final, d.max_charge_end, d.first_seen_at, d.manifests
 FROM ledger_delivery_facts AS d
 LEFT JOIN (SELECT delivery_id, bool_or(counts) AS counts,
