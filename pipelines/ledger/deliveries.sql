@@ -131,6 +131,11 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- finer export: hourly over daily, whichever refreshed last), then the newest; so the choice
 -- stays put from one refresh to the next.
 -- Incremental deliveries and lines without a billing period always count (lines dedupe later).
+-- Two plain uploads' charge dates overlap; unknown dates (an export's delivery, a file read before
+-- they were recorded) overlap everything.
+CREATE OR REPLACE TEMP MACRO ledger_overlaps(a_start, a_end, b_start, b_end) AS
+    coalesce(a_start < b_end AND b_start < a_end, true);
+
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
 WITH RECURSIVE slices AS (
@@ -200,9 +205,9 @@ walk AS (
     SELECT key_id, rank, [{'s': s, 'e': e}] AS kept, true AS counts FROM walk_input WHERE rank = 1
     UNION ALL
     SELECT i.key_id, i.rank,
-           CASE WHEN len(list_filter(w.kept, lambda k: coalesce(k.s < i.e AND i.s < k.e, true))) > 0 THEN w.kept
+           CASE WHEN len(list_filter(w.kept, lambda k: ledger_overlaps(k.s, k.e, i.s, i.e))) > 0 THEN w.kept
                 ELSE list_append(w.kept, {'s': i.s, 'e': i.e}) END,
-           len(list_filter(w.kept, lambda k: coalesce(k.s < i.e AND i.s < k.e, true))) = 0
+           len(list_filter(w.kept, lambda k: ledger_overlaps(k.s, k.e, i.s, i.e))) = 0
     FROM walk AS w JOIN walk_input AS i ON i.key_id = w.key_id AND i.rank = w.rank + 1
 ),
 key_counted AS (
@@ -214,7 +219,7 @@ key_counted AS (
 replaced AS (
     SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM key_counted AS o
                  WHERE o.key_id = r.key_id AND o.counts_in_key AND o.rank < r.rank
-                   AND coalesce(o.s < r.e AND r.s < o.e, true)) AS replaced_by
+                   AND ledger_overlaps(o.s, o.e, r.s, r.e)) AS replaced_by
     FROM key_counted AS r
 ),
 -- Which export counts where several state the same provider, scope and period: each key's counting
