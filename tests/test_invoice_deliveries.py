@@ -67,6 +67,24 @@ def test_a_re_sent_invoice_replaces_its_own_lines_and_a_month_without_invoice_id
                       "october-first.csv": "superseded", "october-again.csv": "loaded"}
 
 
+def test_an_invoice_sent_again_without_its_last_day_replaces_it_whole(tmp_path):
+    """The invoice re-sent with its second day's line withdrawn: the newer version counts, and the
+    withdrawn day does not come back from the first (it won by reaching a later day)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    (landing / "week46.csv").write_text(invoice("INV-46", 9, ["235.20", "235.20"]))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    (landing / "week46-resent.csv").write_text(invoice("INV-46", 9, ["235.20"]))
+    assert run_pipeline(landing, warehouse, reporting_currency="USD").success
+    conn = connect(warehouse, read_only=True)
+    try:
+        assert conn.execute("SELECT sum(BilledCost), count(*) FROM core.cost_lines").fetchall() == [(Decimal("235.20"), 1)]
+        assert dict(conn.execute("SELECT path, status FROM raw.files WHERE kind = 'billing'").fetchall()) == {
+            "week46.csv": "superseded", "week46-resent.csv": "loaded"}
+    finally:
+        conn.close()
+
+
 def test_a_run_names_the_plain_upload_another_one_replaced(tmp_path, monkeypatch):
     """Two files of one month without invoice ids whose charge dates overlap (the month to date,
     then restated) replace each other by the ledger's rule; the run says which no longer counts,

@@ -591,17 +591,51 @@ def days_total(text: str) -> Decimal:
     return sum((Decimal(r[i]) for r in rows), Decimal(0))
 
 
-def test_plain_uploads_count_unless_one_that_counts_overlaps_them(tmp_path):
-    """Downloads of days 1-5, 4-9 and 8-14, one a run: 8-14 counts, 4-9 overlaps it and does not,
-    and 1-5 overlaps only 4-9, which does not count: 1-5 counts (it was dropped by an upload that
-    itself did not count)."""
+def totals_of(text: str) -> tuple[Decimal, int]:
+    """A CUR text's total and line count."""
+    return days_total(text), len(text.splitlines()) - 1
+
+
+def test_plain_uploads_that_share_days_each_count_for_the_days_no_later_one_covers(tmp_path):
+    """Downloads of days 1-5, 4-9 and 8-14, one a run: 8-14 counts whole, 4-9 for days 4-7 and 1-5
+    for days 1-3; every day once. (Each file counted or not as a whole: days 6 and 7 were lost.)"""
     landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
     for name, (first, last) in (("x.csv", (1, 5)), ("y.csv", (4, 9)), ("z.csv", (8, 14))):
         write(landing / name, cur_days(first, last).encode())
         run(landing, warehouse)
-    expected = days_total(cur_days(1, 5)) + days_total(cur_days(8, 14))
+    assert totals(warehouse) == totals_of(cur_days(1, 14))
+    verdicts = file_verdicts(warehouse)
+    assert {p: s for p, (s, _) in verdicts.items()} == {"x.csv": "loaded", "y.csv": "loaded", "z.csv": "loaded"}
+    conn = connect(warehouse, read_only=True)
+    try:
+        ids = dict(fetch_all(conn, "SELECT path, delivery_id FROM raw.files WHERE kind = 'billing'"))
+        counts_for = dict(fetch_all(conn, """
+            SELECT f.path, list_transform(s.counts_for, lambda r: [CAST(r.since AS DATE), CAST(r.until AS DATE)])
+            FROM raw.delivery_slices AS s JOIN raw.files AS f USING (delivery_id)"""))
+    finally:
+        conn.close()
+    assert counts_for == {"x.csv": [[date(2023, 11, 1), date(2023, 11, 4)]],
+                          "y.csv": [[date(2023, 11, 4), date(2023, 11, 8)]], "z.csv": None}
+    assert verdicts["x.csv"][1] == f"delivery {ids['x.csv']}; the charge time it shares with {ids['y.csv']} counts there"
+
+
+@pytest.mark.parametrize("order", ["in order", "later file first", "one run"])
+def test_a_download_of_days_1_to_8_beside_one_of_8_to_14_keeps_days_1_to_7(tmp_path, order):
+    """Two console downloads sharing day 8 (the first taken while day 8 was under way): the later
+    one counts for day 8, the earlier for days 1-7, whatever order they arrive in."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    files = [("early.csv", cur_days(1, 8, delta=Decimal("-0.25"))), ("late.csv", cur_days(8, 14))]
+    if order == "later file first":
+        files.reverse()
+    for name, text in files:
+        write(landing / name, text.encode())
+        if order != "one run":
+            run(landing, warehouse)
+    if order == "one run":
+        run(landing, warehouse)
+    expected = days_total(cur_days(1, 8, delta=Decimal("-0.25"))) - days_total(cur_days(8, 8)) + days_total(cur_days(8, 14))
     assert totals(warehouse)[0] == expected
-    assert {p: s for p, (s, _) in file_verdicts(warehouse).items()} == {"x.csv": "loaded", "y.csv": "superseded", "z.csv": "loaded"}
+    assert totals(warehouse)[1] == totals_of(cur_days(1, 14))[1]
 
 
 def test_a_stale_export_never_wins_by_its_month_long_lines(tmp_path, provider_totals):

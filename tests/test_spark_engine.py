@@ -60,8 +60,8 @@ def engine(tmp_path_factory):
     return engine
 
 
-def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Path:
-    """A copy of a DuckDB-built warehouse with every SQL model rebuilt on Spark."""
+def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings, tables: list[str] | None = None) -> Path:
+    """A copy of a DuckDB-built warehouse with every SQL model (or `tables`) rebuilt on Spark."""
     from pipelines.engines.spark import run_models
     from pipelines.lake.layout import copy_warehouse
     from pipelines.warehouse.connection import connect
@@ -69,7 +69,7 @@ def build_on_spark(engine, duckdb_warehouse: Path, target: Path, settings) -> Pa
     copy_warehouse(duckdb_warehouse, target)  # with its lake: the raw views read the lake's Parquet
     conn = connect(target)
     try:
-        run_models(conn, engine, settings)
+        run_models(conn, engine, settings, tables)
     finally:
         conn.close()
     return target
@@ -132,6 +132,44 @@ def test_every_model_runs_on_both_engines_with_the_same_columns(demo_run, spark_
     finally:
         duck.close()
         spark.close()
+
+
+def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tmp_path):
+    """Downloads of days 1-8 and 8-14: the first counts for days 1-7 only (raw.delivery_slices.counts_for),
+    and Spark keeps the same lines of it as DuckDB."""
+    from pipelines.engines.resource import SqlEngineResource
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse.connection import connect, prepare
+    from tests.test_ledger_deliveries import cur_days, days_total, write
+
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    write(landing / "early.csv", cur_days(1, 8).encode())
+    write(landing / "late.csv", cur_days(8, 14).encode())
+    settings = FinopsSettings(landing_dir=str(landing))
+    conn = connect(warehouse)
+    try:
+        prepare(conn)
+        ingest_landing(conn, landing)
+    finally:
+        conn.close()
+    (tmp_path / "spark").mkdir()
+    spark = build_on_spark(engine, warehouse, tmp_path / "spark" / "warehouse.duckdb", settings, ["core.billing_lines"])
+    conn = connect(warehouse)
+    try:
+        SqlEngineResource().build(conn, "core.billing_lines", settings.sql_params(), {})
+    finally:
+        conn.close()
+    query = "SELECT sum(BilledCost), count(*) FROM core.billing_lines"
+    answers = []
+    for path in (warehouse, spark):
+        conn = connect(path, read_only=True)
+        try:
+            answers.append(conn.execute(query).fetchall())
+        finally:
+            conn.close()
+    text = cur_days(1, 14)
+    assert answers[0] == answers[1] == [(days_total(text), len(text.splitlines()) - 1)]
 
 
 @pytest.mark.skipif(os.environ.get("FINOPS_SPARK_BIG") != "0",

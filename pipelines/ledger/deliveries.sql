@@ -121,9 +121,10 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- over open, the latest line dates, and — last resort, for plain uploads only — the latest loaded,
 -- then (loaded in the same run) the file modified later, never the content's hash. A delivery's
 -- slices in one key rank as one (its facts over them): a delivery never replaces itself.
--- Plain uploads replace only what their charge dates overlap: a month to date restated covers the
--- days before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are
--- parts that add up. Taken in rank order, an upload counts unless one that counts overlaps it.
+-- Plain uploads replace only the charge time they cover: a month to date restated covers the days
+-- before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are parts
+-- that add up, and of two that share days each counts for the time no better-ranked one covers
+-- (raw.delivery_slices.counts_for; core.billing_lines keeps the lines whose charge starts there).
 -- Then one export counts for each provider, scope, period and invoice (two CUR definitions of one
 -- payer, a console download beside the synced export: the same charges, never to be added):
 -- complete, an export's delivery before a plain upload, final, the latest day a charge starts on
@@ -138,7 +139,7 @@ CREATE OR REPLACE TEMP MACRO ledger_overlaps(a_start, a_end, b_start, b_end) AS
 
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
-WITH RECURSIVE slices AS (
+WITH slices AS (
     SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, fs.line_invoice,
            coalesce(fs.by_invoice, false) AS by_invoice, sum(fs.lines) AS lines,
            bool_or(fs.final) AS final, max(fs.max_charge_end) AS max_charge_end,
@@ -185,7 +186,9 @@ ranked AS (
     SELECT *, CASE WHEN always_counts THEN 1 ELSE dense_rank() OVER (
                   PARTITION BY key_id, always_counts
                   ORDER BY complete DESC, created_at DESC NULLS LAST, latest_pointer DESC, key_final DESC,
-                           key_charge_end DESC NULLS LAST, first_seen_at DESC, last_modified DESC NULLS LAST,
+                           -- An invoice sent again is its newer version, whatever days its lines reach.
+                           CASE WHEN line_invoice IS NULL THEN key_charge_end END DESC NULLS LAST,
+                           first_seen_at DESC, last_modified DESC NULLS LAST,
                            delivery_id DESC) END AS rank,
               bool_or(source = 'file') OVER (PARTITION BY key_id) AS has_uploads,
               -- The scope as the lines state it: an Azure billing-account export's scope is the account's path.
@@ -193,29 +196,51 @@ ranked AS (
                        scope) AS account_scope
     FROM key_facts
 ),
--- Keys with plain uploads, walked in rank order: a slice counts unless a counting one overlaps its
--- charge dates (an export's delivery, or unknown dates, overlaps everything). One row per key and rank.
-walk_input AS (
+-- Keys with plain uploads: each stretch of charge time counts through the best-ranked slice whose
+-- charge dates cover it (an export's delivery, or unknown dates, cover all time), so an upload
+-- counts for the stretches no better-ranked one covers: beside a download of days 8-14, one of
+-- days 1-8 counts for days 1-7. One span per key and rank, [s, e): from the first charge start to
+-- past the last charge start and the last end. An invoice covers all time: one version of it counts.
+spans AS (
     SELECT key_id, rank,
-           CASE WHEN source = 'file' THEN min(min_charge_start) END AS s,
-           CASE WHEN source = 'file' THEN max(max_charge_end) END AS e
-    FROM ranked WHERE has_uploads AND NOT always_counts GROUP BY key_id, rank, source
+           coalesce(CASE WHEN source = 'file' AND line_invoice IS NULL AND count(min_charge_start) = count(*)
+                         THEN min(min_charge_start) END, '-infinity'::TIMESTAMPTZ) AS s,
+           coalesce(CASE WHEN source = 'file' AND line_invoice IS NULL AND count(max_charge_start) = count(*)
+                         THEN greatest(max(max_charge_end), max(max_charge_start) + INTERVAL 1 MICROSECOND) END,
+                    'infinity'::TIMESTAMPTZ) AS e
+    FROM ranked WHERE has_uploads AND NOT always_counts GROUP BY key_id, rank, source, line_invoice
 ),
-walk AS (
-    SELECT key_id, rank, [{'s': s, 'e': e}] AS kept, true AS counts FROM walk_input WHERE rank = 1
-    UNION ALL
-    SELECT i.key_id, i.rank,
-           CASE WHEN len(list_filter(w.kept, lambda k: ledger_overlaps(k.s, k.e, i.s, i.e))) > 0 THEN w.kept
-                ELSE list_append(w.kept, {'s': i.s, 'e': i.e}) END,
-           len(list_filter(w.kept, lambda k: ledger_overlaps(k.s, k.e, i.s, i.e))) = 0
-    FROM walk AS w JOIN walk_input AS i ON i.key_id = w.key_id AND i.rank = w.rank + 1
+-- The key's charge time cut at every span's ends; each stretch goes to the best rank covering it.
+cuts AS (SELECT key_id, s AS cut FROM spans UNION SELECT key_id, e FROM spans),
+stretches AS (
+    SELECT key_id, cut AS s, lead(cut) OVER (PARTITION BY key_id ORDER BY cut) AS e FROM cuts QUALIFY e IS NOT NULL
+),
+owners AS (
+    SELECT t.key_id, t.s, t.e, min(p.rank) AS rank
+    FROM stretches AS t JOIN spans AS p ON p.key_id = t.key_id AND p.s <= t.s AND t.e <= p.e
+    GROUP BY t.key_id, t.s, t.e
+),
+-- A rank's adjacent stretches joined into ranges.
+islands AS (
+    SELECT *, sum(CASE WHEN s = prev_e THEN 0 ELSE 1 END) OVER (PARTITION BY key_id, rank ORDER BY s) AS island
+    FROM (SELECT *, lag(e) OVER (PARTITION BY key_id, rank ORDER BY s) AS prev_e FROM owners)
+),
+owned AS (
+    SELECT key_id, rank, list({'since': s, 'until': e} ORDER BY s) AS ranges
+    FROM (SELECT key_id, rank, min(s) AS s, max(e) AS e FROM islands GROUP BY key_id, rank, island)
+    GROUP BY key_id, rank
 ),
 key_counted AS (
-    SELECT r.*, r.always_counts OR (CASE WHEN r.has_uploads THEN w.counts ELSE r.rank = 1 END) AS counts_in_key,
-           CASE WHEN r.source = 'file' THEN r.min_charge_start END AS s, CASE WHEN r.source = 'file' THEN r.max_charge_end END AS e
-    FROM ranked AS r LEFT JOIN walk AS w ON w.key_id = r.key_id AND w.rank = r.rank AND NOT r.always_counts
+    SELECT r.*, r.always_counts OR (CASE WHEN r.has_uploads THEN o.ranges IS NOT NULL ELSE r.rank = 1 END) AS counts_in_key,
+           -- The charge time an upload counts for, where it is not all of its own (NULL: every line counts).
+           CASE WHEN o.ranges <> [{'since': p.s, 'until': p.e}] THEN o.ranges END AS counts_for,
+           CASE WHEN r.source = 'file' THEN p.s END AS s, CASE WHEN r.source = 'file' THEN p.e END AS e
+    FROM ranked AS r
+    LEFT JOIN spans AS p ON p.key_id = r.key_id AND p.rank = r.rank AND r.has_uploads AND NOT r.always_counts
+    LEFT JOIN owned AS o ON o.key_id = r.key_id AND o.rank = r.rank AND r.has_uploads AND NOT r.always_counts
 ),
--- What replaced each slice that does not count in its key: the best-ranked counting one it overlaps.
+-- What replaced each slice that does not count in its key, or the part of an upload that does not:
+-- the best-ranked counting one it overlaps.
 replaced AS (
     SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM key_counted AS o
                  WHERE o.key_id = r.key_id AND o.counts_in_key AND o.rank < r.rank
@@ -248,7 +273,7 @@ SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider
        r.always_counts OR (r.counts_in_key AND coalesce(c.export_rank, 1) = 1) AS counts,
        coalesce(r.replaced_by, CASE WHEN c.export_rank > 1 THEN c.chosen_delivery END) AS winner,
        CASE WHEN r.counts_in_key AND c.export_rank > 1 THEN c.chosen_export END AS covered_by,
-       r.line_invoice, r.by_invoice
+       r.line_invoice, r.by_invoice, r.counts_for
 FROM replaced AS r
 LEFT JOIN export_choice AS c ON c.key_id = r.key_id AND NOT r.always_counts;
 
@@ -278,6 +303,10 @@ SET delivery_id = a.delivery_id,
                                                                         ELSE '; another delivery of its provider, account and month counts until it completes' END)
         WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
         WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
+        WHEN p.shares_with IS NOT NULL THEN format('delivery {}; the charge time it shares with {} counts there', d.delivery_id, p.shares_with)
         ELSE format('delivery {}', d.delivery_id) END
 FROM ledger_assigned AS a JOIN raw.deliveries AS d USING (delivery_id)
+-- A plain upload counting for part of its charge time, and the uploads counting for the rest.
+LEFT JOIN (SELECT delivery_id, string_agg(DISTINCT winner, ', ' ORDER BY winner) AS shares_with
+           FROM raw.delivery_slices WHERE counts AND counts_for IS NOT NULL GROUP BY delivery_id) AS p USING (delivery_id)
 WHERE f.path = a.path AND f.sha256 = a.sha256;

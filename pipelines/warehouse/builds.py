@@ -34,7 +34,7 @@ SELECT md5(concat_ws('#',
      FROM raw.files WHERE list_contains($kinds, kind)),
     (SELECT string_agg(concat_ws('|', delivery_id, status, complete, counts, superseded_by), ';' ORDER BY delivery_id)
      FROM raw.deliveries WHERE list_contains($kinds, 'billing')),
-    (SELECT string_agg(concat_ws('|', delivery_id, line_provider, line_account, line_period, line_invoice, rank, counts, winner), ';'
+    (SELECT string_agg(concat_ws('|', delivery_id, line_provider, line_account, line_period, line_invoice, rank, counts, winner, CAST(counts_for AS VARCHAR)), ';'
                        ORDER BY delivery_id, line_provider, line_account, line_period, line_invoice, rank)
      FROM raw.delivery_slices WHERE list_contains($kinds, 'billing'))))
 """

@@ -172,10 +172,12 @@ CREATE TABLE IF NOT EXISTS raw.delivery_slices (
     winner VARCHAR,
     line_invoice VARCHAR,             -- an invoice's own slice, where invoices are deliveries (part of the key)
     by_invoice BOOLEAN,
-    covered_by VARCHAR                -- another export of the same provider, scope and period counts instead
+    covered_by VARCHAR,               -- another export of the same provider, scope and period counts instead
+    counts_for STRUCT(since TIMESTAMPTZ, until TIMESTAMPTZ)[]  -- a plain upload counting for part of its charge time: the lines starting there (NULL: all)
 )
 """
-RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("covered_by", "VARCHAR"))
+RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("covered_by", "VARCHAR"),
+                             ("counts_for", "STRUCT(since TIMESTAMPTZ, until TIMESTAMPTZ)[]"))
 
 
 # What the ledger needs to know of a billing file's lines, computed once when the file is read

@@ -196,7 +196,7 @@ CREATE TABLE IF NOT EXISTS core.period_builds (
 # status and delivery, the delivery's completeness and the ledger's verdict on each of its slices.
 BILLING_STATE = """
 WITH slices AS (
-    SELECT delivery_id, string_agg(concat_ws(',', line_provider, line_account, line_period, line_invoice, counts, rank, winner), ';'
+    SELECT delivery_id, string_agg(concat_ws(',', line_provider, line_account, line_period, line_invoice, counts, rank, winner, CAST(counts_for AS VARCHAR)), ';'
                                    ORDER BY line_provider, line_account, line_period, line_invoice, rank) AS verdict
     FROM raw.delivery_slices GROUP BY delivery_id
 )

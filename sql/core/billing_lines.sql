@@ -3,7 +3,8 @@
 -- not depend on which run loaded which file:
 --   * a line counts through the delivery its file belongs to (raw.files.delivery_id), and only
 --     where that delivery's slice counts (raw.delivery_slices: the newest complete delivery of its
---     export, scope and billing period; incremental deliveries always);
+--     export, scope and billing period; incremental deliveries always), and for a plain upload
+--     that counts for part of its charge time (counts_for), where its charge starts in that part;
 --   * the same content counts once, however many files carry it (raw.files.content_sha256);
 --   * incremental sources append, and a line seen again counts once, its newest version winning:
 --     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
@@ -37,7 +38,7 @@ delivery_contents AS (
 -- Where the connector's invoices are deliveries, an invoice is a slice of its own (by_invoice).
 content_slices AS (
     SELECT dc.content, s.line_provider, s.line_account, s.line_period, s.line_invoice, coalesce(s.by_invoice, false) AS by_invoice,
-           d.delivery_id, d.export_name, d.created_at, d.complete, d.mode, d.seq, d.first_seen_at
+           d.delivery_id, d.export_name, d.created_at, d.complete, d.mode, d.seq, d.first_seen_at, s.counts_for
     FROM delivery_contents AS dc
     JOIN raw.deliveries AS d ON d.delivery_id = dc.delivery_id
     JOIN raw.delivery_slices AS s ON s.delivery_id = d.delivery_id AND s.counts
@@ -56,6 +57,8 @@ counted AS (
      AND cs.line_account IS NOT DISTINCT FROM c.BillingAccountId
      AND cs.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
      AND cs.line_invoice IS NOT DISTINCT FROM CASE WHEN cs.by_invoice THEN c.InvoiceId END
+    WHERE cs.counts_for IS NULL OR c.ChargePeriodStart IS NULL
+       OR array_length(list_filter(cs.counts_for, lambda r: r.since <= c.ChargePeriodStart AND c.ChargePeriodStart < r.until)) > 0
 ),
 keyed AS (
     SELECT *,
