@@ -147,3 +147,69 @@ def test_an_export_manifest_names_the_dataset(tmp_path):
     assert dataset_of(path, "x/part_0_0001.csv") == "amortized"
     (path.parent / "manifest.json").write_text(json.dumps({"exportConfig": {"type": "ActualCost"}}))
     assert dataset_of(path, "monthly-amortized/part_0_0001.csv") == "actual"
+
+
+# Microsoft's FOCUS export of the same scope and month (FocusCost): its BillingAccountId is the
+# billing account's path, its lines the same charges in one row each.
+FOCUS_HEADER = ["ProviderName", "BillingAccountId", "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
+                "ChargePeriodEnd", "BilledCost", "EffectiveCost", "BillingCurrency", "ChargeCategory", "ServiceName"]
+
+
+def focus_export(tmp_path, last_day: int) -> str:
+    """The scope's September as a FOCUS export whose last charge starts on `last_day`, with the
+    provider's totals (two lines; the real one has a line per charge)."""
+    account = "/providers/Microsoft.Billing/billingAccounts/8611537"
+    month = ["2023-09-01T00:00:00Z", "2023-10-01T00:00:00Z"]
+    rows = [["Microsoft", account, *month, "2023-09-04T00:00:00Z", "2023-09-05T00:00:00Z", "8.5450077867", "8.0", "USD",
+             "Usage", "Virtual Machines"],
+            ["Microsoft", account, *month, f"2023-09-{last_day:02d}T00:00:00Z", f"2023-09-{last_day + 1:02d}T00:00:00Z",
+             "0", "8.2969321366", "USD", "Usage", "Virtual Machines"]]
+    name = f"focus-{last_day}.csv"
+    with open(tmp_path / name, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(FOCUS_HEADER)
+        writer.writerows(rows)
+    return name
+
+
+def billing_statuses(conn) -> dict[str, str]:
+    return dict(fetch_all(conn, "SELECT path, status FROM raw.files WHERE kind = 'billing'"))
+
+
+@pytest.mark.parametrize("focus_first", [False, True])
+def test_the_focus_export_beside_the_actual_and_amortized_exports_never_adds_to_them(tmp_path, focus_first):
+    """Both forms of one scope's month synced side by side: the provider's own exports count, the
+    FOCUS export (up to the same day) is the same charges again (the month was twice its cost)."""
+    focus = focus_export(tmp_path, 22)  # the amortized export's last charge starts on the 22nd too
+    runs = [[focus], [ACTUAL, AMORTIZED]] if focus_first else [[ACTUAL, AMORTIZED], [focus]]
+    with load(tmp_path, *runs) as conn:
+        assert_providers_totals(conn)
+        assert billing_statuses(conn) == {"sept/export-1.csv": "loaded", "sept/export-2.csv": "loaded", focus: "superseded"}
+        assert fetch_all(conn, "SELECT covered_by FROM raw.delivery_slices WHERE NOT counts") == [("own export: a plain upload",)]
+
+
+def test_the_focus_export_counts_once_the_own_exports_fall_behind(tmp_path):
+    """The actual and amortized exports switched off for FOCUS mid-month: the FOCUS export, three
+    days further, counts for the month, and the own exports' lines do not add to it."""
+    focus = focus_export(tmp_path, 25)
+    with load(tmp_path, [ACTUAL, AMORTIZED, focus]) as conn:
+        assert totals(conn) == (BILLED, EFFECTIVE, 2)
+        assert billing_statuses(conn) == {"sept/export-1.csv": "superseded", "sept/export-2.csv": "superseded", focus: "loaded"}
+
+
+def test_the_run_says_the_focus_export_no_longer_counts(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    for name in (ACTUAL, AMORTIZED):
+        (landing / NAMES[name]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sample(name), landing / NAMES[name])
+    shutil.copy(tmp_path / focus_export(tmp_path, 22), landing / "focus.csv")
+    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert ("superseded: focus.csv — its lines no longer count: the provider's own export (sept/export-2.csv) holds the "
+            "same provider, billing account and month, the same charges in another form") in result.output, result.output[-2000:]

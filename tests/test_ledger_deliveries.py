@@ -638,6 +638,25 @@ def test_a_download_of_days_1_to_8_beside_one_of_8_to_14_keeps_days_1_to_7(tmp_p
     assert totals(warehouse)[1] == totals_of(cur_days(1, 14))[1]
 
 
+def test_a_gcp_focus_export_beside_the_standard_export_counts_once(tmp_path, provider_totals):
+    """Google Cloud's standard export (incremental rows) and its FOCUS export of the same billing
+    account and invoice month, synced side by side: the standard export counts, the FOCUS one is the
+    same charges again (its last charge starts on the same day)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    shutil.copy(sample(GCP), landing / "gcp-standard.csv")
+    month = ["2020-11-01T00:00:00Z", "2020-12-01T00:00:00Z"]
+    with open(landing / "gcp-focus.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["ProviderName", "BillingAccountId", "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
+                         "ChargePeriodEnd", "BilledCost", "EffectiveCost", "BillingCurrency", "ChargeCategory", "ServiceName"])
+        writer.writerow(["Google Cloud", "000000-B0BBA4-940A77", *month, "2020-11-11T00:00:00Z", "2020-11-11T01:00:00Z",
+                         "5.00", "5.00", "USD", "Usage", "Compute Engine"])
+    run(landing, warehouse)
+    assert totals(warehouse) == provider_totals[GCP][:2]
+    assert {p: s for p, (s, _) in file_verdicts(warehouse).items()} == {"gcp-standard.csv": "loaded", "gcp-focus.csv": "superseded"}
+
+
 def test_a_stale_export_never_wins_by_its_month_long_lines(tmp_path, provider_totals):
     """Two CUR definitions of one payer: the finer one stopped on day 7, the other reaches day 14.
     Both carry the month's tax, dated over the whole month, so their lines all 'end' on the 1st of
@@ -705,3 +724,32 @@ def test_a_header_only_file_is_loaded_with_nothing_in_it_not_superseded(tmp_path
     run(landing, warehouse)
     status, note = file_verdicts(warehouse)["empty.csv"]
     assert status == "loaded" and note.startswith("delivery file:")
+
+
+def test_the_run_warns_when_oracles_cost_reports_and_focus_reports_both_count(tmp_path, monkeypatch):
+    """A bucket synced whole holds `reports/cost-csv/` and `FOCUS Reports/`: the same charges, but
+    the FOCUS reports state a billing account number where the cost reports state the tenancy, so
+    the ledger cannot tell; the run says the month may be counted twice."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    (landing / "reports" / "cost-csv").mkdir(parents=True)
+    shutil.copy(sample(OCI), landing / "reports" / "cost-csv" / "0001000000123456.csv")
+    (landing / "FOCUS Reports" / "2023" / "11" / "13").mkdir(parents=True)
+    with open(landing / "FOCUS Reports" / "2023" / "11" / "13" / "focus.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["ProviderName", "BillingAccountId", "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
+                         "ChargePeriodEnd", "BilledCost", "EffectiveCost", "BillingCurrency", "ChargeCategory", "ServiceName"])
+        writer.writerow(["Oracle", "20209880", "2023-11-01T00:00:00Z", "2023-12-01T00:00:00Z", "2023-11-13T05:00:00Z",
+                         "2023-11-13T06:00:00Z", "1.00", "1.00", "USD", "Usage", "Compute"])
+    with open(sample(OCI), newline="") as fh:
+        tenancy = next(csv.DictReader(fh))["lineItem/tenantId"]
+    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert (f"two forms: FOCUS Reports/2023/11/13/focus.csv — Oracle 2023-11 counts through both its own export (billing "
+            f"account {tenancy}, e.g. reports/cost-csv/0001000000123456.csv) and a FOCUS export (billing account "
+            "20209880)") in result.output, result.output[-2000:]

@@ -144,6 +144,46 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
         conn.close()
 
 
+# Months a provider's own export and a FOCUS export both count under billing accounts that differ
+# (Oracle's cost reports name the tenancy, its FOCUS reports a billing account number): the ledger
+# cannot tell whether they are the same charges, so the run says so while one of them is new.
+TWO_FORMS = """
+WITH counted AS (  -- the loaded billing files' lines by provider, account and month (Oracle's state no billing period)
+    SELECT fs.line_provider AS provider, fs.line_account AS account, f.path, f.connector, f.ingested_at,
+           coalesce(CAST(fs.line_period AS DATE), CAST(date_trunc('month', fs.min_charge_start) AS DATE)) AS month
+    FROM raw.file_slices AS fs JOIN raw.files AS f USING (path, sha256)
+    WHERE f.kind = 'billing' AND f.status IN ('loaded', 'incomplete')
+)
+SELECT provider, month,
+       string_agg(DISTINCT account, ', ' ORDER BY account) FILTER (WHERE connector = 'focus') AS focus_accounts,
+       string_agg(DISTINCT account, ', ' ORDER BY account) FILTER (WHERE connector <> 'focus') AS own_accounts,
+       min(path) FILTER (WHERE connector = 'focus') AS focus_path, min(path) FILTER (WHERE connector <> 'focus') AS own_path
+FROM counted WHERE month IS NOT NULL
+GROUP BY provider, month
+HAVING bool_or(connector = 'focus') AND bool_or(connector <> 'focus') AND max(ingested_at) >= $since
+ORDER BY provider, month
+"""
+
+
+def two_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
+    """Notices for each provider and month counted through both its own export and a FOCUS export
+    (under different billing accounts) where this run read one of their files."""
+    if not warehouse.exists():
+        return []
+    conn = connect(warehouse, read_only=True)
+    try:
+        if not table_exists(conn, "raw.file_slices"):
+            return []
+        rows = fetch_dicts(conn, TWO_FORMS, {"since": since})
+    finally:
+        conn.close()
+    return [{"path": r["focus_path"], "notice": "two forms", "reason": (
+        f"{r['provider']} {r['month']:%Y-%m} counts through both its own export (billing account "
+        f"{r['own_accounts']}, e.g. {r['own_path']}) and a FOCUS export (billing account {r['focus_accounts']}); if they "
+        "are the same charges (Oracle's cost reports and FOCUS reports of one tenancy), the month is counted twice: "
+        "keep one of the two folders in the landing folder (README: The ledger)")} for r in rows]
+
+
 def _wholly_quarantined(r: dict) -> bool:
     return r["status"] != "failed" and r["rows_loaded"] == 0 and r["rows_quarantined"] > 0
 
@@ -173,6 +213,13 @@ def run_notices(files: list[dict]) -> list[dict]:
     with empty columns). Without them a loaded file's damage was only in raw.files and raw.quarantine."""
     notices = []
     for r in files:
+        if r["status"] == "superseded" and r.get("covered_by") and r["covered_by"].startswith(("FOCUS: ", "own export: ")):
+            form = "FOCUS export" if r["covered_by"].startswith("FOCUS: ") else "provider's own export"
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: the {form} ({r['superseded_by'] or r['covered_by'].split(': ', 1)[1]}) holds the "
+                "same provider, billing account and month, the same charges in another form, and one form counts (the "
+                "provider's own, unless it is incomplete or two days or more behind; README: The ledger)")})
+            continue
         if r["status"] == "superseded" and r.get("covered_by"):
             names = r["covered_by"].split(", ")
             exports = [n for n in names if n != "a plain upload"]
@@ -208,7 +255,7 @@ def print_notices(console: Console, notices: list[dict]) -> None:
     for n in notices:
         console.print(Text.assemble((n["notice"], "yellow"), f": {for_terminal(n['path'])} — {for_terminal(n['reason'])}"),
                       highlight=False, soft_wrap=True)
-    if any(n["notice"] != "superseded" for n in notices):
+    if any(n["notice"] in ("quarantined rows", "warning") for n in notices):
         console.print(Text("rows set aside: SELECT x_SourceFile, x_SourceRow, reason FROM raw.quarantine; "
                            "warnings: SELECT path, detail FROM raw.files", style="yellow"), highlight=False, soft_wrap=True)
 

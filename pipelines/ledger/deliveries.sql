@@ -104,7 +104,7 @@ SELECT i.delivery_id,
        coalesce(s.parts_seen, 0) >= coalesce(m.parts_expected, 0) AS complete,
        coalesce(m.latest_pointer, false) AS latest_pointer,
        coalesce(f.files, 0) AS files, coalesce(l.lines, 0) AS lines, l.final, l.max_charge_end, c.first_seen_at,
-       c.last_modified, m.manifests
+       c.last_modified, m.manifests, c.connector
 FROM ids AS i
 LEFT JOIN contents AS c USING (delivery_id)
 LEFT JOIN ledger_manifest_info AS m USING (delivery_id)
@@ -130,8 +130,9 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- complete, an export's delivery before a plain upload, final, the latest day a charge starts on
 -- (a month-long tax line says nothing of how far an export has come), then the most lines (the
 -- finer export: hourly over daily, whichever refreshed last), then the newest; so the choice
--- stays put from one refresh to the next.
--- Incremental deliveries and lines without a billing period always count (lines dedupe later).
+-- stays put from one refresh to the next. Last, of a provider's own export and its FOCUS export of
+-- the same account and period, one family counts (family_choice below).
+-- Incremental deliveries and lines without a billing period count in their key (lines dedupe later).
 -- Two plain uploads' charge dates overlap; unknown dates (an export's delivery, a file read before
 -- they were recorded) overlap everything.
 CREATE OR REPLACE TEMP MACRO ledger_overlaps(a_start, a_end, b_start, b_end) AS
@@ -164,6 +165,8 @@ export_scopes AS (
 ),
 keyed AS (
     SELECT s.*, d.mode, d.source, d.complete, d.created_at, d.latest_pointer, d.first_seen_at, d.last_modified,
+           -- FOCUS files, or the provider's own export format (one family: Azure's actual and amortized datasets).
+           CASE WHEN d.connector = 'focus' THEN 'focus' ELSE 'native' END AS family,
            s.line_provider AS provider, d.export_name AS delivery_export,
            CASE WHEN d.source = 'file' THEN coalesce(s.dataset, '') ELSE d.export_name || coalesce('#' || s.dataset, '') END AS export_name,
            coalesce(d.scope, CASE WHEN d.source = 'layout' THEN (SELECT e.scope FROM export_scopes AS e
@@ -247,10 +250,11 @@ replaced AS (
                    AND ledger_overlaps(o.s, o.e, r.s, r.e)) AS replaced_by
     FROM key_counted AS r
 ),
--- Which export counts where several state the same provider, scope and period: each key's counting
--- slices taken together, ranked, and the verdict applied to every slice of that key.
+-- Which export counts where several of one family state the same provider, scope and period: each
+-- key's counting slices taken together, ranked, and the verdict applied to every slice of that key.
 key_summary AS (
-    SELECT key_id, any_value(provider) AS provider, any_value(dataset) AS dataset, any_value(account_scope) AS account_scope,
+    SELECT key_id, any_value(provider) AS provider, any_value(dataset) AS dataset, any_value(family) AS family,
+           any_value(account_scope) AS account_scope,
            any_value(billing_period) AS billing_period, any_value(line_invoice) AS line_invoice,
            any_value(export_name) AS export_name, bool_and(complete) AS complete, bool_and(source = 'file') AS uploads,
            bool_or(final) AS final, max(max_charge_start) AS last_start, sum(lines) AS lines, max(created_at) AS created_at,
@@ -264,18 +268,50 @@ export_choice AS (
            first_value(best_delivery) OVER w AS chosen_delivery,
            first_value(best_export) OVER w AS chosen_export
     FROM key_summary
-    WINDOW w AS (PARTITION BY provider, coalesce(dataset, ''), account_scope, billing_period, line_invoice
+    WINDOW w AS (PARTITION BY provider, family, coalesce(dataset, ''), account_scope, billing_period, line_invoice
                  ORDER BY complete DESC, uploads, final DESC, CAST(last_start AS DATE) DESC NULLS LAST, lines DESC,
                           created_at DESC NULLS LAST, export_name DESC, best_delivery DESC)
+),
+-- What counts so far: each key's verdict, then each export choice's.
+exported AS (
+    SELECT r.*, r.always_counts OR (r.counts_in_key AND coalesce(c.export_rank, 1) = 1) AS counts_as_export,
+           c.export_rank, c.chosen_delivery, c.chosen_export
+    FROM replaced AS r LEFT JOIN export_choice AS c ON c.key_id = r.key_id AND NOT r.always_counts
+),
+-- A provider's own export and its FOCUS export of one billing account and period (Azure's actual
+-- and amortized exports beside its FOCUS export; a GCP standard export beside the FOCUS one) are
+-- the same charges in two forms: one family counts. The provider's own, unless it is incomplete
+-- or two days or more behind the FOCUS one (its export switched off for FOCUS mid-month); so the
+-- choice holds from one day's deliveries to the next.
+family_summary AS (
+    SELECT provider, account_scope, billing_period, line_invoice, family, bool_and(complete) AS complete,
+           max(max_charge_start) AS last_start, arg_min(delivery_id, rank) AS best_delivery,
+           arg_min(CASE WHEN source = 'file' THEN 'a plain upload' ELSE delivery_export END, rank) AS best_export
+    FROM exported WHERE counts_as_export AND billing_period IS NOT NULL
+    GROUP BY provider, account_scope, billing_period, line_invoice, family
+),
+family_choice AS (
+    SELECT *, row_number() OVER w AS family_rank,
+           first_value(best_delivery) OVER w AS family_delivery, first_value(best_export) OVER w AS family_export
+    FROM (SELECT *, coalesce(CAST(last_start AS DATE) >= CAST(max(last_start) OVER (
+                     PARTITION BY provider, account_scope, billing_period, line_invoice) AS DATE) - 1, false) AS current
+          FROM family_summary)
+    WINDOW w AS (PARTITION BY provider, account_scope, billing_period, line_invoice
+                 ORDER BY complete DESC, current DESC, family = 'native' DESC, last_start DESC NULLS LAST)
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
-       r.always_counts OR (r.counts_in_key AND coalesce(c.export_rank, 1) = 1) AS counts,
-       coalesce(r.replaced_by, CASE WHEN c.export_rank > 1 THEN c.chosen_delivery END) AS winner,
-       CASE WHEN r.counts_in_key AND c.export_rank > 1 THEN c.chosen_export END AS covered_by,
+       r.counts_as_export AND coalesce(f.family_rank, 1) = 1 AS counts,
+       coalesce(r.replaced_by, CASE WHEN r.export_rank > 1 THEN r.chosen_delivery END,
+                CASE WHEN r.counts_as_export AND f.family_rank > 1 THEN f.family_delivery END) AS winner,
+       CASE WHEN r.counts_in_key AND r.export_rank > 1 THEN r.chosen_export
+            WHEN r.counts_as_export AND f.family_rank > 1
+            THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || f.family_export END AS covered_by,
        r.line_invoice, r.by_invoice, r.counts_for
-FROM replaced AS r
-LEFT JOIN export_choice AS c ON c.key_id = r.key_id AND NOT r.always_counts;
+FROM exported AS r
+LEFT JOIN family_choice AS f
+  ON f.provider IS NOT DISTINCT FROM r.provider AND f.account_scope IS NOT DISTINCT FROM r.account_scope
+ AND f.billing_period = r.billing_period AND f.line_invoice IS NOT DISTINCT FROM r.line_invoice AND f.family = r.family;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME
