@@ -102,21 +102,31 @@ class GpuRentalConnector(Connector):
         return exprs
 
     def _plain_number(self, cell: pl.Expr) -> pl.Expr:
-        """The file's way of writing a number (`numbers:`) as the parser reads it: `1.234,56` → `1234.56`.
-        A cell not written that way (`12.34` where `.` groups thousands, `1.2.3,4`) becomes text no
-        parser reads, so its line is quarantined quoting the file's own text: never 1234."""
+        """The file's way of writing a number (`numbers:`) as the parser reads it: `1.234,56` → `1234.56`,
+        `($1,234.56)` → `-1234.56`. A cell not written that way (`12.34` where `.` groups thousands,
+        `1.2.3,4`, `(5.00)` where brackets are not the mapping's negatives) becomes text no parser
+        reads, so its line is quarantined quoting the file's own text: never 1234."""
         numbers = self.mapping.numbers
-        if numbers.decimal_separator == "." and not numbers.thousands_separator:
+        if numbers.is_plain():
             return cell
+        text = cell.str.strip_chars()
+        if numbers.currency_symbol:
+            symbol = re.escape(numbers.currency_symbol)
+            # Before the number (after any sign or bracket) or after it (before any bracket or minus).
+            text = text.str.replace(rf"^([+-]?\(?)\s*{symbol}\s*", "${1}").str.replace(rf"\s*{symbol}\s*(\)?-?)$", "${1}")
+        if numbers.negative == "brackets":
+            text = text.str.replace(r"^\((.+)\)$", "-${1}")
+        elif numbers.negative == "trailing_minus":
+            text = text.str.replace(r"^([^+-].*)-$", "-${1}")
         dec, thousands = re.escape(numbers.decimal_separator), numbers.thousands_separator
         whole = rf"(?:\d{{1,3}}(?:{re.escape(thousands)}\d{{3}})+|\d+)" if thousands else r"\d+"
         written = rf"^[+-]?(?:{whole}(?:{dec}\d*)?|{dec}\d+)$"
-        plain = cell
+        plain = text
         if thousands:
             plain = plain.str.replace_all(thousands, "", literal=True)
         if numbers.decimal_separator != ".":
             plain = plain.str.replace_all(numbers.decimal_separator, ".", literal=True)
-        return pl.when(cell.is_null() | (cell == "")).then(cell).when(cell.str.contains(written)).then(plain) \
+        return pl.when(cell.is_null() | (cell == "")).then(cell).when(text.str.contains(written)).then(plain) \
             .otherwise(pl.lit("not written as the mapping's numbers say"))
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:

@@ -93,17 +93,31 @@ class Computed(_Strict):
 
 class Numbers(_Strict):
     """How the file writes numbers: many European consoles write `1.234,56` (decimal comma,
-    point between thousands). Applied to the file's cells of amount, unit price, hours and GPU
-    count, never to `defaults`."""
+    point between thousands), invoices `$1,234.56` or `(12.00)` for a credit. Applied to the file's
+    cells of amount, unit price, hours and GPU count, never to `defaults`."""
 
     decimal_separator: Literal[".", ","] = "."
     thousands_separator: Literal[",", ".", " ", "'", "\u00a0", "\u202f"] | None = None
+    # A symbol written before or after the number (`$12.00`, `-$12.00`, `12,00 €`), read as nothing:
+    # the currency is the mapping's `currency` column or default, never the symbol.
+    currency_symbol: str | None = Field(default=None, min_length=1, max_length=4)
+    # How a negative amount is written besides a leading minus: `(12.00)` or `12.00-`.
+    negative: Literal["leading_minus", "brackets", "trailing_minus"] = "leading_minus"
 
     @model_validator(mode="after")
     def _distinct(self) -> Numbers:
         if self.thousands_separator == self.decimal_separator:
             raise ValueError(f"thousands_separator: '{self.thousands_separator}' is also the decimal separator")
+        symbol = self.currency_symbol
+        if symbol is not None and (symbol != symbol.strip() or any(c.isdigit() or c in "+-()" for c in symbol)
+                                   or self.decimal_separator in symbol
+                                   or (self.thousands_separator is not None and self.thousands_separator in symbol)):
+            raise ValueError(f"currency_symbol: {symbol!r} holds a digit, a sign, a bracket, a separator or spaces around it")
         return self
+
+    def is_plain(self) -> bool:
+        """Written the way the parser reads numbers itself: nothing to rewrite."""
+        return self == Numbers()
 
 
 class BillingModes(_Strict):

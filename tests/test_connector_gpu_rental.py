@@ -1,5 +1,6 @@
 """GPU-rental invoices through the declarative mappings: English and Chinese headers."""
 
+import csv
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -183,6 +184,9 @@ def test_an_unknown_key_is_an_error_naming_the_file_and_the_key(tmp_path):
     (lambda m: m.update(numbers={"decimal_separator": ",", "thousands_separator": ","}),
      "numbers: thousands_separator: ',' is also the decimal separator"),
     (lambda m: m.update(numbers={"decimal": ","}), "numbers.decimal: unknown field"),
+    (lambda m: m.update(numbers={"currency_symbol": "US$1"}), "numbers: currency_symbol: 'US$1' holds a digit"),
+    (lambda m: m.update(numbers={"currency_symbol": "$ "}), "numbers: currency_symbol: '$ ' holds a digit"),
+    (lambda m: m.update(numbers={"negative": "red"}), "numbers.negative: input should be 'leading_minus', 'brackets' or 'trailing_minus' (got 'red')"),
 ])
 def test_schema_errors_say_which_key_and_why(tmp_path, change, message):
     mapping = yaml.safe_load(CNY_MAPPING.read_text(encoding="utf-8"))
@@ -411,6 +415,37 @@ def test_a_european_invoice_with_semicolons_and_decimal_commas_reads_to_the_cent
     assert [(r["BilledCost"], r["ListUnitPrice"], r["ConsumedQuantity"]) for r in rows] == [
         (Decimal("7200.00"), Decimal("1.25"), Decimal("5760")), (Decimal("26.145"), Decimal("0.5"), Decimal("10.5"))]
     assert ctx.quarantined == [] and ctx.warnings == []
+
+
+@pytest.mark.parametrize(("numbers", "cells", "read", "quarantined"), [
+    # An invoice in dollars: a symbol, commas between thousands, credits in brackets.
+    ({"thousands_separator": ",", "currency_symbol": "$", "negative": "brackets"},
+     ["$7,200.00", "($12.50)", "$-3.00", "-$4.00", "$ 5.00", "(0.25)", "12.50-", "\u20ac5.00", "($1,2.00)"],
+     ["7200.00", "-12.50", "-3.00", "-4.00", "5.00", "-0.25"], ["12.50-", "\u20ac5.00", "($1,2.00)"]),
+    # A ledger export in euros: decimal comma, the symbol after the number, a trailing minus.
+    ({"decimal_separator": ",", "thousands_separator": ".", "currency_symbol": "\u20ac", "negative": "trailing_minus"},
+     ["1.234,56 \u20ac", "12,50-", "12,50 \u20ac-", "-3,00", "(4,00)", "5,00$"],
+     ["1234.56", "-12.50", "-12.50", "-3.00"], ["(4,00)", "5,00$"]),
+])
+def test_currency_symbols_and_negatives_read_as_the_mapping_says(tmp_path, numbers, cells, read, quarantined):
+    """`numbers: {currency_symbol, negative}`: the symbol before or after the number is read as
+    nothing (the currency is the mapping's own), and a negative may be `(12.50)` or `12.50-`. Any
+    other way is quarantined quoting the file (an amount in brackets is no positive charge)."""
+    mapping = yaml.safe_load((MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text(encoding="utf-8"))
+    delimiter = ";" if numbers.get("decimal_separator") == "," else ","
+    mapping.update(name="gpu_rental_invoice", delimiter=delimiter, numbers=numbers)
+    header = delimiter.join(GENERIC.splitlines()[0].split(","))
+    fields = ["INV-1", "acc-9", "ins-{n}", "node-{n}", "eu", "NVIDIA H100 80GB HBM3", "1", "On-Demand", "2026-09-03T00:00:00Z",
+              "2026-09-03T10:00:00Z", "10", "", "{amount}", "USD", "llm"]
+    with open(tmp_path / "invoice.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, delimiter=delimiter)
+        writer.writerow(header.split(delimiter))
+        for n, amount in enumerate(cells):
+            writer.writerow([f.format(n=n, amount=amount) for f in fields])
+    ctx = read_context("invoice.csv")
+    rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(tmp_path / "invoice.csv", ctx)), schema=COST_LINE).to_pylist()
+    assert [r["BilledCost"] for r in rows] == [Decimal(v) for v in read]
+    assert [q["reason"] for q in ctx.quarantined] == [f"amount '{c}' is not a number" for c in quarantined]
 
 
 def test_a_number_not_written_as_the_mapping_says_is_quarantined_quoting_the_file(tmp_path):
