@@ -213,3 +213,37 @@ def test_the_run_says_the_focus_export_no_longer_counts(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output[-2000:]
     assert ("superseded: focus.csv — its lines no longer count: the provider's own export (sept/export-2.csv) holds the "
             "same provider, billing account and month, the same charges in another form") in result.output, result.output[-2000:]
+
+
+def azure_export_run(landing, export: str, scope: str, run_id: str, text: str, submitted: str) -> None:
+    """One run of an Azure export as the storage account holds it: its part and its manifest."""
+    folder = landing / export / "20230901-20230930" / run_id
+    folder.mkdir(parents=True)
+    (folder / "part_0_0001.csv").write_text(text, encoding="utf-8")
+    (folder / "manifest.json").write_text(json.dumps({
+        "manifestVersion": "2024-04-01", "blobCount": 1,
+        "exportConfig": {"exportName": export, "type": "ActualCost", "timeFrame": "MonthToDate",
+                         "resourceId": f"{scope}/providers/Microsoft.CostManagement/exports/{export}"},
+        "runInfo": {"executionType": "Scheduled", "submittedTime": submitted, "runId": run_id,
+                    "startDate": "2023-09-01T00:00:00", "endDate": "2023-09-30T00:00:00"},
+        "blobs": [{"blobName": f"{export}/20230901-20230930/{run_id}/part_0_0001.csv"}]}))
+
+
+def test_a_subscriptions_export_beside_the_billing_accounts_counts_once(tmp_path):
+    """A team's subscription-scoped export beside the billing account's export of the same month:
+    the billing account's holds the subscription's charges, so they count once (they were added)."""
+    text = sample(ACTUAL).read_text(encoding="utf-8-sig")
+    header, *lines = text.splitlines(keepends=True)
+    subscription = next(csv.DictReader([header, lines[0]]))["SubscriptionId"]
+    own = header + "".join(line for line in lines if subscription in line)
+    assert 0 < len(own.splitlines()) - 1 < len(lines)
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    azure_export_run(landing, "team-actual", f"/subscriptions/{subscription}", "11111111-aaaa-4bbb-8ccc-000000000001", own,
+                     "2023-09-23T03:00:00Z")
+    azure_export_run(landing, "enrollment-actual", "/providers/Microsoft.Billing/billingAccounts/8611537",
+                     "22222222-aaaa-4bbb-8ccc-000000000002", text, "2023-09-23T02:00:00Z")
+    assert run_pipeline(landing, warehouse).success
+    with connect(warehouse, read_only=True) as conn:
+        assert fetch_all(conn, "SELECT sum(BilledCost), count(*) FROM core.cost_lines") == [(BILLED, len(lines))]
+        assert fetch_all(conn, "SELECT export_name, covered_by FROM raw.delivery_slices WHERE NOT counts") == \
+            [("team-actual#actual", "enrollment-actual")]

@@ -446,6 +446,26 @@ def test_a_data_exports_refresh_seen_only_through_its_folder_competes_with_the_e
     assert close(total, provider_totals[CUR][0] + Decimal("1.5")) and lines == provider_totals[CUR][1]
 
 
+def test_a_member_accounts_data_export_beside_the_payers_cur_counts_once(tmp_path, provider_totals):
+    """A Data Export created in a member account (its ARN's account, not the payer its lines bill)
+    beside the payer's CUR of the same month: the payer's export holds the member's charges, so the
+    member's export does not add to them (they were counted twice); alone, it counts."""
+    header, rows = cur_lines()
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    member = header + "".join(rows[: len(rows) // 3])
+    keys = ["gpu-cur2/data/BILLING_PERIOD=2023-11/exec-0001/gpu-cur2-00001.csv.gz"]
+    write(landing / keys[0], gzip.compress(member.encode(), mtime=0), T2)
+    write(landing / "gpu-cur2" / "metadata" / "BILLING_PERIOD=2023-11" / "gpu-cur2-Manifest.json",
+          data_exports_manifest("exec-0001", keys, "999988887777").encode(), T2)
+    run(landing, warehouse)
+    assert totals(warehouse) == totals_of(member)
+    CurDelivery(ASSEMBLY_A, [header + "".join(rows)], T1).place(landing)
+    run(landing, warehouse)
+    total, lines = totals(warehouse)
+    assert close(total, provider_totals[CUR][0]) and lines == provider_totals[CUR][1]
+    assert file_verdicts(warehouse)[keys[0]][0] == "superseded"
+
+
 def restated(delta: Decimal, drop_zero_line: bool = False) -> str:
     """The CUR month with its first usage line changed by `delta` (and, if asked, one zero-cost
     line left out, so the file has one line fewer and the same money otherwise)."""

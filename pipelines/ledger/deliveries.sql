@@ -298,20 +298,43 @@ family_choice AS (
           FROM family_summary)
     WINDOW w AS (PARTITION BY provider, account_scope, billing_period, line_invoice
                  ORDER BY complete DESC, current DESC, family = 'native' DESC, last_start DESC NULLS LAST)
+),
+in_family AS (
+    SELECT r.*, r.counts_as_export AND coalesce(f.family_rank, 1) = 1 AS counts_in_family,
+           f.family_rank, f.family_delivery, f.family_export
+    FROM exported AS r
+    LEFT JOIN family_choice AS f
+      ON f.provider IS NOT DISTINCT FROM r.provider AND f.account_scope IS NOT DISTINCT FROM r.account_scope
+     AND f.billing_period = r.billing_period AND f.line_invoice IS NOT DISTINCT FROM r.line_invoice AND f.family = r.family
+),
+-- An export of the whole billing account (its scope is the account its lines bill: a payer's CUR,
+-- an Azure billing-account export) holds every narrower export's charges of that account (a Data
+-- Export created in a member account, an Azure subscription's export): the narrower one counts
+-- only while no whole-account export of its family and dataset reaches as far (within a day).
+wholes AS (
+    SELECT provider, family, coalesce(dataset, '') AS dataset, line_account, billing_period, line_invoice,
+           max(max_charge_start) AS last_start, arg_min(delivery_id, rank) AS whole_delivery,
+           arg_min(delivery_export, rank) AS whole_export
+    FROM in_family WHERE counts_in_family AND source <> 'file' AND account_scope = line_account
+    GROUP BY provider, family, coalesce(dataset, ''), line_account, billing_period, line_invoice
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
-       r.counts_as_export AND coalesce(f.family_rank, 1) = 1 AS counts,
+       r.counts_in_family AND w.whole_delivery IS NULL AS counts,
        coalesce(r.replaced_by, CASE WHEN r.export_rank > 1 THEN r.chosen_delivery END,
-                CASE WHEN r.counts_as_export AND f.family_rank > 1 THEN f.family_delivery END) AS winner,
+                CASE WHEN r.counts_as_export AND r.family_rank > 1 THEN r.family_delivery END,
+                CASE WHEN r.counts_in_family THEN w.whole_delivery END) AS winner,
        CASE WHEN r.counts_in_key AND r.export_rank > 1 THEN r.chosen_export
-            WHEN r.counts_as_export AND f.family_rank > 1
-            THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || f.family_export END AS covered_by,
+            WHEN r.counts_as_export AND r.family_rank > 1
+            THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || r.family_export
+            WHEN r.counts_in_family THEN w.whole_export END AS covered_by,
        r.line_invoice, r.by_invoice, r.counts_for
-FROM exported AS r
-LEFT JOIN family_choice AS f
-  ON f.provider IS NOT DISTINCT FROM r.provider AND f.account_scope IS NOT DISTINCT FROM r.account_scope
- AND f.billing_period = r.billing_period AND f.line_invoice IS NOT DISTINCT FROM r.line_invoice AND f.family = r.family;
+FROM in_family AS r
+LEFT JOIN wholes AS w
+  ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account
+ AND w.provider IS NOT DISTINCT FROM r.provider AND w.family = r.family AND w.dataset = coalesce(r.dataset, '')
+ AND w.line_account = r.line_account AND w.billing_period = r.billing_period AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
+ AND CAST(w.last_start AS DATE) >= CAST(r.max_charge_start AS DATE) - 1;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME
