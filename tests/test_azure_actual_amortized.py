@@ -247,3 +247,27 @@ def test_a_subscriptions_export_beside_the_billing_accounts_counts_once(tmp_path
         assert fetch_all(conn, "SELECT sum(BilledCost), count(*) FROM core.cost_lines") == [(BILLED, len(lines))]
         assert fetch_all(conn, "SELECT export_name, covered_by FROM raw.delivery_slices WHERE NOT counts") == \
             [("team-actual#actual", "enrollment-actual")]
+
+
+def test_a_run_that_supersedes_an_older_warehouses_file_says_why(tmp_path, monkeypatch):
+    """A warehouse whose FOCUS file counted under an older version's rules (set back here): the first
+    run of this version supersedes it and says why, though it read no new file."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    for name in (ACTUAL, AMORTIZED):
+        (landing / NAMES[name]).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sample(name), landing / NAMES[name])
+    shutil.copy(tmp_path / focus_export(tmp_path, 22), landing / "focus.csv")
+    args = ["run", "--landing", str(landing), "--warehouse", str(warehouse), "--reports", str(tmp_path / "reports")]
+    assert CliRunner().invoke(app, args, terminal_width=400).exit_code == 0
+    with connect(warehouse) as conn:
+        conn.execute("UPDATE raw.files SET status = 'loaded', status_changed_at = NULL WHERE path = 'focus.csv'")
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert "superseded: focus.csv — its lines no longer count: the provider's own export" in result.output, result.output[-2000:]
+    again = CliRunner().invoke(app, args, terminal_width=400)
+    assert again.exit_code == 0 and "superseded: focus.csv" not in again.output, again.output[-2000:]

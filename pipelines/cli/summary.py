@@ -117,7 +117,8 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
             return []
         first_reason = ("(SELECT min(q.reason) FROM raw.quarantine AS q WHERE q.x_SourceFile = f.path "
                         "AND q.x_SourceSha256 = f.sha256)" if table_exists(conn, "raw.quarantine") else "NULL")
-        # Also a plain upload that a file of this run superseded (or that this run read superseded):
+        # Also a plain upload that a file of this run superseded (or that this run read superseded, or
+        # whose verdict this run changed: a newer version's rule on an upgraded warehouse):
         # replacing a month is the rule for plain uploads, and two parts of one month synced without
         # their manifest or layout look the same, so the run names what no longer counts.
         return fetch_dicts(conn, f"""
@@ -133,12 +134,12 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                OR (kind = 'billing' AND status = 'superseded' AND delivery_id LIKE 'file:%'
                    AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
                                WHERE g.superseded = f.delivery_id AND g.delivery_id LIKE 'file:%'
-                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
+                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since OR f.status_changed_at >= $since)))
                -- A file another export of its provider, account and month now stands in for.
                OR (kind = 'billing' AND status = 'superseded'
                    AND EXISTS (SELECT 1 FROM raw.delivery_slices AS s JOIN ({WINNERS}) AS g ON g.superseded = s.delivery_id
                                WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL
-                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since)))
+                                 AND (g.ingested_at >= $since OR f.ingested_at >= $since OR f.status_changed_at >= $since)))
             ORDER BY path""", {"since": since})
     finally:
         conn.close()

@@ -353,9 +353,14 @@ LEFT JOIN (SELECT delivery_id, bool_or(counts) AS counts,
 -- Each billing file takes its delivery's verdict: `loaded` (its lines count), `incomplete` (its
 -- delivery still misses parts), `superseded` (a newer delivery of the same export replaced it);
 -- a `duplicate` stays one (its content counts through the file first read with it).
+-- status_changed_at: when a verdict changed (a file newly superseded, by a file of this run or by
+-- a rule of a newer version), so the run that changed it can say why.
 UPDATE raw.files AS f
 SET delivery_id = a.delivery_id,
     status = CASE WHEN f.status = 'duplicate' THEN 'duplicate' WHEN d.status = 'current' THEN 'loaded' ELSE d.status END,
+    status_changed_at = CASE WHEN f.status IS DISTINCT FROM CASE WHEN f.status = 'duplicate' THEN 'duplicate'
+                                                                 WHEN d.status = 'current' THEN 'loaded' ELSE d.status END
+                             THEN now() ELSE f.status_changed_at END,
     delivery_note = CASE
         WHEN d.status = 'incomplete' THEN format('delivery {} has {} of {} parts{}', d.delivery_id, d.parts_seen,
                                                  d.parts_expected, CASE WHEN d.counts THEN '; its lines count meanwhile'

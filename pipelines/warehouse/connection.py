@@ -94,6 +94,7 @@ CREATE TABLE IF NOT EXISTS raw.files (
     layout_seq BIGINT,                -- the provider's counter in the file name (OCI)
     delivery_id VARCHAR,              -- the delivery the ledger's rules put the file in (raw.deliveries)
     delivery_note VARCHAR,            -- why the ledger gave the file its status
+    status_changed_at TIMESTAMPTZ,    -- when the ledger last changed its status (the run that did says why)
     PRIMARY KEY (path, sha256)
 )
 """
@@ -102,7 +103,7 @@ CREATE TABLE IF NOT EXISTS raw.files (
 RAW_FILES_ADDED = (("source_total", "DECIMAL(38, 10)"), ("quarantined_total", "DECIMAL(38, 10)"),
                    ("content_sha256", "VARCHAR"), ("file_mtime", "TIMESTAMPTZ"), ("layout_delivery_id", "VARCHAR"),
                    ("layout_export", "VARCHAR"), ("layout_period", "DATE"), ("layout_seq", "BIGINT"),
-                   ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"))
+                   ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"), ("status_changed_at", "TIMESTAMPTZ"))
 
 # One row per delivery manifest file version read (pipelines/ledger/deliveries.py: read_manifest).
 RAW_MANIFESTS_DDL = """
