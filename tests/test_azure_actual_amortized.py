@@ -211,8 +211,9 @@ def test_the_run_says_the_focus_export_no_longer_counts(tmp_path, monkeypatch):
     args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
     result = CliRunner().invoke(app, args, terminal_width=400)
     assert result.exit_code == 0, result.output[-2000:]
-    assert ("superseded: focus.csv — its lines no longer count: the provider's own export (sept/export-2.csv) holds the "
+    assert ("superseded: focus.csv — its lines no longer count: the provider's own export (sept/export-1.csv) holds the "
             "same provider, billing account and month, the same charges in another form") in result.output, result.output[-2000:]
+    assert "two forms" not in result.output  # Microsoft states one account in both forms: nothing to warn of
 
 
 def azure_export_run(landing, export: str, scope: str, run_id: str, text: str, submitted: str) -> None:
@@ -271,3 +272,82 @@ def test_a_run_that_supersedes_an_older_warehouses_file_says_why(tmp_path, monke
     assert "superseded: focus.csv — its lines no longer count: the provider's own export" in result.output, result.output[-2000:]
     again = CliRunner().invoke(app, args, terminal_width=400)
     assert again.exit_code == 0 and "superseded: focus.csv" not in again.output, again.output[-2000:]
+
+
+# -- exports of one billing account in several scopes and forms (October 2026, 1.00 per subscription-day) --
+
+ACCOUNT_PATH = "/providers/Microsoft.Billing/billingAccounts/ea-1"
+OWN_HEADER = ("BillingAccountId,BillingPeriodStartDate,BillingPeriodEndDate,SubscriptionId,Date,MeterId,MeterCategory,MeterName,"
+              "Quantity,Cost,BillingCurrency,ResourceId,UnitOfMeasure,ReservationId,benefitId,ChargeType,PricingModel\n")
+
+
+def own_form(days_by_subscription: dict[str, range]) -> str:
+    """Azure's own export format: a 1.00 line per subscription and day."""
+    return OWN_HEADER + "".join(
+        f"ea-1,10/01/2026,10/31/2026,{s},10/{d:02d}/2026,m-{s},Virtual Machines,ND96,1,1.00,USD,/subscriptions/{s}/rg/vm,"
+        "1 Hour,,,Usage,OnDemand\n" for s, days in days_by_subscription.items() for d in days)
+
+
+def focus_form(days_by_subscription: dict[str, range]) -> str:
+    rows = [",".join(["Microsoft", ACCOUNT_PATH, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z", f"2026-10-{d:02d}T00:00:00Z",
+                      f"2026-10-{d + 1:02d}T00:00:00Z", "1.00", "1.00", "USD", "Usage", "Virtual Machines"]) + "\n"
+            for days in days_by_subscription.values() for d in days]
+    return ",".join(FOCUS_HEADER) + "\n" + "".join(rows)
+
+
+def october_run(landing, export: str, scope: str, run: int, parts: list[str | None], kind: str = "ActualCost") -> None:
+    """One run of an October export with its manifest; a part given as None has not synced yet."""
+    run_id = f"{run:08d}-aaaa-4bbb-8ccc-000000000000"
+    folder = landing / export / "20261001-20261031" / run_id
+    folder.mkdir(parents=True)
+    for n, text in enumerate(parts, 1):
+        if text is not None:
+            (folder / f"part_0_{n:04d}.csv").write_text(text, encoding="utf-8")
+    (folder / "manifest.json").write_text(json.dumps({
+        "manifestVersion": "2024-04-01", "blobCount": len(parts),
+        "exportConfig": {"exportName": export, "type": kind, "timeFrame": "MonthToDate",
+                         "resourceId": f"{scope}/providers/Microsoft.CostManagement/exports/{export}"},
+        "runInfo": {"executionType": "Scheduled", "submittedTime": f"2026-10-15T0{run}:00:00Z", "runId": run_id,
+                    "startDate": "2026-10-01T00:00:00", "endDate": "2026-10-31T00:00:00"},
+        "blobs": [{"blobName": f"{export}/20261001-20261031/{run_id}/part_0_{n:04d}.csv"} for n in range(1, len(parts) + 1)]}))
+
+
+def october_totals(landing, warehouse) -> tuple:
+    assert run_pipeline(landing, warehouse).success
+    with connect(warehouse, read_only=True) as conn:
+        return fetch_all(conn, "SELECT sum(BilledCost), sum(EffectiveCost) FROM core.cost_lines")[0]
+
+
+def test_a_stale_actual_export_beside_a_current_amortized_one_lets_the_focus_export_count(tmp_path):
+    """The actual export switched off on day 7, the amortized one runs on: the own form is as far as
+    its least advanced dataset, so the FOCUS export (day 14) counts; billed 14, not 7."""
+    landing = tmp_path / "landing"
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-1": range(1, 8)})])
+    october_run(landing, "ba-amortized", ACCOUNT_PATH, 2, [own_form({"s-1": range(1, 15)})], kind="AmortizedCost")
+    october_run(landing, "ba-focus", ACCOUNT_PATH, 3, [focus_form({"s-1": range(1, 15)})], kind="FocusCost")
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(14), Decimal(14))
+
+
+def test_an_own_download_starting_later_does_not_hide_the_focus_exports_first_days(tmp_path):
+    landing = tmp_path / "landing"
+    (landing / "downloads").mkdir(parents=True)
+    (landing / "downloads" / "actual-8-14.csv").write_text(own_form({"s-1": range(8, 15)}))
+    (landing / "focus-october.csv").write_text(focus_form({"s-1": range(1, 15)}))
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(14), Decimal(14))
+
+
+def test_an_incomplete_billing_account_export_leaves_a_subscriptions_complete_export_counting(tmp_path):
+    """The billing account's newest run still misses the part holding s-1: s-1's own export counts."""
+    landing = tmp_path / "landing"
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-2": range(1, 15)}), None])
+    october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(28), Decimal(28))
+
+
+def test_a_subscriptions_focus_export_beside_the_billing_accounts_counts_once(tmp_path):
+    """FocusCost states the billing account as its path: the billing account's FocusCost export is
+    still the whole account's, and holds the subscription's."""
+    landing = tmp_path / "landing"
+    october_run(landing, "team-focus", "/subscriptions/s-1", 1, [focus_form({"s-1": range(1, 15)})], kind="FocusCost")
+    october_run(landing, "ba-focus", ACCOUNT_PATH, 2, [focus_form({"s-1": range(1, 15), "s-2": range(1, 15)})], kind="FocusCost")
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(28), Decimal(28))

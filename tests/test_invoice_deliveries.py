@@ -135,3 +135,39 @@ def test_plain_uploads_of_disjoint_days_add_up_and_a_month_to_date_file_replaces
     assert total == Decimal("335.00")
     assert status == {"usage-2026-11-01.csv": "superseded", "usage-2026-11-02.csv": "superseded",
                       "usage-2026-11-03.csv": "superseded", "november-to-date.csv": "loaded"}
+
+
+def test_a_daily_file_beside_an_hourly_one_from_03_00_counts_each_hour_once_and_the_run_says_so(tmp_path, monkeypatch):
+    """A download of days 1-8 in daily lines, then one in hourly lines from day 8 03:00 to day 14:
+    the daily file counts for days 1-7 (its day 8 line would count beside the hourly lines), and the
+    run names it as counting in part."""
+    from datetime import datetime, timedelta
+
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    def line(start: datetime, end: datetime, amount: str) -> str:
+        return (f",acc-1,ins-1,node-1,eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,{start:%Y-%m-%dT%H:%M:%SZ},"
+                f"{end:%Y-%m-%dT%H:%M:%SZ},1,{Decimal(amount) / 8},{amount},USD\n")
+
+    day = timedelta(days=1)
+    daily = HEADER + "".join(line(datetime(2026, 11, d), datetime(2026, 11, d) + day, "24") for d in range(1, 9))
+    hours = [datetime(2026, 11, 8, 3) + timedelta(hours=h) for h in range(21 + 6 * 24)]
+    hourly = HEADER + "".join(line(h, h + timedelta(hours=1), "1") for h in hours)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    args = ["run", "--landing", str(landing), "--warehouse", str(warehouse), "--reports", str(tmp_path / "reports")]
+    (landing / "days-1-8.csv").write_text(daily)
+    assert CliRunner().invoke(app, args, terminal_width=400).exit_code == 0
+    (landing / "days-8-14.csv").write_text(hourly)
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    conn = connect(warehouse, read_only=True)
+    try:
+        assert conn.execute("SELECT sum(BilledCost), count(*) FROM core.cost_lines").fetchall() == [(Decimal("333.00"), 7 + 165)]
+    finally:
+        conn.close()
+    assert ("counts in part: days-1-8.csv — its lines count only for 2026-11-01 00:00 to 2026-11-08 03:00 (UTC); the rest "
+            "of its charge time counts through days-8-14.csv") in result.output, result.output[-2000:]

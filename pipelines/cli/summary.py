@@ -105,6 +105,19 @@ WHERE NOT s.counts AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete
 """
 
 
+# Plain uploads counting for part of their charge time (raw.delivery_slices.counts_for): the ranges
+# they count for, the files of the uploads counting for the rest, and when the newest of those was read.
+PARTLY = """
+SELECT s.delivery_id,
+       string_agg(DISTINCT array_to_string(list_transform(s.counts_for, lambda r:
+           strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ') AS counts_for,
+       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) AS shares_with, max(g.ingested_at) AS shares_read_at
+FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete')
+WHERE s.counts AND s.counts_for IS NOT NULL
+GROUP BY s.delivery_id
+"""
+
+
 def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
     """The files this run read (ingested at or after `since`) that have something to say: failed,
     every row or some rows quarantined, or loaded with a connector's warning; each with its first
@@ -122,38 +135,48 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
         # replacing a month is the rule for plain uploads, and two parts of one month synced without
         # their manifest or layout look the same, so the run names what no longer counts.
         return fetch_dicts(conn, f"""
-            SELECT path, status, detail, rows_loaded, rows_quarantined, quarantined_total, {first_reason} AS first_reason,
-                   CASE WHEN status = 'superseded' THEN
+            SELECT f.path, f.status, f.detail, f.rows_loaded, f.rows_quarantined, f.quarantined_total, {first_reason} AS first_reason,
+                   CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM ({WINNERS}) AS g
                         WHERE g.superseded = f.delivery_id) END AS superseded_by,
-                   CASE WHEN status = 'superseded' THEN
+                   CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
-                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by
+                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
+                   p.counts_for AS counts_only_for, p.shares_with
             FROM raw.files AS f
-            WHERE (ingested_at >= $since AND (status = 'failed' OR rows_quarantined > 0 OR detail LIKE '%; warning: %'))
-               OR (kind = 'billing' AND status = 'superseded' AND delivery_id LIKE 'file:%'
+            LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
+            WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
+               OR (f.kind = 'billing' AND f.status = 'superseded' AND f.delivery_id LIKE 'file:%'
                    AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
                                WHERE g.superseded = f.delivery_id AND g.delivery_id LIKE 'file:%'
                                  AND (g.ingested_at >= $since OR f.ingested_at >= $since OR f.status_changed_at >= $since)))
+               -- A plain upload that counts for part of its charge time, beside one this run read (or it).
+               OR (f.kind = 'billing' AND p.delivery_id IS NOT NULL
+                   AND (f.ingested_at >= $since OR f.status_changed_at >= $since OR p.shares_read_at >= $since))
                -- A file another export of its provider, account and month now stands in for.
-               OR (kind = 'billing' AND status = 'superseded'
+               OR (f.kind = 'billing' AND f.status = 'superseded'
                    AND EXISTS (SELECT 1 FROM raw.delivery_slices AS s JOIN ({WINNERS}) AS g ON g.superseded = s.delivery_id
                                WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL
                                  AND (g.ingested_at >= $since OR f.ingested_at >= $since OR f.status_changed_at >= $since)))
-            ORDER BY path""", {"since": since})
+            ORDER BY f.path""", {"since": since})
     finally:
         conn.close()
 
 
-# Months a provider's own export and a FOCUS export both count under billing accounts that differ
-# (Oracle's cost reports name the tenancy, its FOCUS reports a billing account number): the ledger
-# cannot tell whether they are the same charges, so the run says so while one of them is new.
+# Months Oracle's own cost reports and FOCUS reports both count: the cost reports name the tenancy,
+# the FOCUS reports a billing account number, so the ledger cannot tell whether they are the same
+# charges, and the run says so while one of them is new. (Other providers state one account in both
+# forms, and the ledger's family rule keeps one.)
 TWO_FORMS = """
-WITH counted AS (  -- the loaded billing files' lines by provider, account and month (Oracle's state no billing period)
+WITH counted AS (  -- the counting slices' lines by provider, account and month (Oracle's state no billing period)
     SELECT fs.line_provider AS provider, fs.line_account AS account, f.path, f.connector, f.ingested_at,
            coalesce(CAST(fs.line_period AS DATE), CAST(date_trunc('month', fs.min_charge_start) AS DATE)) AS month
-    FROM raw.file_slices AS fs JOIN raw.files AS f USING (path, sha256)
-    WHERE f.kind = 'billing' AND f.status IN ('loaded', 'incomplete')
+    FROM raw.file_slices AS fs
+    JOIN raw.files AS f USING (path, sha256)
+    JOIN raw.delivery_slices AS s
+      ON s.delivery_id = f.delivery_id AND s.counts AND s.line_provider IS NOT DISTINCT FROM fs.line_provider
+     AND s.line_account IS NOT DISTINCT FROM fs.line_account AND s.line_period IS NOT DISTINCT FROM fs.line_period
+    WHERE f.kind = 'billing' AND f.status IN ('loaded', 'incomplete') AND fs.line_provider = 'Oracle'
 )
 SELECT provider, month,
        string_agg(DISTINCT account, ', ' ORDER BY account) FILTER (WHERE connector = 'focus') AS focus_accounts,
@@ -167,8 +190,8 @@ ORDER BY provider, month
 
 
 def two_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
-    """Notices for each provider and month counted through both its own export and a FOCUS export
-    (under different billing accounts) where this run read one of their files."""
+    """Notices for each month of Oracle's counted through both its cost reports and FOCUS reports
+    where this run read one of their files."""
     if not warehouse.exists():
         return []
     conn = connect(warehouse, read_only=True)
@@ -242,6 +265,12 @@ def run_notices(files: list[dict]) -> list[dict]:
             continue
         if r["status"] != "loaded" or _wholly_quarantined(r):
             continue
+        if r.get("counts_only_for"):
+            notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+                f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
+                f"{r['shares_with']} (plain uploads whose charge dates overlap: each stretch counts through the one with the "
+                "later dates). If they are parts of one month split by rows, load them with the export's manifest or folder "
+                "layout (README: The ledger)")})
         if n := r["rows_quarantined"]:
             money = f" (their cost in the file: {r['quarantined_total'].normalize():f})" if r["quarantined_total"] else ""
             reason = f"{n:,} row{'' if n == 1 else 's'} quarantined{money}" + (f", e.g. {r['first_reason']}" if r["first_reason"] else "")

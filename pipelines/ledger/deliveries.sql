@@ -283,24 +283,40 @@ exported AS (
 -- the same charges in two forms: one family counts. The provider's own, unless it is incomplete
 -- or two days or more behind the FOCUS one (its export switched off for FOCUS mid-month); so the
 -- choice holds from one day's deliveries to the next.
-family_summary AS (
-    SELECT provider, account_scope, billing_period, line_invoice, family, bool_and(complete) AS complete,
-           max(max_charge_start) AS last_start, arg_min(delivery_id, rank) AS best_delivery,
+-- Per dataset first (Azure's actual and amortized exports are one family, and each must reach as
+-- far: a stale actual export beside a current amortized one would lose the billed cost), then the
+-- family: as far as its least advanced dataset, from its earliest charge.
+family_datasets AS (
+    SELECT provider, account_scope, billing_period, line_invoice, family, coalesce(dataset, '') AS dataset,
+           bool_and(complete) AS complete, min(min_charge_start) AS first_start, max(max_charge_start) AS last_start,
+           arg_min(delivery_id, rank) AS best_delivery,
            arg_min(CASE WHEN source = 'file' THEN 'a plain upload' ELSE delivery_export END, rank) AS best_export
     FROM exported WHERE counts_as_export AND billing_period IS NOT NULL
+    GROUP BY provider, account_scope, billing_period, line_invoice, family, coalesce(dataset, '')
+),
+family_summary AS (
+    SELECT provider, account_scope, billing_period, line_invoice, family, bool_and(complete) AS complete,
+           min(first_start) AS first_start, min(last_start) AS last_start,
+           arg_min(best_delivery, dataset) AS best_delivery, arg_min(best_export, dataset) AS best_export
+    FROM family_datasets
     GROUP BY provider, account_scope, billing_period, line_invoice, family
 ),
+-- Current: its charges reach within a day of the other family's last and begin within a day of its first.
 family_choice AS (
     SELECT *, row_number() OVER w AS family_rank,
            first_value(best_delivery) OVER w AS family_delivery, first_value(best_export) OVER w AS family_export
-    FROM (SELECT *, coalesce(CAST(last_start AS DATE) >= CAST(max(last_start) OVER (
-                     PARTITION BY provider, account_scope, billing_period, line_invoice) AS DATE) - 1, false) AS current
-          FROM family_summary)
+    FROM (SELECT *, coalesce(CAST(last_start AS DATE) >= CAST(max(last_start) OVER month AS DATE) - 1
+                             AND CAST(first_start AS DATE) <= CAST(min(first_start) OVER month AS DATE) + 1, false) AS current
+          FROM family_summary
+          WINDOW month AS (PARTITION BY provider, account_scope, billing_period, line_invoice))
     WINDOW w AS (PARTITION BY provider, account_scope, billing_period, line_invoice
                  ORDER BY complete DESC, current DESC, family = 'native' DESC, last_start DESC NULLS LAST)
 ),
 in_family AS (
     SELECT r.*, r.counts_as_export AND coalesce(f.family_rank, 1) = 1 AS counts_in_family,
+           -- The billing account the lines state, as scopes are compared (Azure's FocusCost states its path).
+           coalesce(nullif(regexp_extract(r.line_account, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''),
+                    r.line_account) AS line_account_id,
            f.family_rank, f.family_delivery, f.family_export
     FROM exported AS r
     LEFT JOIN family_choice AS f
@@ -310,12 +326,13 @@ in_family AS (
 -- An export of the whole billing account (its scope is the account its lines bill: a payer's CUR,
 -- an Azure billing-account export) holds every narrower export's charges of that account (a Data
 -- Export created in a member account, an Azure subscription's export): the narrower one counts
--- only while no whole-account export of its family and dataset reaches as far (within a day).
+-- only while no complete whole-account export of its family and dataset reaches as far (within a day).
 wholes AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account, billing_period, line_invoice,
            max(max_charge_start) AS last_start, arg_min(delivery_id, rank) AS whole_delivery,
            arg_min(delivery_export, rank) AS whole_export
-    FROM in_family WHERE counts_in_family AND source <> 'file' AND account_scope = line_account
+    FROM in_family
+    WHERE counts_in_family AND complete AND source <> 'file' AND account_scope = line_account_id
     GROUP BY provider, family, coalesce(dataset, ''), line_account, billing_period, line_invoice
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
@@ -331,7 +348,7 @@ SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider
        r.line_invoice, r.by_invoice, r.counts_for
 FROM in_family AS r
 LEFT JOIN wholes AS w
-  ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account
+  ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.whole_delivery <> r.delivery_id
  AND w.provider IS NOT DISTINCT FROM r.provider AND w.family = r.family AND w.dataset = coalesce(r.dataset, '')
  AND w.line_account = r.line_account AND w.billing_period = r.billing_period AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
  AND CAST(w.last_start AS DATE) >= CAST(r.max_charge_start AS DATE) - 1;

@@ -4,7 +4,7 @@
 --   * a line counts through the delivery its file belongs to (raw.files.delivery_id), and only
 --     where that delivery's slice counts (raw.delivery_slices: the newest complete delivery of its
 --     export, scope and billing period; incremental deliveries always), and for a plain upload
---     that counts for part of its charge time (counts_for), where its charge starts in that part;
+--     that counts for part of its charge time (counts_for), where its charge lies within that part;
 --   * the same content counts once, however many files carry it (raw.files.content_sha256);
 --   * incremental sources append, and a line seen again counts once, its newest version winning:
 --     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
@@ -57,8 +57,11 @@ counted AS (
      AND cs.line_account IS NOT DISTINCT FROM c.BillingAccountId
      AND cs.line_period IS NOT DISTINCT FROM c.BillingPeriodStart
      AND cs.line_invoice IS NOT DISTINCT FROM CASE WHEN cs.by_invoice THEN c.InvoiceId END
+    -- A line within a range (a daily line on a day another upload covers from 03:00 is not: it
+    -- would count beside that upload's hours).
     WHERE cs.counts_for IS NULL OR c.ChargePeriodStart IS NULL
-       OR array_length(list_filter(cs.counts_for, lambda r: r.since <= c.ChargePeriodStart AND c.ChargePeriodStart < r.until)) > 0
+       OR array_length(list_filter(cs.counts_for, lambda r: r.since <= c.ChargePeriodStart AND c.ChargePeriodStart < r.until
+                                                            AND coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) <= r.until)) > 0
 ),
 keyed AS (
     SELECT *,
