@@ -113,7 +113,10 @@ class GpuRentalConnector(Connector):
         if numbers.currency_symbol:
             symbol = re.escape(numbers.currency_symbol)
             # Before the number (after any sign or bracket) or after it (before any bracket or minus).
-            text = text.str.replace(rf"^([+-]?\(?)\s*{symbol}\s*", "${1}").str.replace(rf"\s*{symbol}\s*(\)?-?)$", "${1}")
+            leading, trailing = rf"^([+-]?\(?)\s*{symbol}\s*", rf"\s*{symbol}\s*(\)?-?)$"
+            # One side only: `$1,234.5$` is no way of writing a number, and stays unread.
+            text = pl.when(text.str.contains(leading)).then(text.str.replace(leading, "${1}")) \
+                .otherwise(text.str.replace(trailing, "${1}"))
         if numbers.negative == "brackets":
             text = text.str.replace(r"^\((.+)\)$", "-${1}")
         elif numbers.negative == "trailing_minus":

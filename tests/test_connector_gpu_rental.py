@@ -420,8 +420,8 @@ def test_a_european_invoice_with_semicolons_and_decimal_commas_reads_to_the_cent
 @pytest.mark.parametrize(("numbers", "cells", "read", "quarantined"), [
     # An invoice in dollars: a symbol, commas between thousands, credits in brackets.
     ({"thousands_separator": ",", "currency_symbol": "$", "negative": "brackets"},
-     ["$7,200.00", "($12.50)", "$-3.00", "-$4.00", "$ 5.00", "(0.25)", "12.50-", "\u20ac5.00", "($1,2.00)"],
-     ["7200.00", "-12.50", "-3.00", "-4.00", "5.00", "-0.25"], ["12.50-", "\u20ac5.00", "($1,2.00)"]),
+     ["$7,200.00", "($12.50)", "$-3.00", "-$4.00", "$ 5.00", "(0.25)", "12.50-", "\u20ac5.00", "($1,2.00)", "$1,234.5$"],
+     ["7200.00", "-12.50", "-3.00", "-4.00", "5.00", "-0.25"], ["12.50-", "\u20ac5.00", "($1,2.00)", "$1,234.5$"]),
     # A ledger export in euros: decimal comma, the symbol after the number, a trailing minus.
     ({"decimal_separator": ",", "thousands_separator": ".", "currency_symbol": "\u20ac", "negative": "trailing_minus"},
      ["1.234,56 \u20ac", "12,50-", "12,50 \u20ac-", "-3,00", "(4,00)", "5,00$"],

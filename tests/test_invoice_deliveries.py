@@ -171,3 +171,32 @@ def test_a_daily_file_beside_an_hourly_one_from_03_00_counts_each_hour_once_and_
         conn.close()
     assert ("counts in part: days-1-8.csv — its lines count only for 2026-11-01 00:00 to 2026-11-08 03:00 (UTC); the rest "
             "of its charge time counts through days-8-14.csv") in result.output, result.output[-2000:]
+
+
+def test_a_download_over_two_months_says_which_month_no_longer_counts(tmp_path, monkeypatch):
+    """Days Oct 30 - Nov 2 in one download, then November to date in another: the first file's
+    October still counts, its November does not, and the run says so (it stays `loaded`)."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    def days(pairs: list[tuple[str, int]], amount: str) -> str:
+        return HEADER + "".join(f",acc-1,ins-1,node-1,eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,{m}-{d:02d}T00:00:00Z,"
+                                f"{m}-{d:02d}T01:00:00Z,1,{Decimal(amount) / 8},{amount},USD\n" for m, d in pairs)
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    (landing / "oct30-nov02.csv").write_text(days([("2026-10", 30), ("2026-10", 31), ("2026-11", 1), ("2026-11", 2)], "10"))
+    assert CliRunner().invoke(app, args, terminal_width=400).exit_code == 0
+    (landing / "november.csv").write_text(days([("2026-11", d) for d in range(1, 6)], "12"))
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert conn.execute("SELECT sum(BilledCost) FROM core.cost_lines").fetchall() == [(Decimal("80.00"),)]
+    finally:
+        conn.close()
+    assert ("counts in part: oct30-nov02.csv — its lines of 2026-11 no longer count: november.csv now hold(s) that month"
+            in result.output), result.output[-2000:]

@@ -118,6 +118,17 @@ GROUP BY s.delivery_id
 """
 
 
+# Loaded files some of whose months no longer count (a download over two months beside the export,
+# or a newer upload, of one of them): those months and the files that hold them now.
+MONTHS_OUT = """
+SELECT s.delivery_id, string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') AS months_out,
+       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) AS months_held_by, max(g.ingested_at) AS held_read_at
+FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete')
+WHERE NOT s.counts AND s.billing_period IS NOT NULL
+GROUP BY s.delivery_id
+"""
+
+
 def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
     """The files this run read (ingested at or after `since`) that have something to say: failed,
     every row or some rows quarantined, or loaded with a connector's warning; each with its first
@@ -142,9 +153,10 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with
+                   p.counts_for AS counts_only_for, p.shares_with, o.months_out, o.months_held_by
             FROM raw.files AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
+            LEFT JOIN ({MONTHS_OUT}) AS o ON o.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
                OR (f.kind = 'billing' AND f.status = 'superseded' AND f.delivery_id LIKE 'file:%'
                    AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
@@ -153,6 +165,8 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                -- A plain upload that counts for part of its charge time, beside one this run read (or it).
                OR (f.kind = 'billing' AND p.delivery_id IS NOT NULL
                    AND (f.ingested_at >= $since OR f.status_changed_at >= $since OR p.shares_read_at >= $since))
+               -- A loaded file some of whose months another file now holds, beside one this run read (or it).
+               OR (f.kind = 'billing' AND o.delivery_id IS NOT NULL AND (f.ingested_at >= $since OR o.held_read_at >= $since))
                -- A file another export of its provider, account and month now stands in for.
                OR (f.kind = 'billing' AND f.status = 'superseded'
                    AND EXISTS (SELECT 1 FROM raw.delivery_slices AS s JOIN ({WINNERS}) AS g ON g.superseded = s.delivery_id
@@ -265,6 +279,10 @@ def run_notices(files: list[dict]) -> list[dict]:
             continue
         if r["status"] != "loaded" or _wholly_quarantined(r):
             continue
+        if r.get("months_out"):
+            notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+                f"its lines of {r['months_out']} no longer count: {r['months_held_by']} now hold(s) that month (one "
+                "delivery counts for each provider, billing account and month; README: The ledger); its other months count")})
         if r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
