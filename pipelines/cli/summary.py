@@ -105,26 +105,21 @@ WHERE NOT s.counts AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete
 """
 
 
-# Plain uploads counting for part of their charge time (raw.delivery_slices.counts_for): the ranges
-# they count for, the files of the uploads counting for the rest, and when the newest of those was read.
+# Loaded files that count in part, and the files of the deliveries that took the rest (each slice's
+# winner): plain uploads counting for part of their charge time (raw.delivery_slices.counts_for),
+# and files some of whose months no longer count (a download over two months beside a file of one).
 PARTLY = """
 SELECT s.delivery_id,
        string_agg(DISTINCT array_to_string(list_transform(s.counts_for, lambda r:
-           strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ') AS counts_for,
-       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) AS shares_with, max(g.ingested_at) AS shares_read_at
+           strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
+           FILTER (WHERE s.counts) AS counts_for,
+       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE s.counts) AS shares_with,
+       max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
+       string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
+       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE NOT s.counts) AS months_held_by,
+       max(g.ingested_at) FILTER (WHERE NOT s.counts) AS held_read_at
 FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete')
-WHERE s.counts AND s.counts_for IS NOT NULL
-GROUP BY s.delivery_id
-"""
-
-
-# Loaded files some of whose months no longer count (a download over two months beside the export,
-# or a newer upload, of one of them): those months and the files that hold them now.
-MONTHS_OUT = """
-SELECT s.delivery_id, string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') AS months_out,
-       string_agg(DISTINCT g.path, ', ' ORDER BY g.path) AS months_held_by, max(g.ingested_at) AS held_read_at
-FROM raw.delivery_slices AS s JOIN raw.files AS g ON g.delivery_id = s.winner AND g.kind = 'billing' AND g.status IN ('loaded', 'incomplete')
-WHERE NOT s.counts AND s.billing_period IS NOT NULL
+WHERE (s.counts AND s.counts_for IS NOT NULL) OR (NOT s.counts AND s.billing_period IS NOT NULL)
 GROUP BY s.delivery_id
 """
 
@@ -153,20 +148,19 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, o.months_out, o.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.months_out, p.months_held_by
             FROM raw.files AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
-            LEFT JOIN ({MONTHS_OUT}) AS o ON o.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
                OR (f.kind = 'billing' AND f.status = 'superseded' AND f.delivery_id LIKE 'file:%'
                    AND EXISTS (SELECT 1 FROM ({WINNERS}) AS g
                                WHERE g.superseded = f.delivery_id AND g.delivery_id LIKE 'file:%'
                                  AND (g.ingested_at >= $since OR f.ingested_at >= $since OR f.status_changed_at >= $since)))
                -- A plain upload that counts for part of its charge time, beside one this run read (or it).
-               OR (f.kind = 'billing' AND p.delivery_id IS NOT NULL
+               OR (f.kind = 'billing' AND p.counts_for IS NOT NULL
                    AND (f.ingested_at >= $since OR f.status_changed_at >= $since OR p.shares_read_at >= $since))
                -- A loaded file some of whose months another file now holds, beside one this run read (or it).
-               OR (f.kind = 'billing' AND o.delivery_id IS NOT NULL AND (f.ingested_at >= $since OR o.held_read_at >= $since))
+               OR (f.kind = 'billing' AND p.months_out IS NOT NULL AND (f.ingested_at >= $since OR p.held_read_at >= $since))
                -- A file another export of its provider, account and month now stands in for.
                OR (f.kind = 'billing' AND f.status = 'superseded'
                    AND EXISTS (SELECT 1 FROM raw.delivery_slices AS s JOIN ({WINNERS}) AS g ON g.superseded = s.delivery_id

@@ -124,7 +124,7 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- Plain uploads replace only the charge time they cover: a month to date restated covers the days
 -- before it, so files of disjoint days (a GPU cloud's daily files, the month's halves) are parts
 -- that add up, and of two that share days each counts for the time no better-ranked one covers
--- (raw.delivery_slices.counts_for; core.billing_lines keeps the lines whose charge starts there).
+-- (raw.delivery_slices.counts_for; core.billing_lines keeps the lines whose charge period lies there).
 -- Then one export counts for each provider, scope, period and invoice (two CUR definitions of one
 -- payer, a console download beside the synced export: the same charges, never to be added):
 -- complete, an export's delivery before a plain upload, final, the latest day a charge starts on
@@ -137,6 +137,10 @@ LEFT JOIN line_facts AS l USING (delivery_id);
 -- they were recorded) overlap everything.
 CREATE OR REPLACE TEMP MACRO ledger_overlaps(a_start, a_end, b_start, b_end) AS
     coalesce(a_start < b_end AND b_start < a_end, true);
+-- A billing account as scopes are compared: Azure states a billing account's scope, and FocusCost
+-- its lines' account, as the account's path ('/providers/Microsoft.Billing/billingAccounts/N' for N).
+CREATE OR REPLACE TEMP MACRO ledger_account_id(account) AS
+    coalesce(nullif(regexp_extract(account, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''), account);
 
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
@@ -195,8 +199,7 @@ ranked AS (
                            delivery_id DESC) END AS rank,
               bool_or(source = 'file') OVER (PARTITION BY key_id) AS has_uploads,
               -- The scope as the lines state it: an Azure billing-account export's scope is the account's path.
-              coalesce(nullif(regexp_extract(scope, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''),
-                       scope) AS account_scope
+              ledger_account_id(scope) AS account_scope
     FROM key_facts
 ),
 -- Keys with plain uploads: each stretch of charge time counts through the best-ranked slice whose
@@ -315,8 +318,7 @@ family_choice AS (
 in_family AS (
     SELECT r.*, r.counts_as_export AND coalesce(f.family_rank, 1) = 1 AS counts_in_family,
            -- The billing account the lines state, as scopes are compared (Azure's FocusCost states its path).
-           coalesce(nullif(regexp_extract(r.line_account, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''),
-                    r.line_account) AS line_account_id,
+           ledger_account_id(r.line_account) AS line_account_id,
            f.family_rank, f.family_delivery, f.family_export
     FROM exported AS r
     LEFT JOIN family_choice AS f

@@ -174,7 +174,7 @@ CREATE TABLE IF NOT EXISTS raw.delivery_slices (
     line_invoice VARCHAR,             -- an invoice's own slice, where invoices are deliveries (part of the key)
     by_invoice BOOLEAN,
     covered_by VARCHAR,               -- another export of the same provider, scope and period counts instead
-    counts_for STRUCT(since TIMESTAMPTZ, until TIMESTAMPTZ)[]  -- a plain upload counting for part of its charge time: the lines starting there (NULL: all)
+    counts_for STRUCT(since TIMESTAMPTZ, until TIMESTAMPTZ)[]  -- a plain upload counting for part of its charge time: its lines lying there (NULL: all)
 )
 """
 RAW_DELIVERY_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("covered_by", "VARCHAR"),
