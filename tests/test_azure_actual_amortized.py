@@ -351,3 +351,63 @@ def test_a_subscriptions_focus_export_beside_the_billing_accounts_counts_once(tm
     october_run(landing, "team-focus", "/subscriptions/s-1", 1, [focus_form({"s-1": range(1, 15)})], kind="FocusCost")
     october_run(landing, "ba-focus", ACCOUNT_PATH, 2, [focus_form({"s-1": range(1, 15), "s-2": range(1, 15)})], kind="FocusCost")
     assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(28), Decimal(28))
+
+
+def slice_verdicts(warehouse) -> dict[str, tuple]:
+    with connect(warehouse, read_only=True) as conn:
+        return {r[0]: r[1:] for r in fetch_all(conn, """
+            SELECT export_name, counts, covered_by,
+                   list_transform(counts_for, lambda r: strftime(r.since, '%Y-%m-%d %H:%M') || '/' || strftime(r.until, '%Y-%m-%d %H:%M'))
+            FROM raw.delivery_slices""")}
+
+
+def test_a_billing_account_export_lagging_behind_a_subscriptions_counts_each_day_once(tmp_path):
+    """The billing account's export reaches day 10, the subscription's day 14: s-1's days 1-10 count
+    through the billing account's, its days 11-14 through its own (both counted: 34, not 24). When
+    the billing account's export catches up, the subscription's counts for nothing."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-1": range(1, 11), "s-2": range(1, 11)})])
+    october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
+    assert october_totals(landing, warehouse) == (Decimal(24), Decimal(24))
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (True, "ba-actual", ["2026-10-11 00:00/2026-10-15 00:00"])
+    with connect(warehouse, read_only=True) as conn:
+        assert fetch_all(conn, """SELECT x_ExportName, min(ChargePeriodStart)::DATE::VARCHAR, sum(BilledCost) FROM core.cost_lines
+                                  WHERE SubAccountId = 's-1' GROUP BY 1 ORDER BY 1""") == \
+            [("ba-actual", "2026-10-01", Decimal(10)), ("team-actual", "2026-10-11", Decimal(4))]
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
+    assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "ba-actual", None)
+
+
+def test_a_subscriptions_export_lagging_behind_the_billing_accounts_counts_for_nothing(tmp_path):
+    landing = tmp_path / "landing"
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
+    october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 8)})])
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(28), Decimal(28))
+
+
+def test_a_subscriptions_own_export_beside_the_billing_accounts_focus_export_counts_once(tmp_path):
+    """A team's actual export beside the billing account's FocusCost export: FOCUS holds the
+    subscription's charges in the other form (they were added: 42 for 28)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    october_run(landing, "team-actual", "/subscriptions/s-1", 1, [own_form({"s-1": range(1, 15)})])
+    october_run(landing, "ba-focus", ACCOUNT_PATH, 2, [focus_form({"s-1": range(1, 15), "s-2": range(1, 15)})], kind="FocusCost")
+    assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "ba-focus", None)
+
+
+def test_the_run_says_a_subscriptions_export_counts_only_past_the_billing_accounts(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    landing = tmp_path / "landing"
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-1": range(1, 11), "s-2": range(1, 11)})])
+    october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
+    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
+    result = CliRunner().invoke(app, args, terminal_width=400)
+    assert result.exit_code == 0, result.output[-2000:]
+    assert ("counts in part: team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv — its lines "
+            "count only for charges from 2026-10-11 00:00 (UTC): before that, ba-actual (the whole billing account's export) "
+            "holds them") in " ".join(result.output.split()), result.output[-2000:]

@@ -114,6 +114,9 @@ SELECT s.delivery_id,
            strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
            FILTER (WHERE s.counts) AS counts_for,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE s.counts) AS shares_with,
+       -- A narrower scope's export counting past a lagging whole-account export's reach (covered_by names it).
+       string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FILTER (WHERE s.counts) AS counts_past,
+       strftime(min(list_min(list_transform(s.counts_for, lambda r: r.since))) FILTER (WHERE s.counts), '%Y-%m-%d %H:%M') AS counts_from,
        max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
        string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE NOT s.counts) AS months_held_by,
@@ -148,7 +151,7 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, p.months_out, p.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_from, p.months_out, p.months_held_by
             FROM raw.files AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
@@ -277,7 +280,12 @@ def run_notices(files: list[dict]) -> list[dict]:
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines of {r['months_out']} no longer count: {r['months_held_by']} now hold(s) that month (one "
                 "delivery counts for each provider, billing account and month; README: The ledger); its other months count")})
-        if r.get("counts_only_for"):
+        if r.get("counts_only_for") and r.get("counts_past"):
+            notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+                f"its lines count only for charges from {r['counts_from']} (UTC): before that, {r['counts_past']} (the "
+                "whole billing account's export) holds them. An export of a narrower scope (a subscription, a member "
+                "account) counts only past the whole account's export's last day (README: The ledger)")})
+        elif r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
                 f"{r['shares_with']} (plain uploads whose charge dates overlap: each stretch counts through the one with the "

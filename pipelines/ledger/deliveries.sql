@@ -327,33 +327,51 @@ in_family AS (
 ),
 -- An export of the whole billing account (its scope is the account its lines bill: a payer's CUR,
 -- an Azure billing-account export) holds every narrower export's charges of that account (a Data
--- Export created in a member account, an Azure subscription's export): the narrower one counts
--- only while no complete whole-account export of its family and dataset reaches as far (within a day).
+-- Export created in a member account, an Azure subscription's export): a narrower export counts
+-- only for the charges that start past a complete whole-account export's reach, so while the whole
+-- one lags (a day's sync behind, or switched off mid-month) its last days count once, and no day twice.
+-- The whole export's reach: past its last charge start's day, or its last charge end if earlier
+-- (an hourly export through 05:00 reaches 06:00; a month-long line says nothing of how far it is).
+-- The whole export covers the narrower one in its own family and dataset, and across forms where
+-- the whole one says everything the narrower one does: a FOCUS export covers the provider's own
+-- (Azure's actual and amortized datasets both), and an own export of one dataset (a payer's CUR)
+-- covers a FOCUS one. (Azure's actual or amortized export alone does not cover a FocusCost one.)
 wholes AS (
-    SELECT provider, family, coalesce(dataset, '') AS dataset, line_account, billing_period, line_invoice,
-           max(max_charge_start) AS last_start, arg_min(delivery_id, rank) AS whole_delivery,
-           arg_min(delivery_export, rank) AS whole_export
+    SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
+           least(max(max_charge_end), CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
+           arg_min(delivery_id, rank) AS whole_delivery, arg_min(delivery_export, rank) AS whole_export
     FROM in_family
     WHERE counts_in_family AND complete AND source <> 'file' AND account_scope = line_account_id
-    GROUP BY provider, family, coalesce(dataset, ''), line_account, billing_period, line_invoice
+    GROUP BY provider, family, coalesce(dataset, ''), line_account_id, billing_period, line_invoice
+),
+narrowed AS (
+    SELECT r.*, w.whole_delivery, w.whole_export, w.reach,
+           -- Its charges reach past the whole export's: those count (NULL dates: the whole one covers all).
+           coalesce(r.max_charge_start >= w.reach, false) AS beyond_whole
+    FROM in_family AS r
+    LEFT JOIN wholes AS w
+      ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.whole_delivery <> r.delivery_id
+     AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id AND w.billing_period = r.billing_period
+     AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
+     AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus'
+          OR (r.family = 'focus' AND w.dataset = ''))
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
-       r.counts_in_family AND w.whole_delivery IS NULL AS counts,
+       r.counts_in_family AND (r.whole_delivery IS NULL OR r.beyond_whole) AS counts,
        coalesce(r.replaced_by, CASE WHEN r.export_rank > 1 THEN r.chosen_delivery END,
                 CASE WHEN r.counts_as_export AND r.family_rank > 1 THEN r.family_delivery END,
-                CASE WHEN r.counts_in_family THEN w.whole_delivery END) AS winner,
+                CASE WHEN r.counts_in_family THEN r.whole_delivery END) AS winner,
        CASE WHEN r.counts_in_key AND r.export_rank > 1 THEN r.chosen_export
             WHEN r.counts_as_export AND r.family_rank > 1
             THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || r.family_export
-            WHEN r.counts_in_family THEN w.whole_export END AS covered_by,
-       r.line_invoice, r.by_invoice, r.counts_for
-FROM in_family AS r
-LEFT JOIN wholes AS w
-  ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.whole_delivery <> r.delivery_id
- AND w.provider IS NOT DISTINCT FROM r.provider AND w.family = r.family AND w.dataset = coalesce(r.dataset, '')
- AND w.line_account = r.line_account AND w.billing_period = r.billing_period AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
- AND CAST(w.last_start AS DATE) >= CAST(r.max_charge_start AS DATE) - 1;
+            WHEN r.counts_in_family THEN r.whole_export END AS covered_by,
+       r.line_invoice, r.by_invoice,
+       -- Beside a lagging whole-account export: the charges from its reach to the slice's last end.
+       CASE WHEN r.counts_in_family AND r.beyond_whole
+            THEN [{'since': r.reach, 'until': greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND)}]
+            ELSE r.counts_for END AS counts_for
+FROM narrowed AS r;
 
 DELETE FROM raw.deliveries;
 INSERT INTO raw.deliveries BY NAME
