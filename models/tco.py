@@ -8,7 +8,7 @@ is where their lines cross.
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
@@ -64,6 +64,9 @@ class UsageProfile:
     one_off_held: dict[str, Decimal] = field(default_factory=dict)  # the one-off part of gpu_hours_held, by phase
     one_off_busy: dict[str, Decimal] = field(default_factory=dict)
     one_off_training_by_hour: list[Decimal] = field(default_factory=list)  # the one-off part of training_gpus_by_hour
+    # What the demand was measured from: the GPUs workloads held, or, where no workload held this
+    # model but telemetry shows its cards at work, the GPUs paid for (see profiles_by_model).
+    demand: str = "workloads"
 
     @property
     def per_year(self) -> Decimal:
@@ -138,13 +141,39 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
 
 
 def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
-    """One profile per GPU model of marts.gpu_hours_profile that workloads held or charges paid for
-    (a model paid for but never held is sized at one card with no load: what owning it would cost)."""
+    """One profile per GPU model of marts.gpu_hours_profile that workloads held or charges paid for.
+
+    A model no workload held (no workload export loaded, or its hosts run work nobody records) but
+    whose cards telemetry shows at work is sized from what is paid for: each hour's GPUs paid for as
+    held, its cards' busy hours (gpu_hours_busy_any) as busy, all recurring and unattributed. A model
+    paid for with neither is sized at one card with no load: what owning it would cost."""
     by_model: dict[str, list[dict]] = {}
     for r in rows:
         by_model.setdefault(r.get("gpu_model") or "unknown", []).append(r)
-    return {m: profile_from_rows(rs) for m, rs in sorted(by_model.items())
-            if any(r["gpu_hours_held"] or r.get("gpus_paid") for r in rs)}
+    profiles = {}
+    for model, model_rows in sorted(by_model.items()):
+        if not any(r["gpu_hours_held"] or r.get("gpus_paid") for r in model_rows):
+            continue
+        paid_demand = paid_demand_rows(model_rows)
+        if paid_demand:
+            profiles[model] = replace(profile_from_rows(paid_demand), demand="paid")
+        else:
+            profiles[model] = profile_from_rows(model_rows)
+    return profiles
+
+
+def paid_demand_rows(rows: list[dict]) -> list[dict]:
+    """One model's rows as paid demand (an hour's GPUs paid for held, and its cards' busy hours
+    busy, by no workload), where no workload held the model and telemetry shows its cards busy;
+    else []."""
+    if any(r["gpu_hours_held"] for r in rows) or not any(r.get("gpu_hours_busy_any") for r in rows):
+        return []
+    by_hour = {}
+    for r in rows:  # gpus_paid and gpu_hours_busy_any are the same on each of an hour's rows
+        by_hour.setdefault(r["hour"], {"hour": r["hour"], "gpu_model": r.get("gpu_model"), "phase": "unattributed",
+                                       "load": "recurring", "gpu_hours_held": D(r.get("gpus_paid") or 0),
+                                       "gpu_hours_busy": D(r.get("gpu_hours_busy_any") or 0)})
+    return list(by_hour.values())
 
 
 @dataclass
@@ -344,6 +373,8 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
         s.gpu_model = gpu_model
         s.busy_year = busy_year
         s.inputs = {"gpu_model": gpu_model, "measured_hours": profile.hours, "peak_gpus": profile.peak_gpus,
+                    # "paid": no workload held this model; its demand is the GPUs paid for, its busy hours telemetry's.
+                    "demand": profile.demand,
                     "utilization": float(round(utilization, 4)), "busy_gpu_hours_per_year": float(round(busy_year, 1)),
                     "held_gpu_hours_per_year": float(round(held_year, 1)),
                     "one_off_gpu_hours_measured": float(round(one_off, 1)), "one_off_runs_per_year": runs,

@@ -55,3 +55,28 @@ def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):
                                   FROM marts.gpu_hours_profile WHERE gpus_paid > 0)""") == [(24, 192.0)]
     finally:
         conn.close()
+
+
+def test_without_workloads_the_purchasing_model_sizes_the_gpus_paid_for_and_their_busy_hours(tmp_path):
+    """No workload export at all, telemetry showing the 8 paid GPUs busy at 50 % all day: the
+    purchasing model sizes 8 cards held every hour, busy half of them (it was one card with no load)."""
+    landing = tmp_path / "landing"
+    (landing / "host=h-1").mkdir(parents=True)
+    (landing / "charges.csv").write_text(CHARGES)
+    (landing / "host=h-1" / "smi.csv").write_text(
+        smi_minutes(datetime(2026, 9, 1, tzinfo=UTC), 24 * 60, 8, lambda minute, gpu: 50, "GPU-h1-", power="400.00 W"))
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, """SELECT gpu_model, count(*), sum(gpus_paid), sum(gpu_hours_busy_any)
+                                  FROM (SELECT DISTINCT hour, gpu_model, gpus_paid, gpu_hours_busy_any FROM marts.gpu_hours_profile)
+                                  GROUP BY ALL""") == [("H100-80GB", 24, 192.0, Decimal("96"))]
+        rows = fetch_all(conn, """SELECT scenario, inputs->>'demand', (inputs->>'peak_gpus')::INT,
+                                         (inputs->>'held_gpu_hours_per_year')::DOUBLE, (inputs->>'busy_gpu_hours_per_year')::DOUBLE
+                                  FROM marts.tco_scenarios WHERE gpu_model = 'H100-80GB' AND scenario IN ('buy', 'on_demand')
+                                  ORDER BY scenario""")
+        # A year of the day measured: 192 GPU-hours held and 96 busy a day, 8 cards at the peak.
+        assert rows == [("buy", "paid", 8, 192.0 * 365, 96.0 * 365), ("on_demand", "paid", 8, 192.0 * 365, 96.0 * 365)]
+    finally:
+        conn.close()

@@ -209,3 +209,22 @@ def test_no_purchasing_chart_when_every_priced_strategy_comes_to_nothing():
     rows = [{"gpu_model": FLEET, "scenario": "hybrid", "tco": Decimal("0")}, {"gpu_model": FLEET, "scenario": "buy", "tco": None}]
     result = TcoResult(scenarios=rows, break_even=[], params={"currency": "CNY", "years": 3}, lines=[], utilization=0.0)
     assert result.chart_svg() is None
+
+
+def test_the_purchasing_table_says_a_model_no_workload_held_is_sized_from_the_gpus_paid():
+    from datetime import UTC, datetime, timedelta
+
+    from models.tco import fleet_rows, load_params, profiles_by_model, scenario_rows, scenarios
+
+    params = load_params()
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    rows = [{"hour": start + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": "unattributed", "load": "recurring",
+             "gpu_hours_held": 0.0, "gpu_hours_busy": 0.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 4.0} for h in range(24)]
+    per_model = {m: scenarios(p, params) for m, p in profiles_by_model(rows).items()}
+    table = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
+    tco = {"scenarios": table, "break_even": [], "utilization": 1.0, "main_model": "A100-80GB", "currency": "CNY",
+           "rate": None, "rate_date": None, "reporting_currency": None}
+    page, _, _ = render(report_data(tco=tco))
+    assert ("No workload held the A100-80GB GPUs, but their telemetry shows them at work: each is sized from the GPUs "
+            "paid for") in page
+    assert "sized for one card with no load" not in page

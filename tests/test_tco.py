@@ -209,3 +209,23 @@ def test_a_one_off_run_is_counted_once_not_scaled_to_a_year(per_model):
     twice = {**params, "annualize": {"one_off_runs_per_year": 2}}
     again = scenario_rows(scenarios(profiles_by_model(demo_shaped())["A100-80GB"], twice, bundled_catalog_prices()), twice)
     assert next(r for r in again if r["scenario"] == "on_demand")["tco"] == Decimal("264600.00")  # (7,680 + 17,520) × 3.50 × 3
+
+
+def test_a_model_no_workload_held_is_sized_from_the_gpus_paid_when_telemetry_shows_it_busy():
+    """Paid for 4 GPUs, busy 3 GPU-hours an hour by telemetry, no workload: 4 cards held, 3 busy, one
+    recurring load; paid for with nothing busy either: one card with no load, as before."""
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    rows = [{"hour": start + timedelta(hours=h), "gpu_model": model, "phase": phase, "load": load, "gpu_hours_held": 0.0,
+             "gpu_hours_busy": 0.0, "gpus_paid": 4.0, "gpu_hours_busy_any": Decimal(3) if model == "L40S" else Decimal(0)}
+            for h in range(48) for model in ("L40S", "A10G") for phase in ("pretraining", "inference", "unattributed")
+            for load in ("recurring", "one_off")]
+    profiles = profiles_by_model(rows)
+    busy, unheld = profiles["L40S"], profiles["A10G"]
+    assert (busy.demand, busy.peak_gpus, busy.held(), busy.busy(), busy.held_year(), busy.busy_year()) == \
+        ("paid", 4, Decimal(192), Decimal(144), Decimal(4 * 8760), Decimal(3 * 8760))
+    assert busy.gpu_hours_held == {"unattributed": Decimal(192)} and not busy.one_off_held
+    assert (unheld.demand, unheld.peak_gpus, unheld.held()) == ("workloads", 0, Decimal(0))
+    params = load_params()
+    params["models"]["L40S"] = {"rent": {"monthly_per_card": 1000}}
+    rent = {s.scenario: s for s in scenarios(busy, params, bundled_catalog_prices())}
+    assert rent["rent_monthly"].cards == 4 and rent["rent_monthly"].inputs["demand"] == "paid"

@@ -334,6 +334,12 @@ def tco_columns(tco_data: dict) -> list[Column]:
     return columns
 
 
+def paid_demand_models(scenarios: list[dict]) -> list[str]:
+    """The GPU models no workload held, sized from the GPUs paid for (telemetry shows them at work)."""
+    return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
+                   and json.loads(r["inputs"] or "{}").get("demand") == "paid"})
+
+
 def unheld_models(scenarios: list[dict]) -> list[str]:
     """The GPU models of the purchasing table that no workload held in the measured period."""
     return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
@@ -358,6 +364,11 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
                      + ". A fleet total needs its strategy priced for every model. Add your quotes (a server under "
                        "models.<GPU model>.buy, rent prices under models.<GPU model>.rent) in a TCO parameters file "
                        "(FINOPS_TCO_PARAMS, or finops tco --params FILE).")
+    paid = paid_demand_models(scenarios)
+    if paid:
+        notes.append(f"No workload held the {', '.join(paid)} GPUs, but their telemetry shows them at work: each is sized "
+                     "from the GPUs paid for, hour by hour, with the busy hours telemetry measured, as one recurring load "
+                     "of no known phase. Load the workloads that ran on them to size them from what ran.")
     unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "

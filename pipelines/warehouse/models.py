@@ -141,7 +141,8 @@ _MODELS = [
     SqlModel("marts.daily_series", ("marts.daily_series_by_billing_month", "marts.daily_cost_by_billing_month"),
              "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB", "marts"),
     SqlModel("marts.gpu_hours_profile",
-             ("core.workloads", "marts.gpu_spans_by_day", "marts.gpu_busy_by_workload_hour", "core.cost_lines"),
+             ("core.workloads", "marts.gpu_spans_by_day", "marts.gpu_busy_by_workload_hour", "marts.gpu_busy_by_host_hour",
+              "core.cost_lines"),
              "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts"),
 ]
 SQL_MODELS: dict[str, SqlModel] = {m.table: m for m in _MODELS}
