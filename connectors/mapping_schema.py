@@ -109,10 +109,13 @@ class Numbers(_Strict):
         if self.thousands_separator == self.decimal_separator:
             raise ValueError(f"thousands_separator: '{self.thousands_separator}' is also the decimal separator")
         symbol = self.currency_symbol
+        # The symbol is taken off the cell's start or end as written, before the separators are read,
+        # so one holding a separator (`kr.`, `Rs.`) is read as nothing too; one of separators alone is no symbol.
+        separators = {self.decimal_separator, self.thousands_separator, " "}
         if symbol is not None and (symbol != symbol.strip() or any(c.isdigit() or c in "+-()" for c in symbol)
-                                   or self.decimal_separator in symbol
-                                   or (self.thousands_separator is not None and self.thousands_separator in symbol)):
-            raise ValueError(f"currency_symbol: {symbol!r} holds a digit, a sign, a bracket, a separator or spaces around it")
+                                   or all(c in separators for c in symbol)):
+            raise ValueError(f"currency_symbol: {symbol!r} holds a digit, a sign, a bracket or spaces around it, "
+                             "or only separators")
         return self
 
     def is_plain(self) -> bool:

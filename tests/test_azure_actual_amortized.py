@@ -247,7 +247,7 @@ def test_a_subscriptions_export_beside_the_billing_accounts_counts_once(tmp_path
     with connect(warehouse, read_only=True) as conn:
         assert fetch_all(conn, "SELECT sum(BilledCost), count(*) FROM core.cost_lines") == [(BILLED, len(lines))]
         assert fetch_all(conn, "SELECT export_name, covered_by FROM raw.delivery_slices WHERE NOT counts") == \
-            [("team-actual#actual", "enrollment-actual")]
+            [("team-actual#actual", "whole account: enrollment-actual")]
 
 
 def test_a_run_that_supersedes_an_older_warehouses_file_says_why(tmp_path, monkeypatch):
@@ -369,14 +369,14 @@ def test_a_billing_account_export_lagging_behind_a_subscriptions_counts_each_day
     october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form({"s-1": range(1, 11), "s-2": range(1, 11)})])
     october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
     assert october_totals(landing, warehouse) == (Decimal(24), Decimal(24))
-    assert slice_verdicts(warehouse)["team-actual#actual"] == (True, "ba-actual", ["2026-10-11 00:00/2026-10-15 00:00"])
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (True, "whole account: ba-actual", ["2026-10-11 00:00/2026-10-15 00:00"])
     with connect(warehouse, read_only=True) as conn:
         assert fetch_all(conn, """SELECT x_ExportName, min(ChargePeriodStart)::DATE::VARCHAR, sum(BilledCost) FROM core.cost_lines
                                   WHERE SubAccountId = 's-1' GROUP BY 1 ORDER BY 1""") == \
             [("ba-actual", "2026-10-01", Decimal(10)), ("team-actual", "2026-10-11", Decimal(4))]
     october_run(landing, "ba-actual", ACCOUNT_PATH, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
-    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "ba-actual", None)
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "whole account: ba-actual", None)
 
 
 def test_a_subscriptions_export_lagging_behind_the_billing_accounts_counts_for_nothing(tmp_path):
@@ -393,7 +393,7 @@ def test_a_subscriptions_own_export_beside_the_billing_accounts_focus_export_cou
     october_run(landing, "team-actual", "/subscriptions/s-1", 1, [own_form({"s-1": range(1, 15)})])
     october_run(landing, "ba-focus", ACCOUNT_PATH, 2, [focus_form({"s-1": range(1, 15), "s-2": range(1, 15)})], kind="FocusCost")
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
-    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "ba-focus", None)
+    assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "whole account: ba-focus", None)
 
 
 def test_the_run_says_a_subscriptions_export_counts_only_past_the_billing_accounts(tmp_path, monkeypatch):
@@ -411,3 +411,31 @@ def test_the_run_says_a_subscriptions_export_counts_only_past_the_billing_accoun
     assert ("counts in part: team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv — its lines "
             "count only for charges from 2026-10-11 00:00 (UTC): before that, ba-actual (the whole billing account's export) "
             "holds them") in " ".join(result.output.split()), result.output[-2000:]
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
+    caught_up = CliRunner().invoke(app, args, terminal_width=400)
+    assert caught_up.exit_code == 0, caught_up.output[-2000:]
+    assert ("superseded: team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv — its lines no "
+            "longer count: the whole billing account's export (ba-actual) holds its charges") in " ".join(caught_up.output.split())
+
+
+def focus_lines(charges: list[tuple[str, str, int]]) -> str:
+    """FocusCost lines of the billing account: (start, end, cost) each, in October 2026."""
+    return ",".join(FOCUS_HEADER) + "\n" + "".join(
+        ",".join(["Microsoft", ACCOUNT_PATH, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z", f"2026-10-{start}:00Z",
+                  f"2026-{end}:00Z", str(cost), str(cost), "USD", "Usage", "Virtual Machines"]) + "\n"
+        for start, end, cost in charges)
+
+
+def test_an_hourly_whole_export_with_a_month_long_line_reaches_as_far_as_its_hours(tmp_path):
+    """The billing account's hourly FocusCost export through 05:00 on the 10th, with a month-long
+    fee line; the subscription's hourly export through the 11th: the subscription's hours from
+    06:00 on the 10th count (the month-long line set the reach to midnight, and 18 hours were lost)."""
+    landing = tmp_path / "landing"
+    whole = [(f"{d:02d}T00:00", f"10-{d + 1:02d}T00:00", 24) for d in range(1, 10)] + \
+        [(f"10T{h:02d}:00", f"10-10T{h + 1:02d}:00", 1) for h in range(6)] + [("01T00:00", "11-01T00:00", 10)]
+    narrow = [(f"{d}T{h:02d}:00", f"10-{d}T{h + 1:02d}:00" if h < 23 else f"10-{d + 1}T00:00", 1) for d in (10, 11) for h in range(24)]
+    october_run(landing, "ba-focus", ACCOUNT_PATH, 1, [focus_lines(whole)], kind="FocusCost")
+    october_run(landing, "team-focus", "/subscriptions/s-1", 2, [focus_lines(narrow)], kind="FocusCost")
+    warehouse = tmp_path / "wh.duckdb"
+    assert october_totals(landing, warehouse) == (Decimal(9 * 24 + 6 + 10 + 18 + 24), Decimal(9 * 24 + 6 + 10 + 18 + 24))
+    assert slice_verdicts(warehouse)["team-focus"] == (True, "whole account: ba-focus", ["2026-10-10 06:00/2026-10-12 00:00"])

@@ -186,6 +186,8 @@ def test_an_unknown_key_is_an_error_naming_the_file_and_the_key(tmp_path):
     (lambda m: m.update(numbers={"decimal": ","}), "numbers.decimal: unknown field"),
     (lambda m: m.update(numbers={"currency_symbol": "US$1"}), "numbers: currency_symbol: 'US$1' holds a digit"),
     (lambda m: m.update(numbers={"currency_symbol": "$ "}), "numbers: currency_symbol: '$ ' holds a digit"),
+    (lambda m: m.update(numbers={"thousands_separator": ",", "currency_symbol": ".,"}),
+     "numbers: currency_symbol: '.,' holds a digit, a sign, a bracket or spaces around it, or only separators"),
     (lambda m: m.update(numbers={"negative": "red"}), "numbers.negative: input should be 'leading_minus', 'brackets' or 'trailing_minus' (got 'red')"),
 ])
 def test_schema_errors_say_which_key_and_why(tmp_path, change, message):
@@ -426,6 +428,13 @@ def test_a_european_invoice_with_semicolons_and_decimal_commas_reads_to_the_cent
     ({"decimal_separator": ",", "thousands_separator": ".", "currency_symbol": "\u20ac", "negative": "trailing_minus"},
      ["1.234,56 \u20ac", "12,50-", "12,50 \u20ac-", "-3,00", "(4,00)", "5,00$"],
      ["1234.56", "-12.50", "-12.50", "-3.00"], ["(4,00)", "5,00$"]),
+    # A Danish console: `kr.` holds the thousands separator, and is still read as nothing, before or after.
+    ({"decimal_separator": ",", "thousands_separator": ".", "currency_symbol": "kr.", "negative": "trailing_minus"},
+     ["kr. 1.234,56", "1.234,56 kr.", "12,50 kr.-", "kr.7,00", "kr. 1.234,56 kr.", "1.234,56 kr"],
+     ["1234.56", "1234.56", "-12.50", "7.00"], ["kr. 1.234,56 kr.", "1.234,56 kr"]),
+    # Rupees: `Rs.` holds the decimal point.
+    ({"thousands_separator": ",", "currency_symbol": "Rs.", "negative": "brackets"},
+     ["Rs. 1,234.50", "(Rs.12.00)", "Rs 5.00"], ["1234.50", "-12.00"], ["Rs 5.00"]),
 ])
 def test_currency_symbols_and_negatives_read_as_the_mapping_says(tmp_path, numbers, cells, read, quarantined):
     """`numbers: {currency_symbol, negative}`: the symbol before or after the number is read as

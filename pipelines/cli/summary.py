@@ -115,7 +115,7 @@ SELECT s.delivery_id,
            FILTER (WHERE s.counts) AS counts_for,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE s.counts) AS shares_with,
        -- A narrower scope's export counting past a lagging whole-account export's reach (covered_by names it).
-       string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FILTER (WHERE s.counts) AS counts_past,
+       string_agg(DISTINCT replace(s.covered_by, 'whole account: ', ''), ', ') FILTER (WHERE s.counts) AS counts_past,
        strftime(min(list_min(list_transform(s.counts_for, lambda r: r.since))) FILTER (WHERE s.counts), '%Y-%m-%d %H:%M') AS counts_from,
        max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
        string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
@@ -254,6 +254,12 @@ def run_notices(files: list[dict]) -> list[dict]:
                 f"its lines no longer count: the {form} ({r['superseded_by'] or r['covered_by'].split(': ', 1)[1]}) holds the "
                 "same provider, billing account and month, the same charges in another form, and one form counts (the "
                 "provider's own, unless it is incomplete or two days or more behind; README: The ledger)")})
+            continue
+        if r["status"] == "superseded" and r.get("covered_by") and r["covered_by"].startswith("whole account: "):
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: the whole billing account's export ({r['covered_by'].split(': ', 1)[1]}) holds "
+                "its charges (an export of a narrower scope, a subscription or a member account, counts only past the whole "
+                "account's export's last day; README: The ledger)")})
             continue
         if r["status"] == "superseded" and r.get("covered_by"):
             names = r["covered_by"].split(", ")

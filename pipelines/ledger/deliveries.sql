@@ -151,6 +151,8 @@ WITH slices AS (
            -- NULL (a file read before the ledger recorded them) when any file lacks them.
            CASE WHEN count(fs.min_charge_start) = count(*) THEN min(fs.min_charge_start) END AS min_charge_start,
            CASE WHEN count(fs.max_charge_start) = count(*) THEN max(fs.max_charge_start) END AS max_charge_start,
+           -- How far its lines of a day or less reach (NULL: none, or read before it was recorded).
+           max(fs.max_short_end) AS max_short_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
@@ -330,15 +332,19 @@ in_family AS (
 -- Export created in a member account, an Azure subscription's export): a narrower export counts
 -- only for the charges that start past a complete whole-account export's reach, so while the whole
 -- one lags (a day's sync behind, or switched off mid-month) its last days count once, and no day twice.
--- The whole export's reach: past its last charge start's day, or its last charge end if earlier
--- (an hourly export through 05:00 reaches 06:00; a month-long line says nothing of how far it is).
+-- The whole export's reach: the latest end of its lines of a day or less (an hourly export through
+-- 05:00 reaches 06:00, a daily one the next midnight; a month-long fee or tax line says nothing of
+-- how far it has come); for a file read before that was recorded, its last charge end, at most the
+-- day after its last charge start. A narrower line starting before the reach (a daily line beside
+-- an hourly whole export through 05:00) counts through the whole export alone once that reaches past it.
 -- The whole export covers the narrower one in its own family and dataset, and across forms where
 -- the whole one says everything the narrower one does: a FOCUS export covers the provider's own
 -- (Azure's actual and amortized datasets both), and an own export of one dataset (a payer's CUR)
 -- covers a FOCUS one. (Azure's actual or amortized export alone does not cover a FocusCost one.)
 wholes AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
-           least(max(max_charge_end), CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
+           coalesce(max(max_short_end),
+                    least(max(max_charge_end), CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ))) AS reach,
            arg_min(delivery_id, rank) AS whole_delivery, arg_min(delivery_export, rank) AS whole_export
     FROM in_family
     WHERE counts_in_family AND complete AND source <> 'file' AND account_scope = line_account_id
@@ -365,7 +371,7 @@ SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider
        CASE WHEN r.counts_in_key AND r.export_rank > 1 THEN r.chosen_export
             WHEN r.counts_as_export AND r.family_rank > 1
             THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || r.family_export
-            WHEN r.counts_in_family THEN r.whole_export END AS covered_by,
+            WHEN r.counts_in_family THEN 'whole account: ' || r.whole_export END AS covered_by,
        r.line_invoice, r.by_invoice,
        -- Beside a lagging whole-account export: the charges from its reach to the slice's last end.
        CASE WHEN r.counts_in_family AND r.beyond_whole
@@ -404,10 +410,16 @@ SET delivery_id = a.delivery_id,
                                                                         ELSE '; another delivery of its provider, account and month counts until it completes' END)
         WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
         WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
+        WHEN p.past_whole IS NOT NULL THEN format('delivery {}; its charges before {} count through the whole billing account''s export {}',
+                                                  d.delivery_id, strftime(p.since, '%Y-%m-%d %H:%M'), p.past_whole)
         WHEN p.shares_with IS NOT NULL THEN format('delivery {}; the charge time it shares with {} counts there', d.delivery_id, p.shares_with)
         ELSE format('delivery {}', d.delivery_id) END
 FROM ledger_assigned AS a JOIN raw.deliveries AS d USING (delivery_id)
 -- A plain upload counting for part of its charge time, and the uploads counting for the rest.
-LEFT JOIN (SELECT delivery_id, string_agg(DISTINCT winner, ', ' ORDER BY winner) AS shares_with
+LEFT JOIN (SELECT delivery_id,
+                  string_agg(DISTINCT winner, ', ' ORDER BY winner) FILTER (WHERE covered_by IS NULL) AS shares_with,
+                  -- A narrower scope's export counting past the whole account's (covered_by names it).
+                  string_agg(DISTINCT replace(covered_by, 'whole account: ', ''), ', ') FILTER (WHERE covered_by LIKE 'whole account: %') AS past_whole,
+                  min(list_min(list_transform(counts_for, lambda r: r.since))) AS since
            FROM raw.delivery_slices WHERE counts AND counts_for IS NOT NULL GROUP BY delivery_id) AS p USING (delivery_id)
 WHERE f.path = a.path AND f.sha256 = a.sha256;

@@ -198,10 +198,12 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     line_invoice VARCHAR,             -- the lines' InvoiceId, where invoices are deliveries (by_invoice)
     by_invoice BOOLEAN,               -- the connector's invoices_are_deliveries
     min_charge_start TIMESTAMPTZ,     -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
-    max_charge_start TIMESTAMPTZ      -- the latest ChargePeriodStart (how far an export has come)
+    max_charge_start TIMESTAMPTZ,     -- the latest ChargePeriodStart (how far an export has come)
+    max_short_end TIMESTAMPTZ         -- the latest ChargePeriodEnd of its lines of a day or less (how far an hourly export has come)
 )
 """
-RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"))
+RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"),
+                         ("max_short_end", "TIMESTAMPTZ"))
 
 
 class WarehouseSchemaError(RuntimeError):
