@@ -481,10 +481,18 @@ def _read_ahead(reader: pacsv.CSVStreamingReader, depth: int = 2) -> Iterator[pa
         thread.join()
 
 
-def short_value(column: str, limit: int = 40) -> pl.Expr:
+def short_value(column: str | pl.Expr, limit: int = 40) -> pl.Expr:
     """A source value fit to quote in a quarantine reason: control characters replaced, clipped."""
-    text = pl.col(column).str.replace_all(r"[\p{Cc}\p{Cf}]", "?")
+    text = (pl.col(column) if isinstance(column, str) else column).str.replace_all(r"[\p{Cc}\p{Cf}]", "?")
     return pl.when(text.str.len_chars() > limit).then(text.str.slice(0, limit) + pl.lit("…")).otherwise(text)
+
+
+def cell_reason(label: str, cell: str | pl.Expr, is_not: str) -> pl.Expr:
+    """A quarantine reason naming a cell the connector cannot read: `cost is empty` for a blank
+    one, else the cell quoted (`cost '12,5x' is not a number`), fit to print."""
+    text = (pl.col(cell) if isinstance(cell, str) else cell).fill_null("")
+    return pl.when(text.str.strip_chars() == "").then(pl.lit(f"{label} is empty")) \
+        .otherwise(pl.format(f"{label} '{{}}' is {is_not}", short_value(text)))
 
 
 _AWARE_FORMATS = (

@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from connectors.kit import (
-    ROW_NUMBER, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc_series, split_rejected,
+    ROW_NUMBER, cell_reason, failed, first_reason, short_value, header_fields, is_parquet, parse_decimal, parse_utc_series, split_rejected,
     stream_csv_as_strings, stream_parquet_as_strings, to_canonical,
 )
 from connectors.kit import Connector, ReadContext
@@ -110,8 +110,8 @@ class AwsCurConnector(Connector):
                 else pl.lit(None, dtype=pl.String)
             reason = first_reason([
                 (failed("line_item_unblended_cost", money["line_item_unblended_cost"]) | money["line_item_unblended_cost"].is_null(),
-                 pl.format("lineItem/UnblendedCost '{}' is not a number", pl.col("line_item_unblended_cost").fill_null(""))),
-                (start.is_null(), pl.format("lineItem/UsageStartDate '{}' is not a time", pl.col("line_item_usage_start_date").fill_null(""))),
+                 cell_reason("lineItem/UnblendedCost", "line_item_unblended_cost", "not a number")),
+                (start.is_null(), cell_reason("lineItem/UsageStartDate", "line_item_usage_start_date", "not a time")),
                 (~currency.str.strip_chars().str.to_uppercase().is_in(ISO4217).fill_null(False),
                  pl.format("lineItem/CurrencyCode '{}' is not an ISO 4217 code", currency.fill_null(""))),
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),

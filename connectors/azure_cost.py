@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.kit import ROW_NUMBER, cell_reason, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.kit import Connector, ReadContext
 from models.currencies import ISO4217
 from models.gpus import AZURE_METER_SIZE, GPU_STRUCT, instance_gpus_expr
@@ -237,8 +237,8 @@ class AzureCostConnector(Connector):
             currency = get("currency").str.to_uppercase()
             frame = frame.with_columns(cost.alias("__cost"), day.alias("__day"), currency.alias("__currency"))
             reason = first_reason([
-                (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col(fields["cost"]).fill_null(""))),
-                (pl.col("__day").is_null(), pl.format("date '{}' is not a date", pl.col(fields["date"]).fill_null(""))),
+                (pl.col("__cost").is_null(), cell_reason("cost", fields["cost"], "not a number")),
+                (pl.col("__day").is_null(), cell_reason("date", fields["date"], "not a date")),
                 (~pl.col("__currency").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", pl.col("__currency").fill_null(""))),
             ])

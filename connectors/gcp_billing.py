@@ -24,7 +24,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from connectors.kit import ROW_NUMBER, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
+from connectors.kit import ROW_NUMBER, cell_reason, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
 from connectors.kit import Connector, ConnectorError, ReadContext
 from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
@@ -174,8 +174,8 @@ class GcpBillingConnector(Connector):
             frame = frame.with_columns(cost.alias("__cost"), start.alias("__start"), end.alias("__end"), credits.alias("__credits"),
                                        tags.alias("__tags"), category.alias("__category"))
             reason = first_reason([
-                (pl.col("__cost").is_null(), pl.format("cost '{}' is not a number", pl.col("cost").fill_null(""))),
-                (pl.col("__start").is_null(), pl.format("usage_start_time '{}' is not a time", pl.col("usage_start_time").fill_null(""))),
+                (pl.col("__cost").is_null(), cell_reason("cost", "cost", "not a number")),
+                (pl.col("__start").is_null(), cell_reason("usage_start_time", "usage_start_time", "not a time")),
                 (~pl.col("currency").is_in(ISO4217).fill_null(False), pl.format("currency '{}' is not an ISO 4217 code", pl.col("currency").fill_null(""))),
                 (pl.col("__credits").is_null() & (pl.col("credits").is_not_null() if "credits" in frame.columns else pl.lit(False)),
                  "credits is not a list of credits"),

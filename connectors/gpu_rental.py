@@ -18,6 +18,7 @@ import polars as pl
 import pyarrow as pa
 from connectors.kit import (
     ROW_NUMBER,
+    cell_reason,
     failed,
     short_value,
     first_reason,
@@ -181,18 +182,18 @@ class GpuRentalConnector(Connector):
                 frame = frame.with_columns(
                     ((pl.col("__end") - pl.col("__start")).dt.total_microseconds().cast(pl.Decimal(38, 10))
                      / pl.lit(3_600_000_000).cast(pl.Decimal(38, 10))).cast(pl.Decimal(28, 10)).alias("__hours"))
-            hours_reason = pl.format("hours '{}' is not a number", self.col("hours").fill_null(""))
+            hours_reason = cell_reason("hours", self.col("hours"), "not a number")
             usage = pl.col("__category") == "Usage"
             # A credit, tax or adjustment need name no GPUs nor billing mode; a GPU count it gives is checked.
             no_gpu_count = pl.col("__gpus").is_null() & (usage | (self.col("gpu_count").fill_null("") != ""))
             reason = first_reason([
                 (pl.col("__category").is_null(),
                  pl.format("charge category '{}' is not in the mapping", self.col("charge_category").fill_null(""))),
-                (pl.col("__start").is_null(), pl.format("start '{}' is not a time", self.col("start").fill_null(""))),
+                (pl.col("__start").is_null(), cell_reason("start", self.col("start"), "not a time")),
                 *([(pl.col("__hours").is_null(), hours_reason)] if computed.end else []),
-                (pl.col("__end").is_null(), pl.format("end '{}' is not a time", self.col("end").fill_null(""))),
+                (pl.col("__end").is_null(), cell_reason("end", self.col("end"), "not a time")),
                 (pl.col("__end") < pl.col("__start"), "end is before start"),
-                (pl.col("__amount").is_null(), pl.format("amount '{}' is not a number", self.col("amount").fill_null(""))),
+                (pl.col("__amount").is_null(), cell_reason("amount", self.col("amount"), "not a number")),
                 (no_gpu_count | (pl.col("__gpus") < 0), pl.format("GPU count '{}' is not a whole number", self.col("gpu_count").fill_null(""))),
                 # No invoice line covers a century or a million cards: past that a number is a typo, and
                 # hours × cards would not fit a quantity.

@@ -50,6 +50,7 @@ from connectors._tabular import (
     quarantine_tail,
     read_head,
     short_value,
+    cell_reason,
     split_rejected,
     stream_csv_as_strings,
     stream_parquet_as_strings,
@@ -136,6 +137,6 @@ __all__ = [
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "read_head", "open_maybe_gzip", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "number_rows", "quarantine_tail",
-    "parse_money", "parse_decimal", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value",
+    "parse_money", "parse_decimal", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

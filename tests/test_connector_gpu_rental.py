@@ -435,6 +435,8 @@ def test_a_european_invoice_with_semicolons_and_decimal_commas_reads_to_the_cent
     # Rupees: `Rs.` holds the decimal point.
     ({"thousands_separator": ",", "currency_symbol": "Rs.", "negative": "brackets"},
      ["Rs. 1,234.50", "(Rs.12.00)", "Rs 5.00"], ["1234.50", "-12.00"], ["Rs 5.00"]),
+    # A blank amount is said to be empty, not quoted as ''.
+    ({"thousands_separator": ","}, ["1,000.00", "", "  "], ["1000.00"], ["", "  "]),
 ])
 def test_currency_symbols_and_negatives_read_as_the_mapping_says(tmp_path, numbers, cells, read, quarantined):
     """`numbers: {currency_symbol, negative}`: the symbol before or after the number is read as
@@ -454,7 +456,8 @@ def test_currency_symbols_and_negatives_read_as_the_mapping_says(tmp_path, numbe
     ctx = read_context("invoice.csv")
     rows = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(tmp_path / "invoice.csv", ctx)), schema=COST_LINE).to_pylist()
     assert [r["BilledCost"] for r in rows] == [Decimal(v) for v in read]
-    assert [q["reason"] for q in ctx.quarantined] == [f"amount '{c}' is not a number" for c in quarantined]
+    assert [q["reason"] for q in ctx.quarantined] == [
+        f"amount '{c}' is not a number" if c.strip() else "amount is empty" for c in quarantined]
 
 
 def test_a_number_not_written_as_the_mapping_says_is_quarantined_quoting_the_file(tmp_path):
