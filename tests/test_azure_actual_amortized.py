@@ -439,3 +439,19 @@ def test_an_hourly_whole_export_with_a_month_long_line_reaches_as_far_as_its_hou
     warehouse = tmp_path / "wh.duckdb"
     assert october_totals(landing, warehouse) == (Decimal(9 * 24 + 6 + 10 + 18 + 24), Decimal(9 * 24 + 6 + 10 + 18 + 24))
     assert slice_verdicts(warehouse)["team-focus"] == (True, "whole account: ba-focus", ["2026-10-10 06:00/2026-10-12 00:00"])
+
+
+@pytest.mark.parametrize("with_focus_export", [False, True])
+def test_a_subscriptions_focus_export_beside_the_billing_accounts_own_exports_counts_once(tmp_path, with_focus_export):
+    """The billing account's actual and amortized exports (and, it may be, its FocusCost export, which
+    then does not count: the own form does) beside a subscription's FocusCost export: the billing
+    account's own exports hold the subscription's charges (they were added: 42 for 28)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    both = {"s-1": range(1, 15), "s-2": range(1, 15)}
+    october_run(landing, "ba-actual", ACCOUNT_PATH, 1, [own_form(both)])
+    october_run(landing, "ba-amortized", ACCOUNT_PATH, 2, [own_form(both)], kind="AmortizedCost")
+    if with_focus_export:
+        october_run(landing, "ba-focus", ACCOUNT_PATH, 3, [focus_form(both)], kind="FocusCost")
+    october_run(landing, "team-focus", "/subscriptions/s-1", 4, [focus_form({"s-1": range(1, 15)})], kind="FocusCost")
+    assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
+    assert slice_verdicts(warehouse)["team-focus"][:2] in {(False, "whole account: ba-actual"), (False, "whole account: ba-amortized")}

@@ -337,10 +337,10 @@ in_family AS (
 -- how far it has come); for a file read before that was recorded, its last charge end, at most the
 -- day after its last charge start. A narrower line starting before the reach (a daily line beside
 -- an hourly whole export through 05:00) counts through the whole export alone once that reaches past it.
--- The whole export covers the narrower one in its own family and dataset, and across forms where
--- the whole one says everything the narrower one does: a FOCUS export covers the provider's own
--- (Azure's actual and amortized datasets both), and an own export of one dataset (a payer's CUR)
--- covers a FOCUS one. (Azure's actual or amortized export alone does not cover a FocusCost one.)
+-- The whole export covers the narrower one in its own family and dataset, and across forms: a
+-- FOCUS export covers the provider's own (Azure's actual and amortized datasets both), and the
+-- own form counting for the account (a payer's CUR; Azure's actual and amortized exports, which
+-- count together) covers a FOCUS one.
 wholes AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
            coalesce(max(max_short_end),
@@ -359,8 +359,11 @@ narrowed AS (
       ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.whole_delivery <> r.delivery_id
      AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id AND w.billing_period = r.billing_period
      AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
-     AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus'
-          OR (r.family = 'focus' AND w.dataset = ''))
+     AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
+    -- A FOCUS export beside an own export in datasets (Azure's actual and amortized) meets one whole
+    -- export per dataset: it counts past the least advanced one, as the own form is as far as that.
+    QUALIFY row_number() OVER (PARTITION BY r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice
+                               ORDER BY w.reach NULLS FIRST, w.whole_delivery) = 1
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
