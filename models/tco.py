@@ -143,18 +143,21 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
 def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
     """One profile per GPU model of marts.gpu_hours_profile that workloads held or charges paid for.
 
-    A model no workload held (no workload export loaded, or its hosts run work nobody records) but
-    whose cards telemetry shows at work is sized from what is paid for: each hour's GPUs paid for as
-    held, its cards' busy hours (gpu_hours_busy_any) as busy, all recurring and unattributed. A model
-    paid for with neither is sized at one card with no load: what owning it would cost."""
+    Where no workload held any GPU in the measured period (no workload export is loaded, or none of
+    its hosts is known), a model whose cards telemetry shows at work is sized from what is paid for:
+    each hour's GPUs paid for as held, its cards' busy hours (gpu_hours_busy_any, at most the GPUs
+    paid for) as busy, all recurring and unattributed. Once workloads are loaded, every model is
+    sized from what they held, as before (a model they never held, at one card with no load: what
+    owning it would cost), so the GPUs of a workload whose host is unknown are not sized twice."""
     by_model: dict[str, list[dict]] = {}
     for r in rows:
         by_model.setdefault(r.get("gpu_model") or "unknown", []).append(r)
+    no_workloads = not any(r["gpu_hours_held"] for r in rows)
     profiles = {}
     for model, model_rows in sorted(by_model.items()):
         if not any(r["gpu_hours_held"] or r.get("gpus_paid") for r in model_rows):
             continue
-        paid_demand = paid_demand_rows(model_rows)
+        paid_demand = paid_demand_rows(model_rows) if no_workloads else []
         if paid_demand:
             profiles[model] = replace(profile_from_rows(paid_demand), demand="paid")
         else:
@@ -164,15 +167,16 @@ def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
 
 def paid_demand_rows(rows: list[dict]) -> list[dict]:
     """One model's rows as paid demand (an hour's GPUs paid for held, and its cards' busy hours
-    busy, by no workload), where no workload held the model and telemetry shows its cards busy;
-    else []."""
-    if any(r["gpu_hours_held"] for r in rows) or not any(r.get("gpu_hours_busy_any") for r in rows):
+    busy, at most the GPUs paid for, by no workload), where telemetry shows its cards busy; else []."""
+    if not any(r.get("gpu_hours_busy_any") for r in rows):
         return []
     by_hour = {}
     for r in rows:  # gpus_paid and gpu_hours_busy_any are the same on each of an hour's rows
+        paid = D(round(r.get("gpus_paid") or 0, 6))
+        # Busy cards no charge pays for (a host billed elsewhere) are not this model's paid fleet.
+        busy = min(D(round(r.get("gpu_hours_busy_any") or 0, 6)), paid)
         by_hour.setdefault(r["hour"], {"hour": r["hour"], "gpu_model": r.get("gpu_model"), "phase": "unattributed",
-                                       "load": "recurring", "gpu_hours_held": D(r.get("gpus_paid") or 0),
-                                       "gpu_hours_busy": D(r.get("gpu_hours_busy_any") or 0)})
+                                       "load": "recurring", "gpu_hours_held": paid, "gpu_hours_busy": busy})
     return list(by_hour.values())
 
 

@@ -229,3 +229,19 @@ def test_a_model_no_workload_held_is_sized_from_the_gpus_paid_when_telemetry_sho
     params["models"]["L40S"] = {"rent": {"monthly_per_card": 1000}}
     rent = {s.scenario: s for s in scenarios(busy, params, bundled_catalog_prices())}
     assert rent["rent_monthly"].cards == 4 and rent["rent_monthly"].inputs["demand"] == "paid"
+
+
+def test_paid_sizing_holds_only_without_workloads_and_busy_never_exceeds_the_gpus_paid():
+    """A workload held any GPU (here on a host no charge or telemetry names: model 'unknown'): every
+    model is sized from what workloads held, so the H100s are not sized twice. Without it, busy
+    telemetry past the GPUs paid for (a host billed elsewhere) counts at most the GPUs paid."""
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    h100 = [{"hour": start + timedelta(hours=h), "gpu_model": "H100-80GB", "phase": "unattributed", "load": "recurring",
+             "gpu_hours_held": 0.0, "gpu_hours_busy": 0.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 16.0} for h in range(24)]
+    unknown = [{"hour": start + timedelta(hours=h), "gpu_model": "unknown", "phase": "finetuning", "load": "recurring",
+                "gpu_hours_held": 8.0, "gpu_hours_busy": 0.0, "gpus_paid": 0.0, "gpu_hours_busy_any": 0.0} for h in range(24)]
+    alone = profiles_by_model(h100)["H100-80GB"]
+    assert (alone.demand, alone.peak_gpus, alone.held(), alone.busy()) == ("paid", 8, Decimal(192), Decimal(192))
+    beside = profiles_by_model(h100 + unknown)
+    assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus) == ("workloads", 0)
+    assert beside["unknown"].peak_gpus == 8

@@ -367,8 +367,9 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     paid = paid_demand_models(scenarios)
     if paid:
         notes.append(f"No workload held the {', '.join(paid)} GPUs, but their telemetry shows them at work: each is sized "
-                     "from the GPUs paid for, hour by hour, with the busy hours telemetry measured, as one recurring load "
-                     "of no known phase. Load the workloads that ran on them to size them from what ran.")
+                     "from the GPUs paid for, hour by hour, with the busy hours telemetry measured (at most the GPUs paid "
+                     "for), as one recurring load of no known phase. Load the workloads that ran on them to size them from "
+                     "what ran.")
     unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "
