@@ -426,19 +426,41 @@ def focus_lines(charges: list[tuple[str, str, int]]) -> str:
         for start, end, cost in charges)
 
 
-def test_an_hourly_whole_export_with_a_month_long_line_reaches_as_far_as_its_hours(tmp_path):
+@pytest.mark.parametrize("other_lines", [[("01T00:00", "11-01T00:00", 10)], [("10T00:00", "10-11T00:00", 10)]],
+                         ids=["month-long fee", "the day's daily line"])
+def test_an_hourly_whole_export_reaches_as_far_as_its_hours(tmp_path, other_lines):
     """The billing account's hourly FocusCost export through 05:00 on the 10th, with a month-long
-    fee line; the subscription's hourly export through the 11th: the subscription's hours from
-    06:00 on the 10th count (the month-long line set the reach to midnight, and 18 hours were lost)."""
+    fee line, or a daily line of the 10th (storage is billed by the day in an hourly export); the
+    subscription's hourly export through the 11th: the subscription's hours from 06:00 on the 10th
+    count (the other line set the reach to midnight, and 18 hours were lost)."""
     landing = tmp_path / "landing"
     whole = [(f"{d:02d}T00:00", f"10-{d + 1:02d}T00:00", 24) for d in range(1, 10)] + \
-        [(f"10T{h:02d}:00", f"10-10T{h + 1:02d}:00", 1) for h in range(6)] + [("01T00:00", "11-01T00:00", 10)]
+        [(f"10T{h:02d}:00", f"10-10T{h + 1:02d}:00", 1) for h in range(6)] + other_lines
     narrow = [(f"{d}T{h:02d}:00", f"10-{d}T{h + 1:02d}:00" if h < 23 else f"10-{d + 1}T00:00", 1) for d in (10, 11) for h in range(24)]
     october_run(landing, "ba-focus", ACCOUNT_PATH, 1, [focus_lines(whole)], kind="FocusCost")
     october_run(landing, "team-focus", "/subscriptions/s-1", 2, [focus_lines(narrow)], kind="FocusCost")
     warehouse = tmp_path / "wh.duckdb"
     assert october_totals(landing, warehouse) == (Decimal(9 * 24 + 6 + 10 + 18 + 24), Decimal(9 * 24 + 6 + 10 + 18 + 24))
     assert slice_verdicts(warehouse)["team-focus"] == (True, "whole account: ba-focus", ["2026-10-10 06:00/2026-10-12 00:00"])
+
+
+def test_a_warehouse_from_before_the_reach_was_recorded_gets_it_from_the_lake(tmp_path):
+    """A warehouse whose facts lack how far each file has come (raw.file_slices.last_start_end,
+    dropped here as an older release had it) gets them from its lines on the next run, which counts
+    as a fresh build does (the older, coarser reach lost the subscription's 18 hours of the 10th)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    whole = [(f"{d:02d}T00:00", f"10-{d + 1:02d}T00:00", 24) for d in range(1, 10)] + \
+        [(f"10T{h:02d}:00", f"10-10T{h + 1:02d}:00", 1) for h in range(6)] + [("01T00:00", "11-01T00:00", 10)]
+    narrow = [(f"{d}T{h:02d}:00", f"10-{d}T{h + 1:02d}:00" if h < 23 else f"10-{d + 1}T00:00", 1) for d in (10, 11) for h in range(24)]
+    october_run(landing, "ba-focus", ACCOUNT_PATH, 1, [focus_lines(whole)], kind="FocusCost")
+    october_run(landing, "team-focus", "/subscriptions/s-1", 2, [focus_lines(narrow)], kind="FocusCost")
+    expected = (Decimal(9 * 24 + 6 + 10 + 18 + 24),) * 2
+    assert october_totals(landing, warehouse) == expected
+    with connect(warehouse) as conn:
+        conn.execute("ALTER TABLE raw.file_slices DROP COLUMN last_start_end")
+    assert october_totals(landing, warehouse) == expected
+    with connect(warehouse, read_only=True) as conn:
+        assert fetch_all(conn, "SELECT count(*), count(last_start_end) FROM raw.file_slices") == [(2, 2)]
 
 
 @pytest.mark.parametrize("with_focus_export", [False, True])

@@ -151,8 +151,9 @@ WITH slices AS (
            -- NULL (a file read before the ledger recorded them) when any file lacks them.
            CASE WHEN count(fs.min_charge_start) = count(*) THEN min(fs.min_charge_start) END AS min_charge_start,
            CASE WHEN count(fs.max_charge_start) = count(*) THEN max(fs.max_charge_start) END AS max_charge_start,
-           -- How far its lines of a day or less reach (NULL: none, or read before it was recorded).
-           max(fs.max_short_end) AS max_short_end,
+           -- The earliest end of its lines starting last, over its files (NULL: read before it was recorded).
+           arg_min(fs.last_start_end, {'start': -epoch_us(fs.max_charge_start), 'end': fs.last_start_end})
+               FILTER (WHERE fs.last_start_end IS NOT NULL) AS last_start_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
@@ -332,10 +333,9 @@ in_family AS (
 -- Export created in a member account, an Azure subscription's export): a narrower export counts
 -- only for the charges that start past a complete whole-account export's reach, so while the whole
 -- one lags (a day's sync behind, or switched off mid-month) its last days count once, and no day twice.
--- The whole export's reach: the latest end of its lines of a day or less (an hourly export through
--- 05:00 reaches 06:00, a daily one the next midnight; a month-long fee or tax line says nothing of
--- how far it has come); for a file read before that was recorded, its last charge end, at most the
--- day after its last charge start. A narrower line starting before the reach (a daily line beside
+-- The whole export's reach: the earliest end of its lines starting last (an hourly export through
+-- 05:00 reaches 06:00 beside the day's daily lines, a daily one the next midnight; a month-long fee
+-- or tax line says nothing of how far it has come), at most the day after its last charge start. A narrower line starting before the reach (a daily line beside
 -- an hourly whole export through 05:00) counts through the whole export alone once that reaches past it.
 -- The whole export covers the narrower one in its own family and dataset, and across forms: a
 -- FOCUS export covers the provider's own (Azure's actual and amortized datasets both), and the
@@ -343,8 +343,9 @@ in_family AS (
 -- count together) covers a FOCUS one.
 wholes AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
-           coalesce(max(max_short_end),
-                    least(max(max_charge_end), CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ))) AS reach,
+           least(coalesce(arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
+                              FILTER (WHERE last_start_end IS NOT NULL), max(max_charge_end)),
+                 CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
            arg_min(delivery_id, rank) AS whole_delivery, arg_min(delivery_export, rank) AS whole_export
     FROM in_family
     WHERE counts_in_family AND complete AND source <> 'file' AND account_scope = line_account_id

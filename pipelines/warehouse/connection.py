@@ -199,11 +199,11 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     by_invoice BOOLEAN,               -- the connector's invoices_are_deliveries
     min_charge_start TIMESTAMPTZ,     -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
     max_charge_start TIMESTAMPTZ,     -- the latest ChargePeriodStart (how far an export has come)
-    max_short_end TIMESTAMPTZ         -- the latest ChargePeriodEnd of its lines of a day or less (how far an hourly export has come)
+    last_start_end TIMESTAMPTZ        -- the earliest ChargePeriodEnd of its lines starting last (how far an hourly export has come)
 )
 """
 RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"),
-                         ("max_short_end", "TIMESTAMPTZ"))
+                         ("last_start_end", "TIMESTAMPTZ"))
 
 
 class WarehouseSchemaError(RuntimeError):
@@ -255,8 +255,9 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
     conn.execute(RAW_FILE_SLICES_DDL)
-    had_charge_starts = bool(fetch_value(conn, """SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database()
-        AND schema_name = 'raw' AND table_name = 'file_slices' AND column_name = 'max_charge_start'"""))
+    had_charge_starts, had_last_start_ends = (bool(fetch_value(conn, """SELECT count(*) FROM duckdb_columns()
+        WHERE database_name = current_database() AND schema_name = 'raw' AND table_name = 'file_slices'
+          AND column_name = $column""", {"column": column})) for column in ("max_charge_start", "last_start_end"))
     for table, added in (("raw.delivery_slices", RAW_DELIVERY_SLICES_ADDED), ("raw.file_slices", RAW_FILE_SLICES_ADDED)):
         for column, dtype in added:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {dtype}")
@@ -274,6 +275,8 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     backfill_file_slices(conn)
     if not had_charge_starts:
         backfill_charge_starts(conn)
+    if not had_last_start_ends:
+        backfill_last_start_ends(conn)
     if is_table(conn, "core.billing_lines"):  # a table before the lake; a view over it since
         conn.execute("DROP TABLE core.billing_lines")
 
@@ -440,6 +443,24 @@ def backfill_charge_starts(conn: duckdb.DuckDBPyConnection) -> None:
                      min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start
               FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices
                     WHERE max_charge_start IS NULL) AS f
+              JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
+              GROUP BY ALL) AS b
+        WHERE fs.path = b.path AND fs.sha256 = b.sha256 AND fs.line_provider IS NOT DISTINCT FROM b.ProviderName
+          AND fs.line_account IS NOT DISTINCT FROM b.BillingAccountId AND fs.line_period IS NOT DISTINCT FROM b.BillingPeriodStart
+          AND fs.line_invoice IS NOT DISTINCT FROM b.invoice""")
+
+
+def backfill_last_start_ends(conn: duckdb.DuckDBPyConnection) -> None:
+    """Facts recorded before the column existed (how far an export has come: the earliest end of the
+    lines starting last, pipelines/lake/facts.sql), once, from the lake's lines; without it an
+    upgraded warehouse's whole-account exports would keep the older, coarser reach."""
+    conn.execute("""
+        UPDATE raw.file_slices AS fs SET last_start_end = b.last_start_end
+        FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
+                     CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice,
+                     arg_min(c.ChargePeriodEnd, {'start': -epoch_us(c.ChargePeriodStart), 'end': c.ChargePeriodEnd})
+                         FILTER (WHERE c.ChargePeriodStart IS NOT NULL AND c.ChargePeriodEnd IS NOT NULL) AS last_start_end
+              FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices) AS f
               JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
               GROUP BY ALL) AS b
         WHERE fs.path = b.path AND fs.sha256 = b.sha256 AND fs.line_provider IS NOT DISTINCT FROM b.ProviderName
