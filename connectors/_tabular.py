@@ -483,7 +483,7 @@ def _read_ahead(reader: pacsv.CSVStreamingReader, depth: int = 2) -> Iterator[pa
 
 def short_value(column: str | pl.Expr, limit: int = 40) -> pl.Expr:
     """A source value fit to quote in a quarantine reason: control characters replaced, clipped."""
-    text = (pl.col(column) if isinstance(column, str) else column).str.replace_all(r"[\p{Cc}\p{Cf}]", "?")
+    text = (pl.col(column) if isinstance(column, str) else column).str.replace_all(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]", "?")
     return pl.when(text.str.len_chars() > limit).then(text.str.slice(0, limit) + pl.lit("…")).otherwise(text)
 
 

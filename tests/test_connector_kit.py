@@ -168,3 +168,17 @@ def test_a_check_whose_message_quotes_an_empty_cell_still_rejects_its_row():
     reason = first_reason([(pl.col("amount").is_null(), pl.format("amount '{}' is not an amount", pl.col("amount")))])
     assert _reasons(frame, reason).to_list() == [UNWORDED, None]
     assert frame.select(reason).to_series().to_list() == [UNWORDED, None]
+
+
+def test_a_quarantine_reason_says_a_blank_cell_is_empty_and_quotes_any_other_fit_to_print():
+    """`cell_reason`: a blank cell (null, empty, spaces) is empty, never quoted as ''; another is
+    quoted with control, format and line-separator characters replaced (a U+2028 split the reason
+    over two lines) and clipped at 40 characters."""
+    from connectors.kit import cell_reason
+
+    cells = [None, "", "  ", "12,5x", "a\u2028b\u2029c", "q\x1b[31mz", "9" * 45]
+    reasons = pl.DataFrame({"amount": cells}, schema={"amount": pl.String}).select(
+        cell_reason("amount", "amount", "not a number")).to_series().to_list()
+    assert reasons == ["amount is empty", "amount is empty", "amount is empty", "amount '12,5x' is not a number",
+                       "amount 'a?b?c' is not a number", "amount 'q?[31mz' is not a number",
+                       f"amount '{'9' * 40}…' is not a number"]
