@@ -228,3 +228,4 @@ def test_the_purchasing_table_says_a_model_no_workload_held_is_sized_from_the_gp
     assert ("No workload held the A100-80GB GPUs, but their telemetry shows them at work: each is sized from the GPUs "
             "paid for") in page
     assert "sized for one card with no load" not in page
+    assert "Measured utilization" not in page  # every paid hour is held: 100 % would say nothing

@@ -571,9 +571,11 @@ def render(data: dict) -> tuple[str, str, str]:
             rate_note = (f" Amounts in {tco_data['reporting_currency']} at {tco_data['rate']:.6f} per {tco_data['currency']}"
                          f" ({tco_data['rate_date']}).")
         priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
-        # With no workload held anywhere there is no utilization to state: the caveat says why.
-        held = set(unheld_models(tco_data["scenarios"])) != {r["gpu_model"] for r in tco_data["scenarios"] if r["gpu_model"] != FLEET}
-        measured = (f"Measured utilization of {tco_data['main_model']} (busy share of the card-hours the strategies size for; "
+        # With no workload held anywhere there is no utilization to state: the caveat says why (sized
+        # from the GPUs paid for, every paid hour is held, and 100 % would say nothing).
+        not_measured = set(unheld_models(tco_data["scenarios"])) | set(paid_demand_models(tco_data["scenarios"]))
+        held = not_measured != {r["gpu_model"] for r in tco_data["scenarios"] if r["gpu_model"] != FLEET}
+        measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
                     f"recurring load a year, one-off runs once): {tco_data['utilization'] * 100:.1f} %." if held else "")
         notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
