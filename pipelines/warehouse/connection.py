@@ -255,9 +255,10 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
     conn.execute(RAW_FILE_SLICES_DDL)
-    had_charge_starts, had_last_start_ends = (bool(fetch_value(conn, """SELECT count(*) FROM duckdb_columns()
+    # Facts added since the table was made: its files get them from their lines, once (below).
+    had_line_facts = fetch_value(conn, """SELECT count(*) FROM duckdb_columns()
         WHERE database_name = current_database() AND schema_name = 'raw' AND table_name = 'file_slices'
-          AND column_name = $column""", {"column": column})) for column in ("max_charge_start", "last_start_end"))
+          AND column_name IN ('max_charge_start', 'last_start_end')""") == 2
     for table, added in (("raw.delivery_slices", RAW_DELIVERY_SLICES_ADDED), ("raw.file_slices", RAW_FILE_SLICES_ADDED)):
         for column, dtype in added:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {dtype}")
@@ -273,10 +274,8 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     create_views(conn, lake)
     lake_tables.refresh_views(conn)
     backfill_file_slices(conn)
-    if not had_charge_starts:
-        backfill_charge_starts(conn)
-    if not had_last_start_ends:
-        backfill_last_start_ends(conn)
+    if not had_line_facts:
+        backfill_line_facts(conn)
     if is_table(conn, "core.billing_lines"):  # a table before the lake; a view over it since
         conn.execute("DROP TABLE core.billing_lines")
 
@@ -433,31 +432,17 @@ def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
             {"path": path, "sha256": sha, "by_invoice": False})
 
 
-def backfill_charge_starts(conn: duckdb.DuckDBPyConnection) -> None:
-    """Facts recorded before their columns existed (the earliest and latest charge start of each
-    slice, by which plain uploads of disjoint days add up), once, from the lake's lines."""
+def backfill_line_facts(conn: duckdb.DuckDBPyConnection) -> None:
+    """Facts recorded before their columns existed, once, from the lake's lines: the earliest and
+    latest charge start of each slice (by which plain uploads of disjoint days add up) and the
+    earliest end of the lines starting last (how far an export has come; pipelines/lake/facts.sql).
+    Without them an upgraded warehouse's files would keep the older, coarser rules."""
     conn.execute("""
-        UPDATE raw.file_slices AS fs SET min_charge_start = b.first_start, max_charge_start = b.last_start
+        UPDATE raw.file_slices AS fs
+        SET min_charge_start = b.first_start, max_charge_start = b.last_start, last_start_end = b.last_start_end
         FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
                      CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice,
-                     min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start
-              FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices
-                    WHERE max_charge_start IS NULL) AS f
-              JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
-              GROUP BY ALL) AS b
-        WHERE fs.path = b.path AND fs.sha256 = b.sha256 AND fs.line_provider IS NOT DISTINCT FROM b.ProviderName
-          AND fs.line_account IS NOT DISTINCT FROM b.BillingAccountId AND fs.line_period IS NOT DISTINCT FROM b.BillingPeriodStart
-          AND fs.line_invoice IS NOT DISTINCT FROM b.invoice""")
-
-
-def backfill_last_start_ends(conn: duckdb.DuckDBPyConnection) -> None:
-    """Facts recorded before the column existed (how far an export has come: the earliest end of the
-    lines starting last, pipelines/lake/facts.sql), once, from the lake's lines; without it an
-    upgraded warehouse's whole-account exports would keep the older, coarser reach."""
-    conn.execute("""
-        UPDATE raw.file_slices AS fs SET last_start_end = b.last_start_end
-        FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
-                     CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice,
+                     min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start,
                      arg_min(c.ChargePeriodEnd, {'start': -epoch_us(c.ChargePeriodStart), 'end': c.ChargePeriodEnd})
                          FILTER (WHERE c.ChargePeriodStart IS NOT NULL AND c.ChargePeriodEnd IS NOT NULL) AS last_start_end
               FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices) AS f
