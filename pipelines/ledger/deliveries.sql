@@ -141,6 +141,29 @@ CREATE OR REPLACE TEMP MACRO ledger_overlaps(a_start, a_end, b_start, b_end) AS
 -- its lines' account, as the account's path ('/providers/Microsoft.Billing/billingAccounts/N' for N).
 CREATE OR REPLACE TEMP MACRO ledger_account_id(account) AS
     coalesce(nullif(regexp_extract(account, '(?i)^/providers/microsoft\.billing/billingaccounts/([^/]+)$', 1), ''), account);
+-- A line's subscription as scopes name it: Azure's own exports state its id, FocusCost its path.
+CREATE OR REPLACE TEMP MACRO ledger_subscription(sub_account) AS
+    lower(coalesce(nullif(regexp_extract(sub_account, '(?i)^/subscriptions/([^/]+)', 1), ''), sub_account));
+-- The subscription a scope lies in (a subscription's, a resource group's); NULL for a billing or
+-- management scope (a billing profile, an invoice section, an EA department or enrollment account).
+CREATE OR REPLACE TEMP MACRO ledger_scope_subscription(scope) AS
+    nullif(lower(regexp_extract(scope, '(?i)^/subscriptions/([^/]+)', 1)), '');
+-- Whether an export of scope `holder`, whose lines bill `held_subs`, holds every charge of a
+-- narrower export of scope `narrower` (whose lines bill `narrower_subs`) in one billing account:
+-- the narrower scope's path lies under the holder's (a resource group in its subscription, an
+-- invoice section in its billing profile); or the narrower scope is a subscription's (or lies in
+-- one) whose charges the holder's lines bill (a billing profile's or management group's export
+-- beside a subscription's); or both are billing scopes and the holder's lines bill every
+-- subscription the narrower's do (an EA department's beside one of its enrollment accounts'; of
+-- two billing the same subscriptions, the same charges, the first scope by name holds the other).
+CREATE OR REPLACE TEMP MACRO ledger_scope_holds(holder, held_subs, narrower, narrower_subs) AS
+    lower(holder) <> lower(narrower) AND (
+        starts_with(lower(narrower), lower(holder) || '/')
+        OR (ledger_scope_subscription(holder) IS NULL
+            AND coalesce(list_contains(held_subs, ledger_scope_subscription(narrower)), false))
+        OR (ledger_scope_subscription(holder) IS NULL AND ledger_scope_subscription(narrower) IS NULL
+            AND coalesce(len(narrower_subs) > 0 AND list_has_all(held_subs, narrower_subs)
+                         AND (len(held_subs) > len(narrower_subs) OR lower(holder) < lower(narrower)), false)));
 
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
@@ -155,7 +178,10 @@ WITH slices AS (
            arg_min(fs.last_start_end, {'start': -epoch_us(fs.max_charge_start), 'end': fs.last_start_end})
                FILTER (WHERE fs.last_start_end IS NOT NULL) AS last_start_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
-           any_value(fs.dataset) AS dataset
+           any_value(fs.dataset) AS dataset,
+           -- The subscriptions its lines bill, as scopes name them (NULL: a file read before they were recorded).
+           CASE WHEN count(fs.sub_accounts) = count(*)
+                THEN list_distinct(list_transform(flatten(list(fs.sub_accounts)), lambda x: ledger_subscription(x))) END AS subscriptions
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
     JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
@@ -330,41 +356,60 @@ in_family AS (
 ),
 -- An export of the whole billing account (its scope is the account its lines bill: a payer's CUR,
 -- an Azure billing-account export) holds every narrower export's charges of that account (a Data
--- Export created in a member account, an Azure subscription's export): a narrower export counts
--- only for the charges that start past a complete whole-account export's reach, so while the whole
--- one lags (a day's sync behind, or switched off mid-month) its last days count once, and no day twice.
--- The whole export's reach: the earliest end of its lines starting last (an hourly export through
+-- Export created in a member account, an Azure subscription's export), and an export of a wider
+-- scope holds those of the scopes it contains (ledger_scope_holds: a billing profile's export holds
+-- its subscriptions' and invoice sections'): a narrower export counts only for the charges that
+-- start past the reach of every complete export holding it, so while those lag (a day's sync
+-- behind, or switched off mid-month) its last days count once, and no day twice.
+-- A holder's reach: the earliest end of its lines starting last (an hourly export through
 -- 05:00 reaches 06:00 beside the day's daily lines, a daily one the next midnight; a month-long fee
 -- or tax line says nothing of how far it has come), at most the day after its last charge start. A narrower line starting before the reach (a daily line beside
--- an hourly whole export through 05:00) counts through the whole export alone once that reaches past it.
--- The whole export covers the narrower one in its own family and dataset, and across forms: a
+-- an hourly whole export through 05:00) counts through the holder alone once that reaches past it.
+-- The holder covers the narrower one in its own family and dataset, and across forms: a
 -- FOCUS export covers the provider's own (Azure's actual and amortized datasets both), and the
--- own form counting for the account (a payer's CUR; Azure's actual and amortized exports, which
+-- own form counting for the scope (a payer's CUR; Azure's actual and amortized exports, which
 -- count together) covers a FOCUS one.
-wholes AS (
+holders AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
-           least(coalesce(arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
-                              FILTER (WHERE last_start_end IS NOT NULL), max(max_charge_end)),
-                 CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
-           arg_min(delivery_id, rank) AS whole_delivery, arg_min(delivery_export, rank) AS whole_export
+           scope AS holder_scope, account_scope = line_account_id AS whole,
+           CASE WHEN count(subscriptions) = count(*) THEN list_distinct(flatten(list(subscriptions))) END AS subscriptions,
+           coalesce(least(coalesce(arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
+                                       FILTER (WHERE last_start_end IS NOT NULL), max(max_charge_end)),
+                          CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)),
+                    'infinity'::TIMESTAMPTZ) AS reach,
+           arg_min(delivery_id, rank) AS holder_delivery, arg_min(delivery_export, rank) AS holder_export
     FROM in_family
-    WHERE counts_in_family AND complete AND source <> 'file' AND account_scope = line_account_id
-    GROUP BY provider, family, coalesce(dataset, ''), line_account_id, billing_period, line_invoice
+    WHERE counts_in_family AND complete AND source <> 'file'
+    GROUP BY provider, family, coalesce(dataset, ''), line_account_id, billing_period, line_invoice, scope, account_scope
 ),
-narrowed AS (
-    SELECT r.*, w.whole_delivery, w.whole_export, w.reach,
-           -- Its charges reach past the whole export's: those count (NULL dates: the whole one covers all).
-           coalesce(r.max_charge_start >= w.reach, false) AS beyond_whole
+-- Each narrower slice's holders, one row a holding scope: as far as its least advanced dataset (a
+-- FOCUS export beside an own export in datasets, Azure's actual and amortized, meets one per
+-- dataset; the own form is as far as the less advanced of the two).
+held AS (
+    SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice, w.holder_scope,
+           bool_or(w.whole) AS whole, min(w.reach) AS reach,
+           arg_min(w.holder_delivery, w.reach) AS holder_delivery, arg_min(w.holder_export, w.reach) AS holder_export
     FROM in_family AS r
-    LEFT JOIN wholes AS w
-      ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.whole_delivery <> r.delivery_id
+    JOIN holders AS w
+      ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.holder_delivery <> r.delivery_id
      AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id AND w.billing_period = r.billing_period
      AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
      AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
-    -- A FOCUS export beside an own export in datasets (Azure's actual and amortized) meets one whole
-    -- export per dataset: it counts past the least advanced one, as the own form is as far as that.
+     AND (w.whole OR ledger_scope_holds(w.holder_scope, w.subscriptions, r.scope, r.subscriptions))
+    GROUP BY ALL
+),
+-- The holder reaching furthest: the narrower slice counts past it (the whole account's export to
+-- its reach, a billing profile's counting past that to its own).
+narrowed AS (
+    SELECT r.*, h.holder_delivery AS whole_delivery, h.holder_export AS whole_export, h.whole AS held_by_whole, h.reach,
+           coalesce(r.max_charge_start >= h.reach, false) AS beyond_whole
+    FROM in_family AS r
+    LEFT JOIN held AS h
+      ON h.delivery_id = r.delivery_id AND h.line_provider IS NOT DISTINCT FROM r.line_provider
+     AND h.line_account IS NOT DISTINCT FROM r.line_account AND h.line_period IS NOT DISTINCT FROM r.line_period
+     AND h.line_invoice IS NOT DISTINCT FROM r.line_invoice AND h.by_invoice IS NOT DISTINCT FROM r.by_invoice
     QUALIFY row_number() OVER (PARTITION BY r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice
-                               ORDER BY w.reach NULLS FIRST, w.whole_delivery) = 1
+                               ORDER BY h.reach DESC NULLS LAST, h.whole DESC, h.holder_delivery) = 1
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
@@ -375,9 +420,10 @@ SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider
        CASE WHEN r.counts_in_key AND r.export_rank > 1 THEN r.chosen_export
             WHEN r.counts_as_export AND r.family_rank > 1
             THEN CASE WHEN r.family = 'focus' THEN 'own export: ' ELSE 'FOCUS: ' END || r.family_export
-            WHEN r.counts_in_family THEN 'whole account: ' || r.whole_export END AS covered_by,
+            WHEN r.counts_in_family THEN CASE WHEN r.held_by_whole THEN 'whole account: ' ELSE 'wider scope: ' END || r.whole_export
+       END AS covered_by,
        r.line_invoice, r.by_invoice,
-       -- Beside a lagging whole-account export: the charges from its reach to the slice's last end.
+       -- Beside a lagging whole-account (or wider scope's) export: the charges from its reach to the slice's last end.
        CASE WHEN r.counts_in_family AND r.beyond_whole
             THEN [{'since': r.reach, 'until': greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND)}]
             ELSE r.counts_for END AS counts_for
@@ -414,7 +460,7 @@ SET delivery_id = a.delivery_id,
                                                                         ELSE '; another delivery of its provider, account and month counts until it completes' END)
         WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
         WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
-        WHEN p.past_whole IS NOT NULL THEN format('delivery {}; its charges before {} count through the whole billing account''s export {}',
+        WHEN p.past_whole IS NOT NULL THEN format('delivery {}; its charges before {} count through {}',
                                                   d.delivery_id, strftime(p.since, '%Y-%m-%d %H:%M'), p.past_whole)
         WHEN p.shares_with IS NOT NULL THEN format('delivery {}; the charge time it shares with {} counts there', d.delivery_id, p.shares_with)
         ELSE format('delivery {}', d.delivery_id) END
@@ -422,8 +468,10 @@ FROM ledger_assigned AS a JOIN raw.deliveries AS d USING (delivery_id)
 -- A plain upload counting for part of its charge time, and the uploads counting for the rest.
 LEFT JOIN (SELECT delivery_id,
                   string_agg(DISTINCT winner, ', ' ORDER BY winner) FILTER (WHERE covered_by IS NULL) AS shares_with,
-                  -- A narrower scope's export counting past the whole account's (covered_by names it).
-                  string_agg(DISTINCT replace(covered_by, 'whole account: ', ''), ', ') FILTER (WHERE covered_by LIKE 'whole account: %') AS past_whole,
+                  -- A narrower scope's export counting past the whole account's or a wider scope's (covered_by names it).
+                  string_agg(DISTINCT CASE WHEN covered_by LIKE 'whole account: %' THEN 'the whole billing account''s export '
+                                           ELSE 'the export of a scope holding it, ' END || regexp_replace(covered_by, '^[^:]*: ', ''), ', ')
+                      FILTER (WHERE covered_by LIKE 'whole account: %' OR covered_by LIKE 'wider scope: %') AS past_whole,
                   min(list_min(list_transform(counts_for, lambda r: r.since))) AS since
            FROM raw.delivery_slices WHERE counts AND counts_for IS NOT NULL GROUP BY delivery_id) AS p USING (delivery_id)
 WHERE f.path = a.path AND f.sha256 = a.sha256;
