@@ -80,3 +80,28 @@ def test_without_workloads_the_purchasing_model_sizes_the_gpus_paid_for_and_thei
         assert rows == [("buy", "paid", 8, 192.0 * 365, 96.0 * 365), ("on_demand", "paid", 8, 192.0 * 365, 96.0 * 365)]
     finally:
         conn.close()
+
+
+def test_beside_workloads_the_purchasing_model_sizes_busy_hours_no_workload_held(tmp_path):
+    """The job holds h-1's 8 GPUs 00:00-12:00; they are busy at 90 % 12:00-24:00 with no job. The
+    purchasing model counts those 86.4 busy GPU-hours as unattributed recurring demand (before, only
+    the job's hours: the H100s' afternoons were left out of every strategy's sizing)."""
+    landing = tmp_path / "landing"
+    (landing / "host=h-1").mkdir(parents=True)
+    (landing / "charges.csv").write_text(CHARGES)
+    (landing / "jobs.csv").write_text(JOBS)
+    (landing / "host=h-1" / "smi.csv").write_text(telemetry())
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
+    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, """SELECT count(*), round(sum(gpu_hours_busy_unheld), 6) FROM (SELECT DISTINCT hour, gpu_model, gpu_hours_busy_unheld
+                                  FROM marts.gpu_hours_profile WHERE gpu_hours_busy_unheld > 0)""") == [(12, 86.4)]
+        rows = fetch_all(conn, """SELECT scenario, inputs->>'demand', (inputs->>'peak_gpus')::INT,
+                                         (inputs->>'unheld_busy_gpu_hours_measured')::DOUBLE,
+                                         (inputs->>'held_gpu_hours_per_year')::DOUBLE, (inputs->>'busy_gpu_hours_per_year')::DOUBLE
+                                  FROM marts.tco_scenarios WHERE gpu_model = 'H100-80GB' AND scenario = 'on_demand'""")
+        # The one-off job's 96 GPU-hours once, and the busy afternoon's 86.4 a day, recurring.
+        assert rows == [("on_demand", "workloads", 8, 86.4, 31632.0, 31536.0)]
+    finally:
+        conn.close()

@@ -237,11 +237,39 @@ def test_paid_sizing_holds_only_without_workloads_and_busy_never_exceeds_the_gpu
     telemetry past the GPUs paid for (a host billed elsewhere) counts at most the GPUs paid."""
     start = datetime(2026, 9, 1, tzinfo=UTC)
     h100 = [{"hour": start + timedelta(hours=h), "gpu_model": "H100-80GB", "phase": "unattributed", "load": "recurring",
-             "gpu_hours_held": 0.0, "gpu_hours_busy": 0.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 16.0} for h in range(24)]
+             "gpu_hours_held": 0.0, "gpu_hours_busy": 0.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 16.0,
+             "gpu_hours_busy_unheld": 16.0} for h in range(24)]
     unknown = [{"hour": start + timedelta(hours=h), "gpu_model": "unknown", "phase": "finetuning", "load": "recurring",
-                "gpu_hours_held": 8.0, "gpu_hours_busy": 0.0, "gpus_paid": 0.0, "gpu_hours_busy_any": 0.0} for h in range(24)]
+                "gpu_hours_held": 8.0, "gpu_hours_busy": 0.0, "gpus_paid": 0.0, "gpu_hours_busy_any": 0.0,
+                "gpu_hours_busy_unheld": 0.0} for h in range(24)]
     alone = profiles_by_model(h100)["H100-80GB"]
     assert (alone.demand, alone.peak_gpus, alone.held(), alone.busy()) == ("paid", 8, Decimal(192), Decimal(192))
     beside = profiles_by_model(h100 + unknown)
     assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus) == ("workloads", 0)
     assert beside["unknown"].peak_gpus == 8
+
+
+def hour_rows(hours: int, model: str, held: float, busy_unheld: float, paid: float) -> list[dict]:
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    return [{"hour": start + timedelta(hours=h), "gpu_model": model, "phase": "finetuning", "load": "recurring",
+             "gpu_hours_held": held, "gpu_hours_busy": held, "gpus_paid": paid, "gpu_hours_busy_any": held + busy_unheld,
+             "gpu_hours_busy_unheld": busy_unheld} for h in range(hours)]
+
+
+@pytest.mark.parametrize(("paid", "peak", "unheld"), [(9.0, 9, 8 * 24), (4.0, 4, 3 * 24), (1.0, 1, 0)])
+def test_beside_workloads_busy_hours_no_workload_held_are_demand_within_the_gpus_paid(paid, peak, unheld):
+    """One 1-GPU job all day beside an 8-GPU host busy with no workload: 9 cards (it was 1), as far
+    as the GPUs paid for that the job did not hold (busy cards no charge pays for are not the fleet)."""
+    profile = profiles_by_model(hour_rows(24, "H100-80GB", 1.0, 8.0, paid))["H100-80GB"]
+    assert (profile.demand, profile.peak_gpus, profile.unheld_busy) == ("workloads", peak, Decimal(unheld))
+    assert profile.held() == Decimal(24 + unheld) and profile.held(["unattributed"]) == Decimal(unheld)
+
+
+def test_busy_hours_no_workload_held_share_what_workloads_of_every_model_left_of_the_gpus_paid():
+    """8 H100s paid, busy 6 GPU-hours an hour with no workload, beside a 1-GPU L4 job (1 paid) and a
+    4-GPU job on a host no telemetry or charge names (model 'unknown', nothing paid): the paid GPUs
+    left are 9 - 5 = 4, so the H100s' busy hours count for 4 cards an hour, not 6."""
+    rows = hour_rows(24, "H100-80GB", 0.0, 6.0, 8.0) + hour_rows(24, "L4", 1.0, 0.0, 1.0) + hour_rows(24, "unknown", 4.0, 0.0, 0.0)
+    profiles = profiles_by_model(rows)
+    assert (profiles["H100-80GB"].peak_gpus, profiles["H100-80GB"].unheld_busy) == (4, Decimal(4 * 24))
+    assert (profiles["L4"].peak_gpus, profiles["unknown"].peak_gpus) == (1, 4)

@@ -340,6 +340,12 @@ def paid_demand_models(scenarios: list[dict]) -> list[str]:
                    and json.loads(r["inputs"] or "{}").get("demand") == "paid"})
 
 
+def unheld_busy_by_model(scenarios: list[dict]) -> dict[str, float]:
+    """The busy GPU-hours no workload held that the purchasing model sized as demand, by GPU model."""
+    return {r["gpu_model"]: hours for r in scenarios if r["gpu_model"] != FLEET
+            if (hours := json.loads(r["inputs"] or "{}").get("unheld_busy_gpu_hours_measured"))}
+
+
 def unheld_models(scenarios: list[dict]) -> list[str]:
     """The GPU models of the purchasing table that no workload held in the measured period."""
     return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
@@ -370,6 +376,12 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
                      "from the GPUs paid for, hour by hour, with the busy hours telemetry measured (at most the GPUs paid "
                      "for), as one recurring load of no known phase. Load the workloads that ran on them to size them from "
                      "what ran.")
+    if busy := unheld_busy_by_model(scenarios):
+        notes.append("Busy GPU-hours no workload held are sized as demand of no known phase, recurring ("
+                     + ", ".join(f"{model}: {hours:,.1f}" for model, hours in sorted(busy.items()))
+                     + " in the measured period), as far as the GPUs paid for that workloads did not hold; a card at "
+                       "half load counts half an hour an hour, so the cards they took may be more. Load the workloads "
+                       "that ran on them to size them from what ran.")
     unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "

@@ -1,9 +1,11 @@
 -- marts.gpu_hours_profile: one row per UTC hour, GPU model, phase and load over the measured period:
 -- GPUs held by workloads (GPU-hours held in that hour), GPU-hours busy (from core.gpu_minutes), and
 -- the GPUs of that model paid for in that hour (from GPU charges), and its cards' busy GPU-hours
--- whatever ran (gpu_hours_busy_any, from telemetry: workloads or not). The purchasing model sizes
--- and prices each GPU model on its own from it (models/tco.py); a model no workload held but whose
--- cards telemetry shows at work is sized from the GPUs paid for and that busy time.
+-- whatever ran (gpu_hours_busy_any, from telemetry: workloads or not), and of those the busy
+-- GPU-hours no workload held (gpu_hours_busy_unheld: minutes at or over the busy threshold that no
+-- workload record names). The purchasing model sizes and prices each GPU model on its own from it
+-- (models/tco.py); a model no workload held but whose cards telemetry shows at work is sized from
+-- the GPUs paid for and that busy time, and beside workloads, busy time no workload held is demand too.
 -- gpu_model: the canonical key (gpu_model_key) of the workload's host, from its telemetry (the model
 -- most of its minutes report), else from its GPU charges; 'unknown' when neither names one.
 -- load: how the purchasing model annualizes the hours (README, "TCO"):
@@ -96,6 +98,17 @@ busy_any AS (
     LEFT JOIN billed_models AS bm ON bm.host = norm_host(b.host)
     GROUP BY ALL
 ),
+busy_unheld AS (
+    -- Each host's busy GPU-hours no workload held (marts.gpu_busy_by_workload_hour's 'unattributed'
+    -- minutes: at or over the busy threshold, no workload record names what ran), by its model.
+    SELECT b.hour, coalesce(t.gpu_model, bm.gpu_model, 'unknown') AS gpu_model,
+           sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) / 60.0 AS gpu_hours_busy_unheld
+    FROM marts.gpu_busy_by_workload_hour AS b
+    LEFT JOIN telemetry_models AS t ON t.host = b.host
+    LEFT JOIN billed_models AS bm ON bm.host = norm_host(b.host)
+    WHERE b.workload_id IS NULL AND b.phase = 'unattributed'
+    GROUP BY ALL
+),
 models AS (
     SELECT gpu_model FROM runs UNION SELECT gpu_model FROM paid
 )
@@ -105,7 +118,9 @@ SELECT h.hour, g.gpu_model, p.phase, l.load,
        -- GPUs of this model paid for in the hour, whatever ran: the same on each phase and load row.
        coalesce(paid.gpus_paid, 0) AS gpus_paid,
        -- Busy GPU-hours of this model's cards in the hour, workloads or not: the same on each phase and load row.
-       coalesce(busy_any.gpu_hours_busy_any, 0) AS gpu_hours_busy_any
+       coalesce(busy_any.gpu_hours_busy_any, 0) AS gpu_hours_busy_any,
+       -- Of those, the busy GPU-hours no workload held: the same on each phase and load row.
+       coalesce(busy_unheld.gpu_hours_busy_unheld, 0) AS gpu_hours_busy_unheld
 FROM hours AS h
 CROSS JOIN models AS g
 CROSS JOIN phases AS p
@@ -114,4 +129,5 @@ LEFT JOIN held ON held.hour = h.hour AND held.gpu_model = g.gpu_model AND held.p
 LEFT JOIN busy ON busy.hour = h.hour AND busy.gpu_model = g.gpu_model AND busy.phase = p.phase AND busy.load = l.load
 LEFT JOIN paid ON paid.hour = h.hour AND paid.gpu_model = g.gpu_model
 LEFT JOIN busy_any ON busy_any.hour = h.hour AND busy_any.gpu_model = g.gpu_model
+LEFT JOIN busy_unheld ON busy_unheld.hour = h.hour AND busy_unheld.gpu_model = g.gpu_model
 ORDER BY h.hour, g.gpu_model, p.phase, l.load;
