@@ -149,8 +149,8 @@ def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
     its hosts is known), a model whose cards telemetry shows at work is sized from what is paid for:
     each hour's GPUs paid for as held, its cards' busy hours (gpu_hours_busy_any, at most the GPUs
     paid for) as busy, all recurring and unattributed. Once workloads are loaded, every model is
-    sized from what they held and from the busy hours no workload held (unheld_busy_rows, within
-    the GPUs paid for that workloads did not hold); a model neither held nor busy, at one card with
+    sized from what they held and from the busy hours no workload held (unheld_busy_rows; a model
+    only those hours size says `demand` "busy"); a model neither held nor busy, at one card with
     no load: what owning it would cost."""
     by_model: dict[str, list[dict]] = {}
     for r in rows:
@@ -159,13 +159,15 @@ def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
     unheld = {} if no_workloads else unheld_busy_rows(rows)
     profiles = {}
     for model, model_rows in sorted(by_model.items()):
-        if not any(r["gpu_hours_held"] or r.get("gpus_paid") for r in model_rows):
+        if not any(r["gpu_hours_held"] or r.get("gpus_paid") or r.get("gpu_hours_busy_unheld") for r in model_rows):
             continue
         paid_demand = paid_demand_rows(model_rows) if no_workloads else []
         if paid_demand:
             profiles[model] = replace(profile_from_rows(paid_demand), demand="paid")
         elif model in unheld:
-            profiles[model] = replace(profile_from_rows(model_rows + unheld[model]),
+            # "busy": no workload held this model; its demand is the busy hours no workload held.
+            held_any = any(r["gpu_hours_held"] for r in model_rows)
+            profiles[model] = replace(profile_from_rows(model_rows + unheld[model]), demand="workloads" if held_any else "busy",
                                       unheld_busy=sum((r["gpu_hours_held"] for r in unheld[model]), Decimal(0)))
         else:
             profiles[model] = profile_from_rows(model_rows)
@@ -174,29 +176,27 @@ def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
 
 def unheld_busy_rows(rows: list[dict]) -> dict[str, list[dict]]:
     """Each model's busy hours no workload held (gpu_hours_busy_unheld: GPU-minutes at or over the
-    busy threshold that no workload record names), hour by hour, as unattributed recurring demand,
-    at most the GPUs of that model paid for that workloads did not hold (busy cards no charge pays
-    for are not the paid fleet); and in each hour all models' together at most the GPUs paid for
-    that workloads of any model did not hold, shared in proportion (a workload on a host neither
-    telemetry nor charges name, of model 'unknown', may be on those very cards: they are not sized
-    twice). Busy time is the cards' load (a card at half load for an hour, half a GPU-hour), so
-    this is the least those cards took. One 1-GPU job beside an 8-GPU host busy with no workload
-    of the export sizes 9 cards, not 1."""
+    busy threshold that no workload record names), hour by hour, as unattributed recurring demand.
+    Workloads on a host telemetry does not cover in the hour (or known by their resource id alone:
+    gpu_hours_held_unseen) may be on those very cards, whose minutes the busy split then gives no
+    workload: their GPU-hours are taken off their model's, and those of model 'unknown' (a host no
+    telemetry or charge names) off every model's in proportion, so no card is sized twice. Busy
+    time is the cards' load (a card at half load for an hour is half a GPU-hour), so this is the
+    least those cards took. One 1-GPU job beside an 8-GPU host busy with no workload sizes 9 cards,
+    not 1."""
     hours: dict = {}
-    for r in rows:  # gpus_paid and gpu_hours_busy_unheld are the same on each of a model's hour's rows
+    for r in rows:  # gpu_hours_busy_unheld is the same on each of a model's hour's rows
         model = r.get("gpu_model") or "unknown"
         h = hours.setdefault(r["hour"], {}).setdefault(model, {
-            "held": Decimal(0), "paid": D(round(r.get("gpus_paid") or 0, 6)),
-            "unheld": D(round(r.get("gpu_hours_busy_unheld") or 0, 6))})
-        h["held"] += D(round(r["gpu_hours_held"], 6))
+            "unseen": Decimal(0), "unheld": D(round(r.get("gpu_hours_busy_unheld") or 0, 6))})
+        h["unseen"] += D(round(r.get("gpu_hours_held_unseen") or 0, 6))
     out: dict[str, list[dict]] = {}
     for hour, models in hours.items():
-        extra = {m: min(h["unheld"], max(h["paid"] - h["held"], Decimal(0)))
-                 for m, h in models.items()}
-        room = max(sum(h["paid"] for h in models.values()) - sum(h["held"] for h in models.values()), Decimal(0))
+        extra = {m: max(h["unheld"] - h["unseen"], Decimal(0)) for m, h in models.items() if m != "unknown"}
         wanted = sum(extra.values(), Decimal(0))
+        anywhere = min(models.get("unknown", {}).get("unseen", Decimal(0)), wanted)
         for model, gpus in sorted(extra.items()):
-            gpus = gpus if wanted <= room else D(round(gpus * room / wanted, 6))
+            gpus = gpus if not anywhere else D(round(gpus * (wanted - anywhere) / wanted, 6))
             if gpus > 0:
                 out.setdefault(model, []).append({"hour": hour, "gpu_model": model, "phase": "unattributed",
                                                   "load": "recurring", "gpu_hours_held": gpus, "gpu_hours_busy": gpus})
@@ -416,9 +416,10 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
         s.busy_year = busy_year
         s.inputs = {"gpu_model": gpu_model, "measured_hours": profile.hours, "peak_gpus": profile.peak_gpus,
                     # "paid": no workload held this model; its demand is the GPUs paid for, its busy hours telemetry's.
+                    # "busy": workloads held others, not this one; its demand is its busy hours no workload held.
                     "demand": profile.demand,
                     # Busy GPU-hours no workload held, sized as unattributed demand (in the measured period).
-                    "unheld_busy_gpu_hours_measured": float(round(profile.unheld_busy, 1)),
+                    "unheld_busy_gpu_hours_measured": float(round(profile.unheld_busy, 3)),
                     "utilization": float(round(utilization, 4)), "busy_gpu_hours_per_year": float(round(busy_year, 1)),
                     "held_gpu_hours_per_year": float(round(held_year, 1)),
                     "one_off_gpu_hours_measured": float(round(one_off, 1)), "one_off_runs_per_year": runs,

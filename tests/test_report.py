@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from pipelines.cli.summary import print_summary
@@ -231,7 +232,10 @@ def test_the_purchasing_table_says_a_model_no_workload_held_is_sized_from_the_gp
     assert "Measured utilization" not in page  # every paid hour is held: 100 % would say nothing
 
 
-def test_the_purchasing_table_says_busy_hours_no_workload_held_are_sized_as_demand():
+@pytest.mark.parametrize("held", [1.0, 0.0], ids=["beside its workloads", "no workload of its own"])
+def test_the_purchasing_table_says_busy_hours_no_workload_held_are_sized_as_demand(held):
+    """Busy hours no workload held size a model beside its workloads; where they alone size the
+    main model (workloads held only another's), no utilization is stated: every hour sized is held."""
     from datetime import UTC, datetime, timedelta
 
     from models.tco import fleet_rows, load_params, profiles_by_model, scenario_rows, scenarios
@@ -239,13 +243,16 @@ def test_the_purchasing_table_says_busy_hours_no_workload_held_are_sized_as_dema
     params = load_params()
     start = datetime(2026, 9, 1, tzinfo=UTC)
     rows = [{"hour": start + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": "finetuning", "load": "recurring",
-             "gpu_hours_held": 1.0, "gpu_hours_busy": 1.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 4.6,
+             "gpu_hours_held": held, "gpu_hours_busy": held, "gpus_paid": 8.0, "gpu_hours_busy_any": 3.6 + held,
              "gpu_hours_busy_unheld": 3.6} for h in range(24)]
+    rows += [{"hour": start + timedelta(hours=h), "gpu_model": "L4", "phase": "inference", "load": "recurring",
+              "gpu_hours_held": 0.5, "gpu_hours_busy": 0.5, "gpus_paid": 1.0, "gpu_hours_busy_any": 0.5,
+              "gpu_hours_busy_unheld": 0.0} for h in range(24)]
     per_model = {m: scenarios(p, params) for m, p in profiles_by_model(rows).items()}
     table = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
     tco = {"scenarios": table, "break_even": [], "utilization": 0.5, "main_model": "A100-80GB", "currency": "CNY",
            "rate": None, "rate_date": None, "reporting_currency": None}
     page, _, _ = render(report_data(tco=tco))
     assert ("Busy GPU-hours no workload held are sized as demand of no known phase, recurring (A100-80GB: 86.4 in the "
-            "measured period), as far as the GPUs paid for that workloads did not hold") in page
-    assert "Measured utilization" in page and "No workload held the" not in page
+            "measured period), less what workloads on hosts telemetry does not cover held") in page
+    assert ("Measured utilization of A100-80GB" in page) is bool(held) and "No workload held the" not in page

@@ -232,44 +232,51 @@ def test_a_model_no_workload_held_is_sized_from_the_gpus_paid_when_telemetry_sho
 
 
 def test_paid_sizing_holds_only_without_workloads_and_busy_never_exceeds_the_gpus_paid():
-    """A workload held any GPU (here on a host no charge or telemetry names: model 'unknown'): every
-    model is sized from what workloads held, so the H100s are not sized twice. Without it, busy
-    telemetry past the GPUs paid for (a host billed elsewhere) counts at most the GPUs paid."""
+    """A workload held any GPU (here 8 on a host no charge or telemetry names: model 'unknown'):
+    every model is sized from what workloads held and from the busy hours none held, less what the
+    unknown host's workload held (it may be on those cards): 16 busy H100s, 8 of them perhaps its.
+    Without it, busy telemetry past the GPUs paid for (a host billed elsewhere) counts at most the GPUs paid."""
     start = datetime(2026, 9, 1, tzinfo=UTC)
     h100 = [{"hour": start + timedelta(hours=h), "gpu_model": "H100-80GB", "phase": "unattributed", "load": "recurring",
              "gpu_hours_held": 0.0, "gpu_hours_busy": 0.0, "gpus_paid": 8.0, "gpu_hours_busy_any": 16.0,
-             "gpu_hours_busy_unheld": 16.0} for h in range(24)]
+             "gpu_hours_busy_unheld": 16.0, "gpu_hours_held_unseen": 0.0} for h in range(24)]
     unknown = [{"hour": start + timedelta(hours=h), "gpu_model": "unknown", "phase": "finetuning", "load": "recurring",
                 "gpu_hours_held": 8.0, "gpu_hours_busy": 0.0, "gpus_paid": 0.0, "gpu_hours_busy_any": 0.0,
-                "gpu_hours_busy_unheld": 0.0} for h in range(24)]
+                "gpu_hours_busy_unheld": 0.0, "gpu_hours_held_unseen": 8.0} for h in range(24)]
     alone = profiles_by_model(h100)["H100-80GB"]
     assert (alone.demand, alone.peak_gpus, alone.held(), alone.busy()) == ("paid", 8, Decimal(192), Decimal(192))
     beside = profiles_by_model(h100 + unknown)
-    assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus) == ("workloads", 0)
+    assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus, beside["H100-80GB"].unheld_busy) == ("busy", 8, Decimal(192))
     assert beside["unknown"].peak_gpus == 8
 
 
-def hour_rows(hours: int, model: str, held: float, busy_unheld: float, paid: float) -> list[dict]:
+def hour_rows(hours: int, model: str, held: float, busy_unheld: float, paid: float, unseen: float = 0.0) -> list[dict]:
     start = datetime(2026, 9, 1, tzinfo=UTC)
     return [{"hour": start + timedelta(hours=h), "gpu_model": model, "phase": "finetuning", "load": "recurring",
              "gpu_hours_held": held, "gpu_hours_busy": held, "gpus_paid": paid, "gpu_hours_busy_any": held + busy_unheld,
-             "gpu_hours_busy_unheld": busy_unheld} for h in range(hours)]
+             "gpu_hours_busy_unheld": busy_unheld, "gpu_hours_held_unseen": unseen} for h in range(hours)]
 
 
-@pytest.mark.parametrize(("paid", "peak", "unheld"), [(9.0, 9, 8 * 24), (4.0, 4, 3 * 24), (1.0, 1, 0)])
-def test_beside_workloads_busy_hours_no_workload_held_are_demand_within_the_gpus_paid(paid, peak, unheld):
-    """One 1-GPU job all day beside an 8-GPU host busy with no workload: 9 cards (it was 1), as far
-    as the GPUs paid for that the job did not hold (busy cards no charge pays for are not the fleet)."""
+@pytest.mark.parametrize("paid", [9.0, 1.0])
+def test_beside_workloads_busy_hours_no_workload_held_are_demand(paid):
+    """One 1-GPU job all day beside an 8-GPU host busy with no workload: 9 cards (it was 1), however
+    many GPUs are paid for (busy cards on premises, or billed elsewhere, are demand too)."""
     profile = profiles_by_model(hour_rows(24, "H100-80GB", 1.0, 8.0, paid))["H100-80GB"]
-    assert (profile.demand, profile.peak_gpus, profile.unheld_busy) == ("workloads", peak, Decimal(unheld))
-    assert profile.held() == Decimal(24 + unheld) and profile.held(["unattributed"]) == Decimal(unheld)
+    assert (profile.demand, profile.peak_gpus, profile.unheld_busy) == ("workloads", 9, Decimal(8 * 24))
+    assert profile.held() == Decimal(9 * 24) and profile.held(["unattributed"]) == Decimal(8 * 24)
 
 
-def test_busy_hours_no_workload_held_share_what_workloads_of_every_model_left_of_the_gpus_paid():
-    """8 H100s paid, busy 6 GPU-hours an hour with no workload, beside a 1-GPU L4 job (1 paid) and a
-    4-GPU job on a host no telemetry or charge names (model 'unknown', nothing paid): the paid GPUs
-    left are 9 - 5 = 4, so the H100s' busy hours count for 4 cards an hour, not 6."""
-    rows = hour_rows(24, "H100-80GB", 0.0, 6.0, 8.0) + hour_rows(24, "L4", 1.0, 0.0, 1.0) + hour_rows(24, "unknown", 4.0, 0.0, 0.0)
+def test_busy_hours_no_workload_held_leave_out_what_workloads_telemetry_does_not_see_held():
+    """A 4-GPU job known by its resource id alone (its host unknown to telemetry, so its own busy
+    minutes are no workload's in the busy split) beside 3.6 busy GPU-hours an hour no workload held:
+    they may be its own, so 4 cards, not 8. A job on a host no telemetry or charge names (model
+    'unknown') is taken off every model's, in proportion; an L4 job telemetry sees is taken off none."""
+    alone = profiles_by_model(hour_rows(24, "H100-80GB", 4.0, 3.6, 8.0, unseen=4.0))["H100-80GB"]
+    assert (alone.peak_gpus, alone.unheld_busy) == (4, Decimal(0))
+    rows = hour_rows(24, "H100-80GB", 0.0, 6.0, 8.0) + hour_rows(24, "A100-80GB", 0.0, 2.0, 0.0) \
+        + hour_rows(24, "L4", 8.0, 0.0, 0.0) + hour_rows(24, "unknown", 4.0, 0.0, 0.0, unseen=4.0)
     profiles = profiles_by_model(rows)
-    assert (profiles["H100-80GB"].peak_gpus, profiles["H100-80GB"].unheld_busy) == (4, Decimal(4 * 24))
-    assert (profiles["L4"].peak_gpus, profiles["unknown"].peak_gpus) == (1, 4)
+    assert (profiles["H100-80GB"].peak_gpus, profiles["H100-80GB"].unheld_busy) == (3, Decimal(3 * 24))
+    assert (profiles["A100-80GB"].peak_gpus, profiles["A100-80GB"].unheld_busy) == (1, Decimal(24))
+    assert (profiles["L4"].peak_gpus, profiles["unknown"].peak_gpus) == (8, 4)
+    assert profiles["A100-80GB"].demand == "busy"

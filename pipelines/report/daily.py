@@ -334,10 +334,11 @@ def tco_columns(tco_data: dict) -> list[Column]:
     return columns
 
 
-def paid_demand_models(scenarios: list[dict]) -> list[str]:
-    """The GPU models no workload held, sized from the GPUs paid for (telemetry shows them at work)."""
+def paid_demand_models(scenarios: list[dict], demand: str = "paid") -> list[str]:
+    """The GPU models no workload held, sized from the GPUs paid for (telemetry shows them at work);
+    with `demand` "busy", those sized from their busy hours no workload held alone."""
     return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
-                   and json.loads(r["inputs"] or "{}").get("demand") == "paid"})
+                   and json.loads(r["inputs"] or "{}").get("demand") == demand})
 
 
 def unheld_busy_by_model(scenarios: list[dict]) -> dict[str, float]:
@@ -378,10 +379,11 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
                      "what ran.")
     if busy := unheld_busy_by_model(scenarios):
         notes.append("Busy GPU-hours no workload held are sized as demand of no known phase, recurring ("
-                     + ", ".join(f"{model}: {hours:,.1f}" for model, hours in sorted(busy.items()))
-                     + " in the measured period), as far as the GPUs paid for that workloads did not hold; a card at "
-                       "half load counts half an hour an hour, so the cards they took may be more. Load the workloads "
-                       "that ran on them to size them from what ran.")
+                     + ", ".join(f"{model}: {hours:,.1f}" if hours >= 0.05 else f"{model}: {hours:.3f}"
+                                 for model, hours in sorted(busy.items()))
+                     + " in the measured period), less what workloads on hosts telemetry does not cover held; a card "
+                       "at half load for an hour counts as half a GPU-hour, so the cards they took may be more. Load "
+                       "the workloads that ran on them to size them from what ran.")
     unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "
@@ -583,10 +585,11 @@ def render(data: dict) -> tuple[str, str, str]:
             rate_note = (f" Amounts in {tco_data['reporting_currency']} at {tco_data['rate']:.6f} per {tco_data['currency']}"
                          f" ({tco_data['rate_date']}).")
         priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
-        # With no workload held anywhere there is no utilization to state: the caveat says why (sized
-        # from the GPUs paid for, every paid hour is held, and 100 % would say nothing).
-        not_measured = set(unheld_models(tco_data["scenarios"])) | set(paid_demand_models(tco_data["scenarios"]))
-        held = not_measured != {r["gpu_model"] for r in tco_data["scenarios"] if r["gpu_model"] != FLEET}
+        # Where no workload held the main model there is no utilization to state: the caveat says why
+        # (sized from the GPUs paid for, or from busy hours, every hour sized is held: 100 % would say nothing).
+        not_measured = (set(unheld_models(tco_data["scenarios"])) | set(paid_demand_models(tco_data["scenarios"]))
+                        | set(paid_demand_models(tco_data["scenarios"], "busy")))
+        held = tco_data["main_model"] not in not_measured
         measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
                     f"recurring load a year, one-off runs once): {tco_data['utilization'] * 100:.1f} %." if held else "")
         notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]

@@ -56,15 +56,27 @@ runs AS (
     LEFT JOIN billed_models AS b ON b.host = norm_host(w.host)
     LEFT JOIN billed_models AS b2 ON b2.host = norm_host(w.resource_id)
 ),
-held AS (
-    SELECT h.hour, w.gpu_model, w.phase, w.load,
-           -- In cards (a MIG instance as its share of the card), as busy and paid hours count them;
-           -- summed as DECIMAL, so the sum does not depend on the order it is taken in.
-           sum(CAST(workload_cards(w.gpu_cards, w.gpu_count) * datediff('second', greatest(w.started_at, h.hour),
-               least(coalesce(w.ended_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR)) AS DECIMAL(38, 6))) / 3600.0 AS gpu_hours_held
+telemetry_host_hours AS (
+    -- The host-hours telemetry covers (as marts.gpu_busy_by_workload_hour matches workloads to it: by host).
+    SELECT DISTINCT host, hour FROM marts.gpu_busy_by_host_hour
+),
+held_parts AS (
+    SELECT h.hour, w.gpu_model, w.phase, w.load, th.host IS NULL AS unseen,
+           -- In cards (a MIG instance as its share of the card), as busy and paid hours count them.
+           CAST(workload_cards(w.gpu_cards, w.gpu_count) * datediff('second', greatest(w.started_at, h.hour),
+               least(coalesce(w.ended_at, h.hour + INTERVAL 1 HOUR), h.hour + INTERVAL 1 HOUR)) AS DECIMAL(38, 6)) AS gpu_seconds
     FROM hours AS h
     JOIN runs AS w
       ON w.started_at < h.hour + INTERVAL 1 HOUR AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.hour
+    LEFT JOIN telemetry_host_hours AS th ON th.host = w.host AND th.hour = h.hour
+),
+held AS (
+    -- Summed as DECIMAL, so the sum does not depend on the order it is taken in.
+    SELECT hour, gpu_model, phase, load, sum(gpu_seconds) / 3600.0 AS gpu_hours_held,
+           -- Held by workloads on a host telemetry does not cover that hour (or known by its resource
+           -- id alone): their cards' busy minutes are no workload's in the busy split.
+           coalesce(sum(gpu_seconds) FILTER (WHERE unseen), 0) / 3600.0 AS gpu_hours_held_unseen
+    FROM held_parts
     GROUP BY ALL
 ),
 busy AS (
@@ -110,10 +122,12 @@ busy_unheld AS (
     GROUP BY ALL
 ),
 models AS (
-    SELECT gpu_model FROM runs UNION SELECT gpu_model FROM paid
+    SELECT gpu_model FROM runs UNION SELECT gpu_model FROM paid UNION SELECT gpu_model FROM busy_unheld
 )
 SELECT h.hour, g.gpu_model, p.phase, l.load,
        coalesce(held.gpu_hours_held, 0) AS gpu_hours_held,
+       -- Of those, held on a host telemetry does not cover in the hour.
+       coalesce(held.gpu_hours_held_unseen, 0) AS gpu_hours_held_unseen,
        coalesce(busy.gpu_hours_busy, 0) AS gpu_hours_busy,
        -- GPUs of this model paid for in the hour, whatever ran: the same on each phase and load row.
        coalesce(paid.gpus_paid, 0) AS gpus_paid,
