@@ -1,9 +1,10 @@
 """Azure exports of scopes nested below the billing account: a billing profile's (or an invoice
 section's, an EA department's, a management group's) export holds the charges of the
-subscriptions its lines bill, and a subscription's export those of its resource groups. A
-narrower export counts only past the reach of every complete export holding it, so no charge
-counts twice while several scopes of one account are exported side by side (1.00 per
-subscription-day, October 2026)."""
+subscriptions its lines bill, as far as its lines of each reach; a scope's export holds those of
+the scopes whose paths lie under it (a subscription's, its resource groups'; a billing profile's,
+its invoice sections'). A narrower export counts only past the reach of every complete export
+holding it, so no charge counts twice while several scopes of one account are exported side by
+side (1.00 per subscription-day, October 2026)."""
 from decimal import Decimal
 
 import pytest
@@ -97,17 +98,27 @@ def test_a_subscriptions_export_holds_its_resource_groups_and_the_groups_add_up(
     assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(28), Decimal(28))
 
 
-@pytest.mark.parametrize("enrollment_subscriptions", [["s-1"], ["s-1", "s-2"]], ids=["some", "all"])
-def test_an_ea_departments_export_holds_its_enrollment_accounts(tmp_path, enrollment_subscriptions):
-    """An EA department's export and one of its enrollment accounts' (paths that do not nest): the
-    department's lines bill every subscription the enrollment account's do, so it holds them; where
-    both bill the same subscriptions, the same charges count once."""
+def test_a_subscription_moved_out_of_a_billing_profile_mid_month_counts_its_later_days(tmp_path):
+    """The profile's export bills s-2 through day 9 only (moved to another profile on day 10), s-1
+    through day 14: it holds s-2's charges as far as its lines of s-2 reach, so the subscription's
+    own export counts s-2's days 10-14 (they were lost: 23 for 28)."""
     landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
-    october_run(landing, "dept-actual", ACCOUNT_PATH + "/departments/d-1", 1,
-                [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
-    october_run(landing, "ea-actual", ACCOUNT_PATH + "/enrollmentAccounts/e-1", 2,
-                [own_form({s: range(1, 15) for s in enrollment_subscriptions}) + "\n"])
+    october_run(landing, "bp-actual", PROFILE, 1, [own_form({"s-1": range(1, 15), "s-2": range(1, 10)})])
+    october_run(landing, "team-actual", "/subscriptions/s-2", 2, [own_form({"s-2": range(1, 15)})])
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
+    assert slice_verdicts(warehouse)["team-actual#actual"] == \
+        (True, "wider scope: bp-actual", ["2026-10-10 00:00/2026-10-15 00:00"])
+
+
+def test_a_lagging_billing_profile_and_its_invoice_section_count_each_day_once(tmp_path):
+    """The profile's export reaches day 8 (s-1); its invoice section's day 14, with s-2 new from
+    day 10. The section lies under the profile, so it counts past the profile's reach, and a
+    subscription new to the section never makes it hold its profile (19, not 11)."""
+    landing = tmp_path / "landing"
+    october_run(landing, "bp-actual", PROFILE, 1, [own_form({"s-1": range(1, 9)})])
+    october_run(landing, "is-actual", PROFILE + "/invoiceSections/is-1", 2,
+                [own_form({"s-1": range(1, 15), "s-2": range(10, 15)})])
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(19), Decimal(19))
 
 
 def test_a_subscriptions_export_beside_its_billing_profiles_focus_export_counts_once(tmp_path):
@@ -129,11 +140,13 @@ def test_a_warehouse_from_before_the_subscriptions_were_recorded_gets_them_from_
     october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
     with connect(warehouse) as conn:
-        conn.execute("ALTER TABLE raw.file_slices DROP COLUMN sub_accounts")
+        conn.execute("ALTER TABLE raw.file_slices DROP COLUMN sub_account_reach")
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
     with connect(warehouse, read_only=True) as conn:
-        assert fetch_all(conn, "SELECT path LIKE 'bp-actual/%', sub_accounts FROM raw.file_slices ORDER BY 1") == \
-            [(False, ["s-1"]), (True, ["s-1", "s-2"])]
+        assert fetch_all(conn, """SELECT path LIKE 'bp-actual/%', list_transform(sub_account_reach, lambda r: r.id),
+                                         list_transform(sub_account_reach, lambda r: strftime(r.last_start_end, '%d %H:%M'))
+                                  FROM raw.file_slices ORDER BY 1""") == \
+            [(False, ["s-1"], ["15 00:00"]), (True, ["s-1", "s-2"], ["15 00:00", "15 00:00"])]
 
 
 def test_the_run_says_a_subscriptions_export_counts_only_past_its_billing_profiles(tmp_path, monkeypatch):
@@ -150,10 +163,9 @@ def test_the_run_says_a_subscriptions_export_counts_only_past_its_billing_profil
     assert result.exit_code == 0, result.output[-2000:]
     team = "team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv"
     assert (f"counts in part: {team} — its lines count only for charges from 2026-10-11 00:00 (UTC): before that, "
-            "bp-actual (the export of a scope holding its own: a billing profile, invoice section or subscription) holds "
-            "them") in " ".join(result.output.split()), result.output[-2000:]
+            "bp-actual (the export of a scope that holds this one's) holds them") in " ".join(result.output.split()), result.output[-2000:]
     october_run(landing, "bp-actual", PROFILE, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
     caught_up = CliRunner().invoke(app, args, terminal_width=400)
     assert caught_up.exit_code == 0, caught_up.output[-2000:]
-    assert (f"superseded: {team} — its lines no longer count: the export of a scope holding its own (bp-actual: a "
-            "billing profile") in " ".join(caught_up.output.split()), caught_up.output[-2000:]
+    assert (f"superseded: {team} — its lines no longer count: the export of a scope that holds this one's (bp-actual) "
+            "holds its charges") in " ".join(caught_up.output.split()), caught_up.output[-2000:]

@@ -264,9 +264,9 @@ def run_notices(files: list[dict]) -> list[dict]:
             continue
         if r["status"] == "superseded" and r.get("covered_by") and r["covered_by"].startswith("wider scope: "):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
-                f"its lines no longer count: the export of a scope holding its own ({r['covered_by'].split(': ', 1)[1]}: a "
-                "billing profile, invoice section or subscription whose lines bill the same subscriptions) holds its charges "
-                "(an export of a narrower scope counts only past the last day of every export holding it; README: The ledger)")})
+                f"its lines no longer count: the export of a scope that holds this one's ({r['covered_by'].split(': ', 1)[1]}) "
+                "holds its charges (a scope whose path lies under another's, or a subscription whose charges a billing or "
+                "management scope's export bills, counts only past the last day of every export holding it; README: The ledger)")})
             continue
         if r["status"] == "superseded" and r.get("covered_by"):
             names = r["covered_by"].split(", ")
@@ -299,8 +299,9 @@ def run_notices(files: list[dict]) -> list[dict]:
                 + ("(the whole billing account's export) holds them. An export of a narrower scope (a subscription, a member "
                    "account) counts only past the whole account's export's last day (README: The ledger)"
                    if r.get("counts_past_whole") else
-                   "(the export of a scope holding its own: a billing profile, invoice section or subscription) holds them. "
-                   "An export of a narrower scope counts only past the last day of every export holding it (README: The ledger)"))})
+                   "(the export of a scope that holds this one's) holds them. An export of a narrower scope (a subscription "
+                   "beside its billing profile's, a resource group beside its subscription's) counts only past the last day of "
+                   "every export holding it (README: The ledger)"))})
         elif r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "

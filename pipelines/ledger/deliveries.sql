@@ -148,22 +148,10 @@ CREATE OR REPLACE TEMP MACRO ledger_subscription(sub_account) AS
 -- management scope (a billing profile, an invoice section, an EA department or enrollment account).
 CREATE OR REPLACE TEMP MACRO ledger_scope_subscription(scope) AS
     nullif(lower(regexp_extract(scope, '(?i)^/subscriptions/([^/]+)', 1)), '');
--- Whether an export of scope `holder`, whose lines bill `held_subs`, holds every charge of a
--- narrower export of scope `narrower` (whose lines bill `narrower_subs`) in one billing account:
--- the narrower scope's path lies under the holder's (a resource group in its subscription, an
--- invoice section in its billing profile); or the narrower scope is a subscription's (or lies in
--- one) whose charges the holder's lines bill (a billing profile's or management group's export
--- beside a subscription's); or both are billing scopes and the holder's lines bill every
--- subscription the narrower's do (an EA department's beside one of its enrollment accounts'; of
--- two billing the same subscriptions, the same charges, the first scope by name holds the other).
-CREATE OR REPLACE TEMP MACRO ledger_scope_holds(holder, held_subs, narrower, narrower_subs) AS
-    lower(holder) <> lower(narrower) AND (
-        starts_with(lower(narrower), lower(holder) || '/')
-        OR (ledger_scope_subscription(holder) IS NULL
-            AND coalesce(list_contains(held_subs, ledger_scope_subscription(narrower)), false))
-        OR (ledger_scope_subscription(holder) IS NULL AND ledger_scope_subscription(narrower) IS NULL
-            AND coalesce(len(narrower_subs) > 0 AND list_has_all(held_subs, narrower_subs)
-                         AND (len(held_subs) > len(narrower_subs) OR lower(holder) < lower(narrower)), false)));
+-- Whether the scope `narrower` lies under the scope `holder` (a resource group in its subscription,
+-- an invoice section in its billing profile): the holder's export holds its charges.
+CREATE OR REPLACE TEMP MACRO ledger_scope_within(holder, narrower) AS
+    lower(holder) <> lower(narrower) AND starts_with(lower(narrower), lower(holder) || '/');
 
 DELETE FROM raw.delivery_slices;
 INSERT INTO raw.delivery_slices BY NAME
@@ -179,9 +167,9 @@ WITH slices AS (
                FILTER (WHERE fs.last_start_end IS NOT NULL) AS last_start_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
            any_value(fs.dataset) AS dataset,
-           -- The subscriptions its lines bill, as scopes name them (NULL: a file read before they were recorded).
-           CASE WHEN count(fs.sub_accounts) = count(*)
-                THEN list_distinct(list_transform(flatten(list(fs.sub_accounts)), lambda x: ledger_subscription(x))) END AS subscriptions
+           -- How far it has come for each sub-account its lines bill, over its files (NULL: a file read
+           -- before they were recorded).
+           CASE WHEN count(fs.sub_account_reach) = count(*) THEN flatten(list(fs.sub_account_reach)) END AS sub_account_reach
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
     JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
@@ -357,8 +345,8 @@ in_family AS (
 -- An export of the whole billing account (its scope is the account its lines bill: a payer's CUR,
 -- an Azure billing-account export) holds every narrower export's charges of that account (a Data
 -- Export created in a member account, an Azure subscription's export), and an export of a wider
--- scope holds those of the scopes it contains (ledger_scope_holds: a billing profile's export holds
--- its subscriptions' and invoice sections'): a narrower export counts only for the charges that
+-- scope holds those of the scopes it contains (a billing profile's export holds its invoice
+-- sections' and its subscriptions'): a narrower export counts only for the charges that
 -- start past the reach of every complete export holding it, so while those lag (a day's sync
 -- behind, or switched off mid-month) its last days count once, and no day twice.
 -- A holder's reach: the earliest end of its lines starting last (an hourly export through
@@ -372,7 +360,6 @@ in_family AS (
 holders AS (
     SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
            scope AS holder_scope, account_scope = line_account_id AS whole,
-           CASE WHEN count(subscriptions) = count(*) THEN list_distinct(flatten(list(subscriptions))) END AS subscriptions,
            coalesce(least(coalesce(arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
                                        FILTER (WHERE last_start_end IS NOT NULL), max(max_charge_end)),
                           CAST(CAST(max(max_charge_start) AS DATE) + 1 AS TIMESTAMPTZ)),
@@ -382,20 +369,41 @@ holders AS (
     WHERE counts_in_family AND complete AND source <> 'file'
     GROUP BY provider, family, coalesce(dataset, ''), line_account_id, billing_period, line_invoice, scope, account_scope
 ),
+-- An export of a billing or management scope (a billing profile's, an invoice section's, an EA
+-- department's, a management group's) holds a subscription's charges as far as its lines of that
+-- subscription reach: a subscription moved to another scope mid-month, or new in it, is held only
+-- for the days its lines bill it.
+holder_subscriptions AS (
+    SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
+           scope AS holder_scope, ledger_subscription(sub.id) AS subscription,
+           least(arg_min(sub.last_start_end, {'start': -epoch_us(sub.last_start), 'end': sub.last_start_end})
+                     FILTER (WHERE sub.last_start_end IS NOT NULL),
+                 CAST(CAST(max(sub.last_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
+           arg_min(delivery_id, rank) AS holder_delivery, arg_min(delivery_export, rank) AS holder_export
+    FROM (SELECT *, unnest(sub_account_reach) AS sub FROM in_family
+          WHERE counts_in_family AND complete AND source <> 'file' AND account_scope IS DISTINCT FROM line_account_id
+            AND ledger_scope_subscription(scope) IS NULL)
+    GROUP BY ALL
+),
 -- Each narrower slice's holders, one row a holding scope: as far as its least advanced dataset (a
 -- FOCUS export beside an own export in datasets, Azure's actual and amortized, meets one per
--- dataset; the own form is as far as the less advanced of the two).
+-- dataset; the own form is as far as the less advanced of the two). The whole account's export
+-- and a scope whose path holds its own hold it as far as they reach; a billing or management
+-- scope, a subscription's (or a resource group's) as far as its lines of that subscription reach.
 held AS (
     SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice, w.holder_scope,
-           bool_or(w.whole) AS whole, min(w.reach) AS reach,
-           arg_min(w.holder_delivery, w.reach) AS holder_delivery, arg_min(w.holder_export, w.reach) AS holder_export
+           bool_or(w.whole) AS whole, min(coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS reach,
+           arg_min(w.holder_delivery, coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS holder_delivery,
+           arg_min(w.holder_export, coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS holder_export
     FROM in_family AS r
-    JOIN holders AS w
+    JOIN (SELECT *, NULL::VARCHAR AS subscription FROM holders
+          UNION ALL BY NAME SELECT *, false AS whole FROM holder_subscriptions) AS w
       ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.holder_delivery <> r.delivery_id
      AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id AND w.billing_period = r.billing_period
      AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
      AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
-     AND (w.whole OR ledger_scope_holds(w.holder_scope, w.subscriptions, r.scope, r.subscriptions))
+     AND CASE WHEN w.subscription IS NOT NULL THEN w.subscription = ledger_scope_subscription(r.scope)
+              ELSE w.whole OR ledger_scope_within(w.holder_scope, r.scope) END
     GROUP BY ALL
 ),
 -- The holder reaching furthest: the narrower slice counts past it (the whole account's export to

@@ -200,11 +200,13 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     min_charge_start TIMESTAMPTZ,     -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
     max_charge_start TIMESTAMPTZ,     -- the latest ChargePeriodStart (how far an export has come)
     last_start_end TIMESTAMPTZ,       -- the earliest ChargePeriodEnd of its lines starting last (how far an hourly export has come)
-    sub_accounts VARCHAR[]            -- the SubAccountIds its lines bill (an export holding a narrower scope's)
+    -- Per SubAccountId its lines bill, its latest charge start and the earliest end of its lines
+    -- starting then: which narrower exports it holds, and how far (a billing profile's, its subscriptions').
+    sub_account_reach STRUCT(id VARCHAR, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]
 )
 """
 RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"),
-                         ("last_start_end", "TIMESTAMPTZ"), ("sub_accounts", "VARCHAR[]"))
+                         ("last_start_end", "TIMESTAMPTZ"), ("sub_account_reach", "STRUCT(id VARCHAR, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]"))
 
 
 class WarehouseSchemaError(RuntimeError):
@@ -259,7 +261,7 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     # Facts added since the table was made: its files get them from their lines, once (below).
     had_line_facts = fetch_value(conn, """SELECT count(*) FROM duckdb_columns()
         WHERE database_name = current_database() AND schema_name = 'raw' AND table_name = 'file_slices'
-          AND column_name IN ('max_charge_start', 'last_start_end', 'sub_accounts')""") == 3
+          AND column_name IN ('max_charge_start', 'last_start_end', 'sub_account_reach')""") == 3
     for table, added in (("raw.delivery_slices", RAW_DELIVERY_SLICES_ADDED), ("raw.file_slices", RAW_FILE_SLICES_ADDED)):
         for column, dtype in added:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {dtype}")
@@ -435,23 +437,29 @@ def backfill_file_slices(conn: duckdb.DuckDBPyConnection) -> None:
 
 def backfill_line_facts(conn: duckdb.DuckDBPyConnection) -> None:
     """Facts recorded before their columns existed, once, from the lake's lines: the earliest and
-    latest charge start of each slice (by which plain uploads of disjoint days add up) and the
-    earliest end of the lines starting last (how far an export has come; pipelines/lake/facts.sql)
-    and the sub-accounts its lines bill (a billing profile's export holding a subscription's).
-    Without them an upgraded warehouse's files would keep the older, coarser rules."""
+    latest charge start of each slice (by which plain uploads of disjoint days add up), the earliest
+    end of the lines starting last (how far an export has come; pipelines/lake/facts.sql) and how far
+    it has come for each sub-account its lines bill (a billing profile's export holding a
+    subscription's). Without them an upgraded warehouse's files would keep the older, coarser rules."""
     conn.execute("""
         UPDATE raw.file_slices AS fs
         SET min_charge_start = b.first_start, max_charge_start = b.last_start, last_start_end = b.last_start_end,
-            sub_accounts = b.sub_accounts
-        FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
-                     CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice,
-                     min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start,
-                     arg_min(c.ChargePeriodEnd, {'start': -epoch_us(c.ChargePeriodStart), 'end': c.ChargePeriodEnd})
-                         FILTER (WHERE c.ChargePeriodStart IS NOT NULL AND c.ChargePeriodEnd IS NOT NULL) AS last_start_end,
-                     coalesce(list(DISTINCT c.SubAccountId ORDER BY c.SubAccountId) FILTER (WHERE c.SubAccountId IS NOT NULL), []) AS sub_accounts
-              FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices) AS f
-              JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
-              GROUP BY ALL) AS b
+            sub_account_reach = b.sub_account_reach
+        FROM (SELECT path, sha256, ProviderName, BillingAccountId, BillingPeriodStart, invoice,
+                     min(first_start) AS first_start, max(last_start) AS last_start,
+                     arg_min(last_start_end, {'start': -epoch_us(last_start), 'end': last_start_end})
+                         FILTER (WHERE last_start_end IS NOT NULL) AS last_start_end,
+                     coalesce(list({'id': sub_account, 'last_start': last_start, 'last_start_end': last_start_end}
+                                   ORDER BY sub_account) FILTER (WHERE sub_account IS NOT NULL), []) AS sub_account_reach
+              FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
+                           CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice, c.SubAccountId AS sub_account,
+                           min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start,
+                           arg_min(c.ChargePeriodEnd, {'start': -epoch_us(c.ChargePeriodStart), 'end': c.ChargePeriodEnd})
+                               FILTER (WHERE c.ChargePeriodStart IS NOT NULL AND c.ChargePeriodEnd IS NOT NULL) AS last_start_end
+                    FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices) AS f
+                    JOIN raw.cost_lines AS c ON c.x_SourceFile = f.path AND c.x_SourceSha256 = f.sha256
+                    GROUP BY ALL)
+              GROUP BY path, sha256, ProviderName, BillingAccountId, BillingPeriodStart, invoice) AS b
         WHERE fs.path = b.path AND fs.sha256 = b.sha256 AND fs.line_provider IS NOT DISTINCT FROM b.ProviderName
           AND fs.line_account IS NOT DISTINCT FROM b.BillingAccountId AND fs.line_period IS NOT DISTINCT FROM b.BillingPeriodStart
           AND fs.line_invoice IS NOT DISTINCT FROM b.invoice""")
