@@ -23,7 +23,8 @@ def telemetry() -> str:
     return smi_minutes(datetime(2026, 9, 1, 12, tzinfo=UTC), 12 * 60, 8, lambda minute, gpu: 90, "GPU-h1-", power="600.00 W")
 
 
-def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):
+def run_the_day(tmp_path):
+    """The day above run into a new warehouse; a read-only connection to it."""
     landing = tmp_path / "landing"
     (landing / "host=h-1").mkdir(parents=True)
     (landing / "charges.csv").write_text(CHARGES)
@@ -31,7 +32,11 @@ def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):
     (landing / "host=h-1" / "smi.csv").write_text(telemetry())
     outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
     assert outcome.success and not outcome.failed_checks, outcome.failed_checks
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    return connect(tmp_path / "wh.duckdb", read_only=True)
+
+
+def test_a_credit_pays_for_no_gpu_hours_and_busy_unheld_time_is_paid(tmp_path):
+    conn = run_the_day(tmp_path)
     try:
         # The credit is split like its charge, money only.
         assert fetch_all(conn, """SELECT c.ChargeCategory, a.phase, a.method, a.amount_billing, a.gpu_seconds
@@ -86,14 +91,7 @@ def test_beside_workloads_the_purchasing_model_sizes_busy_hours_no_workload_held
     """The job holds h-1's 8 GPUs 00:00-12:00; they are busy at 90 % 12:00-24:00 with no job. The
     purchasing model counts those 86.4 busy GPU-hours as unattributed recurring demand (before, only
     the job's hours: the H100s' afternoons were left out of every strategy's sizing)."""
-    landing = tmp_path / "landing"
-    (landing / "host=h-1").mkdir(parents=True)
-    (landing / "charges.csv").write_text(CHARGES)
-    (landing / "jobs.csv").write_text(JOBS)
-    (landing / "host=h-1" / "smi.csv").write_text(telemetry())
-    outcome = run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD")
-    assert outcome.success and not outcome.failed_checks, outcome.failed_checks
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    conn = run_the_day(tmp_path)
     try:
         assert fetch_all(conn, """SELECT count(*), round(sum(gpu_hours_busy_unheld), 6) FROM (SELECT DISTINCT hour, gpu_model, gpu_hours_busy_unheld
                                   FROM marts.gpu_hours_profile WHERE gpu_hours_busy_unheld > 0)""") == [(12, 86.4)]
