@@ -110,6 +110,18 @@ def test_a_subscription_moved_out_of_a_billing_profile_mid_month_counts_its_late
         (True, "wider scope: bp-actual", ["2026-10-10 00:00/2026-10-15 00:00"])
 
 
+def test_a_subscription_moved_into_a_billing_profile_mid_month_counts_its_earlier_days(tmp_path):
+    """The profile's export bills s-2 from day 10 only (moved in from a profile not exported): it
+    holds s-2's charges from its first line of s-2, so the subscription's own export counts days
+    1-9 (they were lost: 19 for 28) and, were the profile to lag, its days past the profile's."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    october_run(landing, "bp-actual", PROFILE, 1, [own_form({"s-1": range(1, 15), "s-2": range(10, 15)})])
+    october_run(landing, "team-actual", "/subscriptions/s-2", 2, [own_form({"s-2": range(1, 15)})])
+    assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
+    assert slice_verdicts(warehouse)["team-actual#actual"] == \
+        (True, "wider scope: bp-actual", ["2026-10-01 00:00/2026-10-10 00:00"])
+
+
 def test_a_lagging_billing_profile_and_its_invoice_section_count_each_day_once(tmp_path):
     """The profile's export reaches day 8 (s-1); its invoice section's day 14, with s-2 new from
     day 10. The section lies under the profile, so it counts past the profile's reach, and a

@@ -14,7 +14,8 @@ SELECT $path AS path, $sha256 AS sha256, line_provider, line_account, line_perio
        arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
            FILTER (WHERE last_start_end IS NOT NULL) AS last_start_end,
        max(export_time) AS export_time, any_value(dataset) AS dataset,
-       coalesce(list({'id': sub_account, 'last_start': max_charge_start, 'last_start_end': last_start_end}
+       coalesce(list({'id': sub_account, 'first_start': min_charge_start, 'last_start': max_charge_start,
+                      'last_start_end': last_start_end}
                      ORDER BY sub_account) FILTER (WHERE sub_account IS NOT NULL), []) AS sub_account_reach,
        line_invoice, $by_invoice AS by_invoice
 FROM (

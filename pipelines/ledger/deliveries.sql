@@ -166,13 +166,24 @@ WITH slices AS (
            arg_min(fs.last_start_end, {'start': -epoch_us(fs.max_charge_start), 'end': fs.last_start_end})
                FILTER (WHERE fs.last_start_end IS NOT NULL) AS last_start_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
-           any_value(fs.dataset) AS dataset,
-           -- How far it has come for each sub-account its lines bill, over its files (NULL: a file read
-           -- before they were recorded).
-           CASE WHEN count(fs.sub_account_reach) = count(*) THEN flatten(list(fs.sub_account_reach)) END AS sub_account_reach
+           any_value(fs.dataset) AS dataset
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
     JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
+    GROUP BY ALL
+),
+-- When each slice's lines bill each subscription, over its files (raw.file_slices.sub_account_reach):
+-- its first charge start, its last, and the earliest end of its lines starting last.
+slice_subscriptions AS (
+    SELECT delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice,
+           ledger_subscription(sub.id) AS subscription, min(sub.first_start) AS first_start, max(sub.last_start) AS last_start,
+           arg_min(sub.last_start_end, {'start': -epoch_us(sub.last_start), 'end': sub.last_start_end})
+               FILTER (WHERE sub.last_start_end IS NOT NULL) AS last_start_end
+    FROM (SELECT dc.delivery_id, fs.line_provider, fs.line_account, fs.line_period, fs.line_invoice,
+                 coalesce(fs.by_invoice, false) AS by_invoice, unnest(fs.sub_account_reach) AS sub
+          FROM ledger_delivery_contents AS dc
+          JOIN ledger_readers AS r USING (content)
+          JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256)
     GROUP BY ALL
 ),
 -- The scope the manifests of an export state (when they agree): a delivery of that export seen only
@@ -370,58 +381,107 @@ holders AS (
     GROUP BY provider, family, coalesce(dataset, ''), line_account_id, billing_period, line_invoice, scope, account_scope
 ),
 -- An export of a billing or management scope (a billing profile's, an invoice section's, an EA
--- department's, a management group's) holds a subscription's charges as far as its lines of that
--- subscription reach: a subscription moved to another scope mid-month, or new in it, is held only
--- for the days its lines bill it.
+-- department's, a management group's) holds a subscription's charges from its first line of that
+-- subscription to how far its lines of it reach: a subscription moved to another scope mid-month,
+-- or new in it, is held only for the days its lines bill it.
 holder_subscriptions AS (
-    SELECT provider, family, coalesce(dataset, '') AS dataset, line_account_id, billing_period, line_invoice,
-           scope AS holder_scope, ledger_subscription(sub.id) AS subscription,
-           least(arg_min(sub.last_start_end, {'start': -epoch_us(sub.last_start), 'end': sub.last_start_end})
-                     FILTER (WHERE sub.last_start_end IS NOT NULL),
-                 CAST(CAST(max(sub.last_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
-           arg_min(delivery_id, rank) AS holder_delivery, arg_min(delivery_export, rank) AS holder_export
-    FROM (SELECT *, unnest(sub_account_reach) AS sub FROM in_family
-          WHERE counts_in_family AND complete AND source <> 'file' AND account_scope IS DISTINCT FROM line_account_id
-            AND ledger_scope_subscription(scope) IS NULL)
+    SELECT h.provider, h.family, coalesce(h.dataset, '') AS dataset, h.line_account_id, h.billing_period, h.line_invoice,
+           h.scope AS holder_scope, ss.subscription, min(ss.first_start) AS first_start,
+           least(arg_min(ss.last_start_end, {'start': -epoch_us(ss.last_start), 'end': ss.last_start_end})
+                     FILTER (WHERE ss.last_start_end IS NOT NULL),
+                 CAST(CAST(max(ss.last_start) AS DATE) + 1 AS TIMESTAMPTZ)) AS reach,
+           arg_min(h.delivery_id, h.rank) AS holder_delivery, arg_min(h.delivery_export, h.rank) AS holder_export
+    FROM in_family AS h
+    JOIN slice_subscriptions AS ss
+      ON ss.delivery_id = h.delivery_id AND ss.line_provider IS NOT DISTINCT FROM h.line_provider
+     AND ss.line_account IS NOT DISTINCT FROM h.line_account AND ss.line_period IS NOT DISTINCT FROM h.line_period
+     AND ss.line_invoice IS NOT DISTINCT FROM h.line_invoice AND ss.by_invoice = h.by_invoice
+    WHERE h.counts_in_family AND h.complete AND h.source <> 'file' AND h.account_scope IS DISTINCT FROM h.line_account_id
+      AND ledger_scope_subscription(h.scope) IS NULL
     GROUP BY ALL
 ),
--- Each narrower slice's holders, one row a holding scope: as far as its least advanced dataset (a
--- FOCUS export beside an own export in datasets, Azure's actual and amortized, meets one per
--- dataset; the own form is as far as the less advanced of the two). The whole account's export
--- and a scope whose path holds its own hold it as far as they reach; a billing or management
--- scope, a subscription's (or a resource group's) as far as its lines of that subscription reach.
+-- The exports of a narrower scope than their lines' account, with the subscription their scope lies in.
+narrower AS (
+    SELECT *, ledger_scope_subscription(scope) AS scope_subscription FROM in_family
+    WHERE source <> 'file' AND account_scope IS DISTINCT FROM line_account_id
+),
+-- Each narrower slice's holders, one row a holding scope, with the charge time it holds [s, e): as
+-- far as its least advanced dataset (a FOCUS export beside an own export in datasets, Azure's
+-- actual and amortized, meets one per dataset; the own form is as far as the less advanced of the
+-- two). The whole account's export and a scope whose path holds its own hold it up to their reach;
+-- a billing or management scope, a subscription's (or a resource group's) from its first line of
+-- that subscription to their reach.
 held AS (
-    SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice, w.holder_scope,
-           bool_or(w.whole) AS whole, min(coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS reach,
-           arg_min(w.holder_delivery, coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS holder_delivery,
-           arg_min(w.holder_export, coalesce(w.reach, 'infinity'::TIMESTAMPTZ)) AS holder_export
-    FROM in_family AS r
-    JOIN (SELECT *, NULL::VARCHAR AS subscription FROM holders
-          UNION ALL BY NAME SELECT *, false AS whole FROM holder_subscriptions) AS w
-      ON r.source <> 'file' AND r.account_scope IS DISTINCT FROM r.line_account_id AND w.holder_delivery <> r.delivery_id
-     AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id AND w.billing_period = r.billing_period
-     AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
-     AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
-     AND CASE WHEN w.subscription IS NOT NULL THEN w.subscription = ledger_scope_subscription(r.scope)
-              ELSE w.whole OR ledger_scope_within(w.holder_scope, r.scope) END
+    SELECT delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice, holder_scope, bool_or(whole) AS whole, max(first_start) AS s, min(reach) AS e,
+           arg_min(holder_delivery, reach) AS holder_delivery, arg_min(holder_export, reach) AS holder_export
+    FROM (
+        SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice, w.holder_scope,
+               w.whole, '-infinity'::TIMESTAMPTZ AS first_start, w.reach, w.holder_delivery, w.holder_export
+        FROM narrower AS r
+        JOIN holders AS w
+          ON w.holder_delivery <> r.delivery_id
+         AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id
+         AND w.billing_period = r.billing_period AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
+         AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
+         AND (w.whole OR ledger_scope_within(w.holder_scope, r.scope))
+        UNION ALL
+        SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice, w.holder_scope,
+               false AS whole, coalesce(w.first_start, '-infinity'::TIMESTAMPTZ) AS first_start,
+               coalesce(w.reach, 'infinity'::TIMESTAMPTZ) AS reach, w.holder_delivery, w.holder_export
+        FROM narrower AS r
+        JOIN holder_subscriptions AS w
+          ON w.subscription = r.scope_subscription
+         AND w.holder_delivery <> r.delivery_id
+         AND w.provider IS NOT DISTINCT FROM r.provider AND w.line_account_id = r.line_account_id
+         AND w.billing_period = r.billing_period AND w.line_invoice IS NOT DISTINCT FROM r.line_invoice
+         AND ((w.family = r.family AND w.dataset = coalesce(r.dataset, '')) OR w.family = 'focus' OR r.family = 'focus')
+    )
     GROUP BY ALL
 ),
--- The holder reaching furthest: the narrower slice counts past it (the whole account's export to
--- its reach, a billing profile's counting past that to its own).
+-- The held time merged into runs (holders overlapping or touching), and the holder reaching
+-- furthest, named in covered_by.
+held_spans AS (
+    SELECT delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice, list({'since': s, 'until': e} ORDER BY s) AS spans,
+           arg_max(holder_delivery, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS whole_delivery,
+           arg_max(holder_export, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS whole_export,
+           arg_max(whole, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS held_by_whole
+    FROM (SELECT delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice, run, min(s) AS s, max(e) AS e,
+                 arg_max(whole, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS whole,
+                 arg_max(holder_delivery, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS holder_delivery,
+                 arg_max(holder_export, {'e': e, 'whole': whole, 'delivery': holder_delivery}) AS holder_export
+          FROM (SELECT *, sum(CASE WHEN s <= prev_e THEN 0 ELSE 1 END)
+                              OVER (PARTITION BY delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS run
+                FROM (SELECT *, max(e) OVER (PARTITION BY delivery_id, line_provider, line_account, line_period, line_invoice, by_invoice ORDER BY s, e
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+                      FROM held))
+          GROUP BY ALL)
+    GROUP BY ALL
+),
+-- A narrower slice counts for its charge time no holder holds: before the first held run (a
+-- subscription new to its billing profile from the 10th), between runs, and past the last, where
+-- its charges start (a holder lagging a day behind). NULL dates: the holders hold all of it.
 narrowed AS (
-    SELECT r.*, h.holder_delivery AS whole_delivery, h.holder_export AS whole_export, h.whole AS held_by_whole, h.reach,
-           coalesce(r.max_charge_start >= h.reach, false) AS beyond_whole
+    SELECT r.*, h.whole_delivery, h.whole_export, h.held_by_whole,
+           -- Each gap clipped to the slice's own charge time (the first charge start to past the last).
+           list_filter(list_transform(list_filter(
+               [{'since': r.min_charge_start, 'until': h.spans[1].since}]
+               || list_transform(range(1, len(h.spans)), lambda i: {'since': h.spans[i].until, 'until': h.spans[i + 1].since})
+               || [{'since': h.spans[len(h.spans)].until,
+                    'until': CASE WHEN r.max_charge_start >= h.spans[len(h.spans)].until
+                                  THEN greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND) END}],
+               lambda g: g.since IS NOT NULL AND g.until IS NOT NULL),
+               lambda g: {'since': greatest(g.since, r.min_charge_start),
+                          'until': least(g.until, greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND))}),
+               lambda g: g.since < g.until) AS unheld
     FROM in_family AS r
-    LEFT JOIN held AS h
+    LEFT JOIN held_spans AS h
       ON h.delivery_id = r.delivery_id AND h.line_provider IS NOT DISTINCT FROM r.line_provider
      AND h.line_account IS NOT DISTINCT FROM r.line_account AND h.line_period IS NOT DISTINCT FROM r.line_period
      AND h.line_invoice IS NOT DISTINCT FROM r.line_invoice AND h.by_invoice IS NOT DISTINCT FROM r.by_invoice
-    QUALIFY row_number() OVER (PARTITION BY r.delivery_id, r.line_provider, r.line_account, r.line_period, r.line_invoice, r.by_invoice
-                               ORDER BY h.reach DESC NULLS LAST, h.whole DESC, h.holder_delivery) = 1
 )
 SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider, r.export_name, r.scope, r.billing_period,
        r.mode, r.lines, r.rank,
-       r.counts_in_family AND (r.whole_delivery IS NULL OR r.beyond_whole) AS counts,
+       r.counts_in_family AND (r.whole_delivery IS NULL OR coalesce(len(r.unheld) > 0, false)) AS counts,
        coalesce(r.replaced_by, CASE WHEN r.export_rank > 1 THEN r.chosen_delivery END,
                 CASE WHEN r.counts_as_export AND r.family_rank > 1 THEN r.family_delivery END,
                 CASE WHEN r.counts_in_family THEN r.whole_delivery END) AS winner,
@@ -431,9 +491,8 @@ SELECT r.delivery_id, r.line_provider, r.line_account, r.line_period, r.provider
             WHEN r.counts_in_family THEN CASE WHEN r.held_by_whole THEN 'whole account: ' ELSE 'wider scope: ' END || r.whole_export
        END AS covered_by,
        r.line_invoice, r.by_invoice,
-       -- Beside a lagging whole-account (or wider scope's) export: the charges from its reach to the slice's last end.
-       CASE WHEN r.counts_in_family AND r.beyond_whole
-            THEN [{'since': r.reach, 'until': greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND)}]
+       -- Beside a lagging whole-account (or wider scope's) export: the charge time no holder holds.
+       CASE WHEN r.counts_in_family AND r.whole_delivery IS NOT NULL AND len(r.unheld) > 0 THEN r.unheld
             ELSE r.counts_for END AS counts_for
 FROM narrowed AS r;
 

@@ -200,13 +200,13 @@ CREATE TABLE IF NOT EXISTS raw.file_slices (
     min_charge_start TIMESTAMPTZ,     -- the earliest ChargePeriodStart (plain uploads of disjoint days add up)
     max_charge_start TIMESTAMPTZ,     -- the latest ChargePeriodStart (how far an export has come)
     last_start_end TIMESTAMPTZ,       -- the earliest ChargePeriodEnd of its lines starting last (how far an hourly export has come)
-    -- Per SubAccountId its lines bill, its latest charge start and the earliest end of its lines
-    -- starting then: which narrower exports it holds, and how far (a billing profile's, its subscriptions').
-    sub_account_reach STRUCT(id VARCHAR, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]
+    -- Per SubAccountId its lines bill, its earliest and latest charge start and the earliest end of its
+    -- lines starting last: which narrower exports it holds, and when (a billing profile's, its subscriptions').
+    sub_account_reach STRUCT(id VARCHAR, first_start TIMESTAMPTZ, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]
 )
 """
 RAW_FILE_SLICES_ADDED = (("line_invoice", "VARCHAR"), ("by_invoice", "BOOLEAN"), ("min_charge_start", "TIMESTAMPTZ"), ("max_charge_start", "TIMESTAMPTZ"),
-                         ("last_start_end", "TIMESTAMPTZ"), ("sub_account_reach", "STRUCT(id VARCHAR, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]"))
+                         ("last_start_end", "TIMESTAMPTZ"), ("sub_account_reach", "STRUCT(id VARCHAR, first_start TIMESTAMPTZ, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]"))
 
 
 class WarehouseSchemaError(RuntimeError):
@@ -449,7 +449,7 @@ def backfill_line_facts(conn: duckdb.DuckDBPyConnection) -> None:
                      min(first_start) AS first_start, max(last_start) AS last_start,
                      arg_min(last_start_end, {'start': -epoch_us(last_start), 'end': last_start_end})
                          FILTER (WHERE last_start_end IS NOT NULL) AS last_start_end,
-                     coalesce(list({'id': sub_account, 'last_start': last_start, 'last_start_end': last_start_end}
+                     coalesce(list({'id': sub_account, 'first_start': first_start, 'last_start': last_start, 'last_start_end': last_start_end}
                                    ORDER BY sub_account) FILTER (WHERE sub_account IS NOT NULL), []) AS sub_account_reach
               FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
                            CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice, c.SubAccountId AS sub_account,
