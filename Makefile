@@ -63,6 +63,7 @@ bench: $(STAMP) $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m tests.bench_history $(BENCH_HISTORY)
 	$(BIN)/python -m tests.bench_cur
 	$(BIN)/python -m tests.bench_anomalies --series 10000
+	$(BIN)/python -m tests.bench_ledger
 	$(BIN)/python -m tests.bench_lake $(BENCH_LAKE)
 	$(BIN)/python -m tests.bench_spark $(BENCH_SPARK)
 

@@ -18,12 +18,24 @@ SELECT delivery_id, created_at, file_mtime, unnest(parts) AS part FROM raw.manif
 -- landing folder may be the bucket or any prefix of it). Several manifests listing one key (an
 -- export that overwrites its files): the newest manifest's delivery.
 CREATE OR REPLACE TEMP TABLE ledger_file_parts AS
-SELECT f.path, f.sha256, mp.delivery_id, mp.part
-FROM ledger_files AS f
-JOIN ledger_manifest_parts AS mp
-  ON mp.part = f.path OR ends_with(mp.part, '/' || f.path) OR ends_with(f.path, '/' || mp.part)
-QUALIFY dense_rank() OVER (PARTITION BY f.path, f.sha256
-                           ORDER BY coalesce(mp.created_at, mp.file_mtime) DESC NULLS LAST, mp.delivery_id DESC) = 1;
+-- Joined on the paths' last two segments (or, where either has one, the file name), which each way
+-- of agreeing implies equal: a hash join, not every file against every part (an Azure export names
+-- every run's parts alike, part_0_0001.csv: 104,160 files took over five minutes).
+WITH files AS (SELECT *, nullif(regexp_extract(path, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(path, '[^/]*$') AS name
+               FROM ledger_files),
+     parts AS (SELECT *, nullif(regexp_extract(part, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(part, '[^/]*$') AS name
+               FROM ledger_manifest_parts),
+     matched AS (
+         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime
+         FROM files AS f JOIN parts AS mp ON mp.tail2 = f.tail2
+         UNION ALL
+         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime
+         FROM files AS f JOIN parts AS mp ON mp.name = f.name AND (mp.tail2 IS NULL OR f.tail2 IS NULL))
+SELECT path, sha256, delivery_id, part
+FROM matched
+WHERE part = path OR ends_with(part, '/' || path) OR ends_with(path, '/' || part)
+QUALIFY dense_rank() OVER (PARTITION BY path, sha256
+                           ORDER BY coalesce(created_at, file_mtime) DESC NULLS LAST, delivery_id DESC) = 1;
 
 -- The delivery of each file: the manifest's that lists it, else its folder layout's or file name's,
 -- else the delivery of another file with the same content (a renamed copy of a delivered part
