@@ -409,8 +409,8 @@ def test_the_run_says_a_subscriptions_export_counts_only_past_the_billing_accoun
     result = CliRunner().invoke(app, args, terminal_width=400)
     assert result.exit_code == 0, result.output[-2000:]
     assert ("counts in part: team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv — its lines "
-            "count only for charges from 2026-10-11 00:00 (UTC): before that, ba-actual (the whole billing account's export) "
-            "holds them") in " ".join(result.output.split()), result.output[-2000:]
+            "count only for charges from 2026-10-11 00:00 to 2026-10-15 00:00 (UTC); at other times ba-actual (the whole "
+            "billing account's export) holds them") in " ".join(result.output.split()), result.output[-2000:]
     october_run(landing, "ba-actual", ACCOUNT_PATH, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
     caught_up = CliRunner().invoke(app, args, terminal_width=400)
     assert caught_up.exit_code == 0, caught_up.output[-2000:]

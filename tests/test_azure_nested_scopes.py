@@ -120,6 +120,23 @@ def test_a_subscription_moved_into_a_billing_profile_mid_month_counts_its_earlie
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
     assert slice_verdicts(warehouse)["team-actual#actual"] == \
         (True, "wider scope: bp-actual", ["2026-10-01 00:00/2026-10-10 00:00"])
+    with connect(warehouse, read_only=True) as conn:
+        assert fetch_all(conn, "SELECT delivery_note FROM raw.files WHERE path LIKE 'team-actual/%' AND kind = 'billing'")[0][0] \
+            .endswith("its lines count only for charges from 2026-10-01 00:00 to 2026-10-10 00:00 (UTC); at other times through "
+                      "the export of a scope holding it, bp-actual")
+
+
+def test_a_month_long_line_does_not_make_a_profile_hold_a_subscription_from_the_1st(tmp_path):
+    """The profile's FocusCost export bills s-2 from day 10, and a month-long fee of s-2 that starts
+    on the 1st: when a subscription's lines begin is read from its lines of a day or less, so the
+    subscription's own export still counts days 1-9 (14 + 9 + 5 + the fee's 5)."""
+    landing = tmp_path / "landing"
+    fee = ",".join(["Microsoft", ACCOUNT_PATH, "2026-10-01T00:00:00Z", "2026-11-01T00:00:00Z", "2026-10-01T00:00:00Z",
+                    "2026-11-01T00:00:00Z", "5.00", "5.00", "USD", "Usage", "Support", "/subscriptions/s-2"]) + "\n"
+    october_run(landing, "bp-focus", PROFILE, 1,
+                [focus_with_subscriptions({"s-1": range(1, 15), "s-2": range(10, 15)}) + fee], kind="FocusCost")
+    october_run(landing, "team-actual", "/subscriptions/s-2", 2, [own_form({"s-2": range(1, 15)})])
+    assert october_totals(landing, tmp_path / "wh.duckdb") == (Decimal(33), Decimal(33))
 
 
 def test_a_lagging_billing_profile_and_its_invoice_section_count_each_day_once(tmp_path):
@@ -144,15 +161,20 @@ def test_a_subscriptions_export_beside_its_billing_profiles_focus_export_counts_
     assert slice_verdicts(warehouse)["team-actual#actual"] == (False, "wider scope: bp-focus", None)
 
 
-def test_a_warehouse_from_before_the_subscriptions_were_recorded_gets_them_from_the_lake(tmp_path):
+@pytest.mark.parametrize("earlier", ["no column", "an earlier shape"])
+def test_a_warehouse_from_before_the_subscriptions_were_recorded_gets_them_from_the_lake(tmp_path, earlier):
     """A warehouse whose facts lack the subscriptions each file bills (dropped here, as an older
-    release had it) gets them from its lines on the next run, which then counts s-1 once."""
+    release had it), or hold them in an earlier shape (without when each begins), gets them from
+    its lines on the next run, which then counts s-1 once."""
     landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
     october_run(landing, "bp-actual", PROFILE, 1, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
     october_run(landing, "team-actual", "/subscriptions/s-1", 2, [own_form({"s-1": range(1, 15)})])
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
     with connect(warehouse) as conn:
         conn.execute("ALTER TABLE raw.file_slices DROP COLUMN sub_account_reach")
+        if earlier == "an earlier shape":
+            conn.execute("ALTER TABLE raw.file_slices ADD COLUMN sub_account_reach "
+                         "STRUCT(id VARCHAR, last_start TIMESTAMPTZ, last_start_end TIMESTAMPTZ)[]")
     assert october_totals(landing, warehouse) == (Decimal(28), Decimal(28))
     with connect(warehouse, read_only=True) as conn:
         assert fetch_all(conn, """SELECT path LIKE 'bp-actual/%', list_transform(sub_account_reach, lambda r: r.id),
@@ -174,8 +196,8 @@ def test_the_run_says_a_subscriptions_export_counts_only_past_its_billing_profil
     result = CliRunner().invoke(app, args, terminal_width=400)
     assert result.exit_code == 0, result.output[-2000:]
     team = "team-actual/20261001-20261031/00000002-aaaa-4bbb-8ccc-000000000000/part_0_0001.csv"
-    assert (f"counts in part: {team} — its lines count only for charges from 2026-10-11 00:00 (UTC): before that, "
-            "bp-actual (the export of a scope that holds this one's) holds them") in " ".join(result.output.split()), result.output[-2000:]
+    assert (f"counts in part: {team} — its lines count only for charges from 2026-10-11 00:00 to 2026-10-15 00:00 (UTC); "
+            "at other times bp-actual (the export of a scope that holds this one's) holds them") in " ".join(result.output.split()), result.output[-2000:]
     october_run(landing, "bp-actual", PROFILE, 3, [own_form({"s-1": range(1, 15), "s-2": range(1, 15)})])
     caught_up = CliRunner().invoke(app, args, terminal_width=400)
     assert caught_up.exit_code == 0, caught_up.output[-2000:]

@@ -118,6 +118,9 @@ SELECT s.delivery_id,
        string_agg(DISTINCT regexp_replace(s.covered_by, '^(whole account|wider scope): ', ''), ', ') FILTER (WHERE s.counts) AS counts_past,
        bool_and(s.covered_by LIKE 'whole account: %') FILTER (WHERE s.counts) AS counts_past_whole,
        strftime(min(list_min(list_transform(s.counts_for, lambda r: r.since))) FILTER (WHERE s.counts), '%Y-%m-%d %H:%M') AS counts_from,
+       string_agg(DISTINCT array_to_string(list_transform(s.counts_for, lambda r:
+           'from ' || strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
+           FILTER (WHERE s.counts) AS counts_only_for_ranges,
        max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
        string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE NOT s.counts) AS months_held_by,
@@ -152,7 +155,7 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_from, p.months_out, p.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_from, p.counts_only_for_ranges, p.months_out, p.months_held_by
             FROM raw.files AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
@@ -295,13 +298,13 @@ def run_notices(files: list[dict]) -> list[dict]:
                 "delivery counts for each provider, billing account and month; README: The ledger); its other months count")})
         if r.get("counts_only_for") and r.get("counts_past"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
-                f"its lines count only for charges from {r['counts_from']} (UTC): before that, {r['counts_past']} "
+                f"its lines count only for charges {r['counts_only_for_ranges']} (UTC); at other times {r['counts_past']} "
                 + ("(the whole billing account's export) holds them. An export of a narrower scope (a subscription, a member "
                    "account) counts only past the whole account's export's last day (README: The ledger)"
                    if r.get("counts_past_whole") else
                    "(the export of a scope that holds this one's) holds them. An export of a narrower scope (a subscription "
-                   "beside its billing profile's, a resource group beside its subscription's) counts only past the last day of "
-                   "every export holding it (README: The ledger)"))})
+                   "beside its billing profile's, a resource group beside its subscription's) counts only for the time no "
+                   "export holding it holds (README: The ledger)"))})
         elif r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "

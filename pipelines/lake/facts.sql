@@ -14,7 +14,7 @@ SELECT $path AS path, $sha256 AS sha256, line_provider, line_account, line_perio
        arg_min(last_start_end, {'start': -epoch_us(max_charge_start), 'end': last_start_end})
            FILTER (WHERE last_start_end IS NOT NULL) AS last_start_end,
        max(export_time) AS export_time, any_value(dataset) AS dataset,
-       coalesce(list({'id': sub_account, 'first_start': min_charge_start, 'last_start': max_charge_start,
+       coalesce(list({'id': sub_account, 'first_start': coalesce(first_day_start, min_charge_start), 'last_start': max_charge_start,
                       'last_start_end': last_start_end}
                      ORDER BY sub_account) FILTER (WHERE sub_account IS NOT NULL), []) AS sub_account_reach,
        line_invoice, $by_invoice AS by_invoice
@@ -23,6 +23,9 @@ FROM (
            CASE WHEN $by_invoice THEN InvoiceId END AS line_invoice, SubAccountId AS sub_account, count(*) AS lines,
            coalesce(bool_or(InvoiceId IS NOT NULL), false) AS final, max(ChargePeriodEnd) AS max_charge_end,
            min(ChargePeriodStart) AS min_charge_start, max(ChargePeriodStart) AS max_charge_start,
+           -- When a sub-account's lines begin: of those no longer than a day (a month-long fee or tax
+           -- line says nothing of when a subscription came to the scope).
+           min(ChargePeriodStart) FILTER (WHERE ChargePeriodEnd <= ChargePeriodStart + INTERVAL 1 DAY) AS first_day_start,
            arg_min(ChargePeriodEnd, {'start': -epoch_us(ChargePeriodStart), 'end': ChargePeriodEnd})
                FILTER (WHERE ChargePeriodStart IS NOT NULL AND ChargePeriodEnd IS NOT NULL) AS last_start_end,
            max(CASE WHEN x_Connector = 'gcp_billing'

@@ -481,7 +481,8 @@ narrowed AS (
                || [{'since': h.spans[len(h.spans)].until,
                     'until': CASE WHEN r.max_charge_start >= h.spans[len(h.spans)].until
                                   THEN greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND) END}],
-               lambda g: g.since IS NOT NULL AND g.until IS NOT NULL),
+               lambda g: g.since IS NOT NULL AND g.until IS NOT NULL
+                         AND r.min_charge_start IS NOT NULL AND r.max_charge_start IS NOT NULL),
                lambda g: {'since': greatest(g.since, r.min_charge_start),
                           'until': least(g.until, greatest(r.max_charge_end, r.max_charge_start + INTERVAL 1 MICROSECOND))}),
                lambda g: g.since < g.until) AS unheld
@@ -539,8 +540,8 @@ SET delivery_id = a.delivery_id,
                                                                         ELSE '; another delivery of its provider, account and month counts until it completes' END)
         WHEN d.status = 'superseded' THEN format('delivery {} superseded by {}', d.delivery_id, d.superseded_by)
         WHEN d.superseded_by IS NOT NULL THEN format('delivery {}; some of its months superseded by {}', d.delivery_id, d.superseded_by)
-        WHEN p.past_whole IS NOT NULL THEN format('delivery {}; its charges before {} count through {}',
-                                                  d.delivery_id, strftime(p.since, '%Y-%m-%d %H:%M'), p.past_whole)
+        WHEN p.past_whole IS NOT NULL THEN format('delivery {}; its lines count only for charges {} (UTC); at other times through {}',
+                                                  d.delivery_id, p.ranges, p.past_whole)
         WHEN p.shares_with IS NOT NULL THEN format('delivery {}; the charge time it shares with {} counts there', d.delivery_id, p.shares_with)
         ELSE format('delivery {}', d.delivery_id) END
 FROM ledger_assigned AS a JOIN raw.deliveries AS d USING (delivery_id)
@@ -551,6 +552,7 @@ LEFT JOIN (SELECT delivery_id,
                   string_agg(DISTINCT CASE WHEN covered_by LIKE 'whole account: %' THEN 'the whole billing account''s export '
                                            ELSE 'the export of a scope holding it, ' END || regexp_replace(covered_by, '^[^:]*: ', ''), ', ')
                       FILTER (WHERE covered_by LIKE 'whole account: %' OR covered_by LIKE 'wider scope: %') AS past_whole,
-                  min(list_min(list_transform(counts_for, lambda r: r.since))) AS since
+                  string_agg(DISTINCT array_to_string(list_transform(counts_for, lambda r:
+                      'from ' || strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ') AS ranges
            FROM raw.delivery_slices WHERE counts AND counts_for IS NOT NULL GROUP BY delivery_id) AS p USING (delivery_id)
 WHERE f.path = a.path AND f.sha256 = a.sha256;

@@ -258,6 +258,14 @@ def ensure_warehouse(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(RAW_DELIVERIES_DDL)
     conn.execute(RAW_DELIVERY_SLICES_DDL)
     conn.execute(RAW_FILE_SLICES_DDL)
+    # A per-sub-account fact recorded in an earlier shape (without first_start, or the list of ids
+    # it replaced) is dropped, so the files get it again from their lines.
+    reach_type = fetch_value(conn, """SELECT any_value(data_type) FROM duckdb_columns()
+        WHERE database_name = current_database() AND schema_name = 'raw' AND table_name = 'file_slices'
+          AND column_name = 'sub_account_reach'""")
+    if reach_type is not None and "first_start" not in reach_type:
+        conn.execute("ALTER TABLE raw.file_slices DROP COLUMN sub_account_reach")
+    conn.execute("ALTER TABLE raw.file_slices DROP COLUMN IF EXISTS sub_accounts")
     # Facts added since the table was made: its files get them from their lines, once (below).
     had_line_facts = fetch_value(conn, """SELECT count(*) FROM duckdb_columns()
         WHERE database_name = current_database() AND schema_name = 'raw' AND table_name = 'file_slices'
@@ -449,11 +457,13 @@ def backfill_line_facts(conn: duckdb.DuckDBPyConnection) -> None:
                      min(first_start) AS first_start, max(last_start) AS last_start,
                      arg_min(last_start_end, {'start': -epoch_us(last_start), 'end': last_start_end})
                          FILTER (WHERE last_start_end IS NOT NULL) AS last_start_end,
-                     coalesce(list({'id': sub_account, 'first_start': first_start, 'last_start': last_start, 'last_start_end': last_start_end}
+                     coalesce(list({'id': sub_account, 'first_start': coalesce(first_day_start, first_start), 'last_start': last_start,
+                                    'last_start_end': last_start_end}
                                    ORDER BY sub_account) FILTER (WHERE sub_account IS NOT NULL), []) AS sub_account_reach
               FROM (SELECT f.path, f.sha256, c.ProviderName, c.BillingAccountId, c.BillingPeriodStart,
                            CASE WHEN f.by_invoice THEN c.InvoiceId END AS invoice, c.SubAccountId AS sub_account,
                            min(c.ChargePeriodStart) AS first_start, max(c.ChargePeriodStart) AS last_start,
+                           min(c.ChargePeriodStart) FILTER (WHERE c.ChargePeriodEnd <= c.ChargePeriodStart + INTERVAL 1 DAY) AS first_day_start,
                            arg_min(c.ChargePeriodEnd, {'start': -epoch_us(c.ChargePeriodStart), 'end': c.ChargePeriodEnd})
                                FILTER (WHERE c.ChargePeriodStart IS NOT NULL AND c.ChargePeriodEnd IS NOT NULL) AS last_start_end
                     FROM (SELECT DISTINCT path, sha256, coalesce(by_invoice, false) AS by_invoice FROM raw.file_slices) AS f
