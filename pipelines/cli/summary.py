@@ -117,7 +117,6 @@ SELECT s.delivery_id,
        -- A narrower scope's export counting past a lagging whole-account (or wider scope's) export's reach (covered_by names it).
        string_agg(DISTINCT regexp_replace(s.covered_by, '^(whole account|wider scope): ', ''), ', ') FILTER (WHERE s.counts) AS counts_past,
        bool_and(s.covered_by LIKE 'whole account: %') FILTER (WHERE s.counts) AS counts_past_whole,
-       strftime(min(list_min(list_transform(s.counts_for, lambda r: r.since))) FILTER (WHERE s.counts), '%Y-%m-%d %H:%M') AS counts_from,
        string_agg(DISTINCT array_to_string(list_transform(s.counts_for, lambda r:
            'from ' || strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
            FILTER (WHERE s.counts) AS counts_only_for_ranges,
@@ -155,7 +154,7 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_from, p.counts_only_for_ranges, p.months_out, p.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
             FROM raw.files AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
