@@ -23,11 +23,39 @@ BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the
 ROW_NUMBER = "__source_row"
 
 
-def header_fields(head: bytes, delimiter: str = ",") -> list[str]:
-    """The first line of a text file as a list of stripped field names (BOM removed)."""
+def header_fields(head: bytes, delimiter: str = ",", line: int = 1) -> list[str]:
+    """Line `line` (1: the first) of a text file as a list of stripped field names (BOM removed)."""
     text = head.decode("utf-8-sig", errors="replace")
-    first = text.splitlines()[0] if text else ""
-    return [f.strip() for f in next(csv.reader(io.StringIO(first), delimiter=delimiter), [])]
+    lines = text.splitlines() if line == 1 else physical_lines(text)
+    chosen = lines[line - 1] if len(lines) >= line else ""
+    return [f.strip() for f in next(csv.reader(io.StringIO(chosen), delimiter=delimiter), [])]
+
+
+def physical_lines(text: str) -> list[str]:
+    """The text's lines as a CSV reader counts them: split at \\n, \\r\\n or \\r only (`str.splitlines`
+    also splits at form feeds and Unicode line separators, which a CSV line may hold)."""
+    return re.split(r"\r\n|\r|\n", text)
+
+
+# How far down a file `find_header_line` looks for its header: an export's title, account and
+# period lines above it are a handful, never pages.
+HEADER_SEARCH_LINES = 30
+
+
+def find_header_line(head: bytes, wanted, delimiter: str = ",", max_lines: int = HEADER_SEARCH_LINES) -> int | None:
+    """The line (1: the first) of the first of the file's first `max_lines` lines that names every
+    column in `wanted`: the header of a file whose export puts a title, an account or a period
+    above it. None when no such line is there."""
+    wanted = set(wanted)
+    lines = physical_lines(head.decode("utf-8-sig", errors="replace"))
+    for number, raw in enumerate(lines[:max_lines], 1):
+        try:
+            fields = next(csv.reader(io.StringIO(raw), delimiter=delimiter), [])
+        except csv.Error:
+            continue
+        if wanted <= {f.strip() for f in fields}:
+            return number
+    return None
 
 
 def _input_stream(path: Path):
@@ -235,7 +263,7 @@ def _records(lines: CompleteLines, encoding: str, delimiter: str, source_file: s
 
 def _python_frames(path: Path, source_file: str, names: list[str], null_values: Sequence[str], delimiter: str,
                    encoding: str, on_truncated: Callable[[TruncatedTail], None] | None, skip: int,
-                   ctx: ReadContext | None, connector: str | None) -> Iterator[pl.DataFrame]:
+                   ctx: ReadContext | None, connector: str | None, header_line: int = 1) -> Iterator[pl.DataFrame]:
     """The file read again from its start with Python's csv module, for what Arrow refuses: data
     rows 1..`skip` (already passed on) are skipped, the rest come as frames numbered like Arrow's.
 
@@ -293,7 +321,9 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
 
     records = _records(lines, encoding, delimiter, source_file)
     try:
-        next(records, None)  # the header, read already
+        for first_line, _, _ in records:  # the lines above the header, and the header, read already
+            if first_line >= header_line:
+                break
         last = None
         for record in records:
             if last is not None and last[1]:  # an empty line is no row (Arrow skips them too)
@@ -362,8 +392,12 @@ def stream_csv_as_strings(
     on_truncated: Callable[[TruncatedTail], None] | None = None,
     ctx: ReadContext | None = None,
     connector: str | None = None,
+    header_line: int = 1,
 ) -> Iterator[pl.DataFrame]:
     """Stream a headed CSV as polars frames of strings, numbering data rows from 1.
+
+    The header is line `header_line` of the file (`find_header_line` finds it below a title); the
+    lines above it are no rows.
 
     Everything is read as text so each connector decides how to parse, and a bad value becomes a
     quarantined row instead of a failed file.
@@ -382,16 +416,16 @@ def stream_csv_as_strings(
         head = read_head(path, tolerate_cut=on_truncated is not None)
     except (EOFError, OSError) as exc:
         raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
-    names = header_fields(head.decode(encoding, errors="replace").encode(), delimiter)
+    names = header_fields(head.decode(encoding, errors="replace").encode(), delimiter, header_line)
     if not names or not any(names):
-        raise ConnectorError(source_file, "no header line", line=1)
+        raise ConnectorError(source_file, "no header line", line=header_line)
     if len(set(names)) != len(names):
         twice = sorted({n for n in names if names.count(n) > 1})
-        raise ConnectorError(source_file, f"header names a column more than once: {', '.join(twice)}", line=1)
+        raise ConnectorError(source_file, f"header names a column more than once: {', '.join(twice)}", line=header_line)
 
     def python_from(rows_before: int) -> Iterator[pl.DataFrame]:
         return _python_frames(path, source_file, names, null_values, delimiter, encoding, on_truncated,
-                              rows_before, ctx, connector)
+                              rows_before, ctx, connector, header_line)
 
     lines = CompleteLines(path) if on_truncated is not None else None
     try:
@@ -399,7 +433,7 @@ def stream_csv_as_strings(
             pa.PythonFile(lines, mode="r") if lines is not None else _input_stream(path),
             # Our own (stripped, BOM-free) names, so every column is typed as text whatever its spacing.
             read_options=pacsv.ReadOptions(
-                block_size=BLOCK_SIZE, encoding=encoding, column_names=names, skip_rows=1
+                block_size=BLOCK_SIZE, encoding=encoding, column_names=names, skip_rows=header_line
             ),
             parse_options=pacsv.ParseOptions(delimiter=delimiter),
             convert_options=pacsv.ConvertOptions(
@@ -433,7 +467,7 @@ def stream_csv_as_strings(
         try:
             frame = pl.from_arrow(batch)
         except pl.exceptions.DuplicateError as exc:  # names that differ only in bytes Arrow drops (NUL)
-            raise ConnectorError(source_file, "header names a column more than once", line=1) from exc
+            raise ConnectorError(source_file, "header names a column more than once", line=header_line) from exc
         yield frame.with_columns(
             pl.int_range(rows_before + 1, rows_before + 1 + batch.num_rows, dtype=pl.Int64).alias(ROW_NUMBER)
         )

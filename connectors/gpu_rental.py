@@ -9,9 +9,11 @@ connector turns each invoice line into a FOCUS charge: costs exact, GPU model an
 columns, monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based.
 """
 
+import codecs
 import os
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -21,15 +23,17 @@ from connectors.kit import (
     cell_reason,
     failed,
     short_value,
+    find_header_line,
     first_reason,
     header_fields,
     parse_decimal,
+    read_head,
     parse_utc,
     split_rejected,
     stream_csv_as_strings,
     to_canonical,
 )
-from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext, money_sum
 from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
 from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
@@ -66,18 +70,29 @@ class GpuRentalConnector(Connector):
         """The connector of one mapping file; MappingError (file and key named) when it is invalid."""
         return cls(load_mapping(path), path)
 
-    def detect(self, path: Path, head: bytes) -> bool:
+    def _head_text(self, head: bytes) -> bytes | None:
+        """The file's first bytes as UTF-8, read in the mapping's encoding; None where they are not
+        text in it. A character the sniff cut in two at its end is left out, not an error: a
+        Chinese invoice over 64 KiB was unrecognised whenever its 65,536th byte fell inside one."""
         try:
-            fields = set(header_fields(head.decode(self.mapping.encoding, errors="strict").encode(), self.mapping.delimiter))
-        except UnicodeDecodeError:
-            return False
-        return set(self.required) <= fields
-
-    def missing_columns(self, head: bytes) -> list[str] | None:
-        try:
-            names = set(header_fields(head.decode(self.mapping.encoding).encode(), self.mapping.delimiter))
+            return codecs.getincrementaldecoder(self.mapping.encoding)(errors="strict").decode(head, final=False).encode()
         except UnicodeDecodeError:
             return None
+
+    def header_line(self, head: bytes) -> int | None:
+        """The line of the file's header: the first of its first lines that names every required
+        column (an export may put a title, the account or the period above it)."""
+        text = self._head_text(head)
+        return None if text is None else find_header_line(text, self.required, self.mapping.delimiter)
+
+    def detect(self, path: Path, head: bytes) -> bool:
+        return self.header_line(head) is not None
+
+    def missing_columns(self, head: bytes) -> list[str] | None:
+        text = self._head_text(head)
+        if text is None:
+            return None
+        names = set(header_fields(text, self.mapping.delimiter))
         return [c for c in self.required if c not in names]
 
     def col(self, field: str) -> pl.Expr:
@@ -139,8 +154,12 @@ class GpuRentalConnector(Connector):
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
         first_frame = True
+        # A gzip cut short is refused by the reader below, naming its line.
+        header_line = self.header_line(read_head(path, tolerate_cut=True)) or 1
+        totals = TotalRows(self.mapping.total_words(), self.columns["amount"])
         for frame in stream_csv_as_strings(path, ctx.source_file, delimiter=self.mapping.delimiter,
-                                           encoding=self.mapping.encoding, ctx=ctx, connector=self.name):
+                                           encoding=self.mapping.encoding, ctx=ctx, connector=self.name,
+                                           header_line=header_line):
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
@@ -154,6 +173,7 @@ class GpuRentalConnector(Connector):
                         ctx.warn(f"columns.{field}: the header has no column {column!r}; {fallback} on every line")
                 first_frame = False
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
+            frame = totals.set_aside(frame, source_columns, self._plain_number)
             frame = frame.with_columns(self._fields(frame))
             frame = frame.with_columns(
                 parse_time("__f_start").alias("__start"),
@@ -207,9 +227,12 @@ class GpuRentalConnector(Connector):
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
                 *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
             ])
+            totals.add_lines(frame["__amount"])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, timezone), self.schema, self.name, ctx)
+        if warning := totals.disagreement():
+            ctx.warn(warning)
 
     def _currency(self) -> pl.Expr:
         return self.col("currency").str.to_uppercase()
@@ -261,6 +284,69 @@ class GpuRentalConnector(Connector):
                       or [pl.lit(None).alias("none")]).struct.json_encode().alias("x_ExtraColumns"),
             ROW_NUMBER,
         )
+
+
+class TotalRows:
+    """An invoice's own total rows (`total_rows:` in the mapping), kept apart from its lines.
+
+    A row whose first non-empty cell is one of the mapping's words is the invoice's sum, not a
+    charge: loading it would count the money twice, and quarantining it would call it money not
+    loaded. Its amount is checked instead: the file's lines (loaded and quarantined) add up to its
+    last total row (a grand total under subtotals) or to all of them together (one per section or
+    currency); otherwise the file's load warns with both sums, since lines may be missing."""
+
+    def __init__(self, words: list[str], amount_column: str):
+        self.words = words
+        self.amount_column = amount_column
+        self.stated: list[tuple[int, Decimal | None, str]] = []  # (row, amount, the cell as written)
+        self.lines_sum = Decimal(0)
+        self.unreadable_lines = 0
+
+    def set_aside(self, frame: pl.DataFrame, source_columns: list[str], plain_number) -> pl.DataFrame:
+        """The frame without its total rows, whose amounts are kept."""
+        if not self.words:
+            return frame
+        first_cell = pl.coalesce([pl.when(pl.col(c) != "").then(pl.col(c)) for c in source_columns])
+        word = first_cell.str.strip_chars_end(":\uff1a").str.strip_chars().str.to_lowercase()
+        is_total = word.is_in(self.words).fill_null(False)
+        found = frame.filter(is_total)
+        if found.height:
+            amount = pl.col(self.amount_column) if self.amount_column in frame.columns else pl.lit(None, pl.String)
+            read = found.select(ROW_NUMBER, amount.alias("__text"), plain_number(amount).alias("__plain")) \
+                .with_columns(parse_decimal("__plain", 38, 10).alias("__stated"))
+            self.stated += list(read.select(ROW_NUMBER, "__stated", "__text").iter_rows())
+        return frame.filter(~is_total)
+
+    def add_lines(self, amounts: pl.Series) -> None:
+        self.lines_sum = money_sum([self.lines_sum, amounts.sum()])
+        self.unreadable_lines += amounts.null_count()
+
+    def disagreement(self) -> str | None:
+        """A warning when the lines do not add up to what the total rows state; None when they do."""
+        if not self.stated:
+            return None
+        many = len(self.stated) > 1
+        rows = ", ".join(str(row) for row, _, _ in self.stated)
+        where = f"the total row{'s' if many else ''} (row{'s' if many else ''} {rows} under the header)"
+        unread = [text or "" for _, amount, text in self.stated if amount is None]
+        if unread:
+            return (f"{where}: amount {unread[0]!r} is not a number, so the file's lines are not checked "
+                    "against what it states")
+        last, together = self.stated[-1][1], money_sum(amount for _, amount, _ in self.stated)
+        if self.lines_sum in (last, together):
+            return None
+        stated = f"state {_plain(last)} (the last) and {_plain(together)} (together)" if many else f"states {_plain(last)}"
+        unread_lines = (f" ({self.unreadable_lines} line{'s' if self.unreadable_lines > 1 else ''} whose amount "
+                        "is not a number left out)") if self.unreadable_lines else ""
+        return (f"{where} {stated}, but the file's lines add up to {_plain(self.lines_sum)}{unread_lines}: "
+                "lines may be missing from the file")
+
+
+def _plain(amount: Decimal) -> str:
+    """An amount as the invoice would write it: no exponent, no trailing zeros past the cents."""
+    text = format(amount.normalize(), "f")
+    whole, _, cents = text.partition(".")
+    return f"{whole}.{cents.ljust(2, '0')}"
 
 
 class InvalidMapping(Connector):

@@ -7,9 +7,11 @@ Arrow record batches in the canonical schema of its kind. Everything it needs fo
 - the canonical schemas (`SCHEMAS`, `schema_of(kind)`) and the columns every row must fill
   (`REQUIRED_COLUMNS`); lineage columns (`LINEAGE_COLUMNS`) are filled by `to_canonical`;
 - reading: `stream_csv_as_strings` (a headed CSV as polars frames of text, in bounded memory,
-  each row numbered in the `SOURCE_ROW` column), `stream_parquet_as_strings`, `header_fields`,
-  `read_head`, `open_maybe_gzip`, `number_rows` for frames built any other way;
-- parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `parse_utc` (and
+  each row numbered in the `SOURCE_ROW` column; `header_line=` for a header below a title, which
+  `find_header_line` finds), `stream_parquet_as_strings`, `header_fields`, `read_head`,
+  `open_maybe_gzip`, `number_rows` for frames built any other way;
+- parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `money_sum` (an
+  exact sum of amounts, at money's full width), `parse_utc` (and
   `parse_utc_series`, the same over a frame's column at the cost of one format)
   (times with an offset keep it, times without one are read in a zone), `parse_unit` (durations and
   sizes with their unit written, "90 min", "1.5 GiB", converted to one unit), `failed` (the source
@@ -40,6 +42,7 @@ from connectors._tabular import (
     CompleteLines,
     TruncatedTail,
     failed,
+    find_header_line,
     first_reason,
     header_fields,
     is_parquet,
@@ -57,13 +60,22 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors._telemetry import normalise_host
-from connectors.base import KINDS, SNIFF_BYTES, Connector, ConnectorError, ReadContext, open_maybe_gzip, printable
+from connectors.base import (
+    KINDS,
+    SNIFF_BYTES,
+    Connector,
+    ConnectorError,
+    ReadContext,
+    money_sum,
+    open_maybe_gzip,
+    printable,
+)
 from models.currencies import ISO4217
 from models.focus import FOCUS_COLUMNS
 from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
-API_VERSION = "1.2"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently
+API_VERSION = "1.3"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER
@@ -135,8 +147,8 @@ __all__ = [
     "API_VERSION", "KINDS", "SCHEMAS", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "SNIFF_BYTES", "UNITS",
     "MONEY_TYPE", "PRICE_TYPE", "QUANTITY_TYPE", "UTC_TIMESTAMP", "ISO4217",
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
-    "schema_of", "header_fields", "read_head", "open_maybe_gzip", "is_parquet", "printable",
+    "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "number_rows", "quarantine_tail",
-    "parse_money", "parse_decimal", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
+    "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

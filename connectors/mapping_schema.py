@@ -161,6 +161,9 @@ class MappingFile(_Strict):
     charge_categories: ChargeCategories = ChargeCategories()
     defaults: Defaults = Defaults()
     computed: Computed = Computed()
+    # The words that open an invoice's total rows (`Total`, `合计`): such a row is the file's sum of
+    # its lines, not a line; the file's lines are checked against it.
+    total_rows: list[str] = []
 
     @model_validator(mode="before")
     @classmethod
@@ -199,6 +202,14 @@ class MappingFile(_Strict):
                 ZoneInfo(value)
             except (ZoneInfoNotFoundError, ValueError):
                 raise ValueError(f"unknown IANA time zone '{value}'") from None
+        return value
+
+    @field_validator("total_rows")
+    @classmethod
+    def _words(cls, value: list[str]) -> list[str]:
+        for word in value:
+            if not total_word(word):
+                raise ValueError(f"{word!r}: a total row's word cannot be empty")
         return value
 
     @field_validator("time_formats")
@@ -256,11 +267,20 @@ class MappingFile(_Strict):
         words.update({w.lower(): c for c, ws in self.charge_categories.model_dump().items() for w in ws})
         return {word: category.capitalize() for word, category in words.items()}
 
+    def total_words(self) -> list[str]:
+        """The words of `total_rows` as a row's first cell is compared with them: lower case, and
+        without a closing colon (`Total:`, `合计：`)."""
+        return [total_word(w) for w in self.total_rows]
+
     def mode_words(self) -> dict[str, str]:
         """The file's word (lower case) → canonical mode; the canonical names themselves also work."""
         words = {mode: mode for mode in BillingModes.model_fields}
         words.update({w.lower(): mode for mode, ws in self.billing_modes.model_dump().items() for w in ws})
         return words
+
+
+def total_word(text: str) -> str:
+    return text.strip().rstrip(":\uff1a").strip().lower()
 
 
 class MappingError(ValueError):
