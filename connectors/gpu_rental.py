@@ -33,7 +33,16 @@ from connectors.kit import (
     stream_csv_as_strings,
     to_canonical,
 )
-from connectors.kit import Connector, ConnectorError, ReadContext, money_sum
+from connectors.kit import (
+    WORKBOOK_TIME_FORMATS,
+    Connector,
+    ConnectorError,
+    ReadContext,
+    find_workbook_header,
+    is_workbook,
+    money_sum,
+    stream_workbook_as_strings,
+)
 from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
 from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
@@ -70,6 +79,10 @@ class GpuRentalConnector(Connector):
         """The connector of one mapping file; MappingError (file and key named) when it is invalid."""
         return cls(load_mapping(path), path)
 
+    def workbook_header(self, path: Path, head: bytes) -> tuple[str, int] | None:
+        """An Excel workbook's sheet and header row naming every required column, or None."""
+        return find_workbook_header(path, self.required) if is_workbook(path, head) else None
+
     def _head_text(self, head: bytes) -> bytes | None:
         """The file's first bytes as UTF-8, read in the mapping's encoding; None where they are not
         text in it. A character the sniff cut in two at its end is left out, not an error: a
@@ -86,6 +99,8 @@ class GpuRentalConnector(Connector):
         return None if text is None else find_header_line(text, self.required, self.mapping.delimiter)
 
     def detect(self, path: Path, head: bytes) -> bool:
+        if is_workbook(path, head):
+            return self.workbook_header(path, head) is not None
         return self.header_line(head) is not None
 
     def missing_columns(self, head: bytes) -> list[str] | None:
@@ -151,19 +166,30 @@ class GpuRentalConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         timezone = self.mapping.timezone or ctx.timezone
         formats = tuple(self.mapping.time_formats)
+        head = read_head(path, tolerate_cut=True)  # a gzip cut short is refused by the reader, naming its line
+        if is_workbook(path, head):
+            found = self.workbook_header(path, head)
+            if found is None:
+                raise ConnectorError(ctx.source_file, f"no sheet's first rows name the columns of {self.name}: "
+                                     f"{', '.join(self.required)}")
+            sheet, header_row = found
+            header_line = header_row + 1
+            frames = stream_workbook_as_strings(path, ctx.source_file, sheet, header_row, self.mapping.numbers.decimal_separator)
+            formats = (*formats, *WORKBOOK_TIME_FORMATS) if formats else formats  # the way its date cells are written
+        else:
+            header_line = self.header_line(head) or 1
+            frames = stream_csv_as_strings(path, ctx.source_file, delimiter=self.mapping.delimiter,
+                                           encoding=self.mapping.encoding, ctx=ctx, connector=self.name,
+                                           header_line=header_line)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
         first_frame = True
-        # A gzip cut short is refused by the reader below, naming its line.
-        header_line = self.header_line(read_head(path, tolerate_cut=True)) or 1
         totals = TotalRows(self.mapping.total_words(), self.columns["amount"])
-        for frame in stream_csv_as_strings(path, ctx.source_file, delimiter=self.mapping.delimiter,
-                                           encoding=self.mapping.encoding, ctx=ctx, connector=self.name,
-                                           header_line=header_line):
+        for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
-                raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=1)
+                raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=header_line)
             if first_frame:
                 # A mapped column the header lacks is most often a misspelling: its default (or nothing)
                 # would stand in for every line unannounced, so the file's load says so.

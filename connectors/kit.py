@@ -9,7 +9,9 @@ Arrow record batches in the canonical schema of its kind. Everything it needs fo
 - reading: `stream_csv_as_strings` (a headed CSV as polars frames of text, in bounded memory,
   each row numbered in the `SOURCE_ROW` column; `header_line=` for a header below a title, which
   `find_header_line` finds), `stream_parquet_as_strings`, `header_fields`, `read_head`,
-  `open_maybe_gzip`, `number_rows` for frames built any other way;
+  `open_maybe_gzip`, `number_rows` for frames built any other way; Excel workbooks: `is_workbook`,
+  `find_workbook_header` (a sheet's header below a title) and `stream_workbook_as_strings` (cells
+  as the text Excel shows, date cells in `WORKBOOK_TIME_FORMATS`);
 - parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `money_sum` (an
   exact sum of amounts, at money's full width), `parse_utc` (and
   `parse_utc_series`, the same over a frame's column at the cost of one format)
@@ -59,6 +61,7 @@ from connectors._tabular import (
     stream_parquet_as_strings,
     to_canonical,
 )
+from connectors._spreadsheet import WORKBOOK_TIME_FORMATS, find_workbook_header, is_workbook, stream_workbook_as_strings
 from connectors._telemetry import normalise_host
 from connectors.base import (
     KINDS,
@@ -75,7 +78,7 @@ from models.focus import FOCUS_COLUMNS
 from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
-API_VERSION = "1.3"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum
+API_VERSION = "1.3"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum, workbooks
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER
@@ -148,7 +151,8 @@ __all__ = [
     "MONEY_TYPE", "PRICE_TYPE", "QUANTITY_TYPE", "UTC_TIMESTAMP", "ISO4217",
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "is_parquet", "printable",
-    "stream_csv_as_strings", "stream_parquet_as_strings", "number_rows", "quarantine_tail",
+    "stream_csv_as_strings", "stream_parquet_as_strings", "stream_workbook_as_strings", "is_workbook",
+    "find_workbook_header", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
     "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

@@ -1,12 +1,14 @@
-"""Invoice files laid out for people: a title above the header, total rows under the lines, and a
-Chinese invoice larger than the connector's first look at it."""
+"""Invoice files laid out for people: a title above the header, total rows under the lines, a
+Chinese invoice larger than the connector's first look at it, and Excel workbooks."""
 
 import gzip
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
+from connectors._spreadsheet import number_text
 from connectors.gpu_rental import MAPPINGS_DIR, GpuRentalConnector
 from connectors.kit import SNIFF_BYTES, find_header_line, read_head
 from connectors.mapping_schema import MappingError, validate_mapping
@@ -172,3 +174,105 @@ def _chinese() -> dict:
     import yaml
 
     return yaml.safe_load(CHINESE.read_text(encoding="utf-8"))
+
+
+# Excel workbooks: the same invoice as a console exports it for download.
+
+def workbook(path, sheets: dict[str, list[list]], date_cells: bool = True):
+    """An .xlsx file of `sheets` (name → rows of cells); datetime cells get a date format, as
+    Excel writes them, and a ("=formula", value) cell is a formula with its cached result."""
+    import xlsxwriter
+
+    book = xlsxwriter.Workbook(str(path))
+    moment = book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
+    for name, rows in sheets.items():
+        sheet = book.add_worksheet(name)
+        for r, cells in enumerate(rows):
+            for c, value in enumerate(cells):
+                if value is None:
+                    continue
+                if isinstance(value, tuple):
+                    sheet.write_formula(r, c, value[0], None, value[1])
+                elif isinstance(value, datetime):
+                    sheet.write_datetime(r, c, value, moment)
+                else:
+                    sheet.write(r, c, value)
+    book.close()
+    return path
+
+
+def cells(instance: str, start: datetime, amount, gpus=8, hours=24) -> list:
+    return ["某云", "B-1", "u-7", instance, "gpu-a100-01", "华东1", "A100 80G", gpus, "包月", start,
+            start + timedelta(hours=hours), hours, 1.85, amount, "CNY"]
+
+
+SEPT_1 = datetime(2026, 9, 1, 8)
+
+
+def test_an_excel_invoice_with_a_title_and_a_total_reads_to_the_cent(tmp_path):
+    """Date cells are times in the mapping's zone; number cells are what Excel shows (a formula's
+    0.1 + 0.2 is 0.3); the 合计 formula row is the check, not a line."""
+    path = workbook(tmp_path / "账单.xlsx", {"账单明细": [
+        ["某GPU云 账单明细"], [], HEADER.split(","),
+        cells("ins-a", SEPT_1, 355.2), cells("ins-b", SEPT_1 + timedelta(days=1), ("=0.1+0.2", 0.1 + 0.2), gpus=1),
+        cells("ins-x", SEPT_1, 1.85)[:9] + ["昨天"] + cells("ins-x", SEPT_1, 1.85)[10:],
+        [], ["合计"] + [None] * 12 + [("=SUM(N4:N6)", 355.2 + 0.30000000000000004 + 1.85)]]})
+    assert detect(path).connector.name == "gpu_rental_cn"
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(GpuRentalConnector.from_file(CHINESE).read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"], r["x_GpuCount"], r["ChargePeriodStart"], r["x_SourceRow"]) for r in rows] == [
+        ("ins-a", Decimal("355.2"), 8, datetime(2026, 9, 1, tzinfo=UTC), 1),
+        ("ins-b", Decimal("0.3"), 1, datetime(2026, 9, 2, tzinfo=UTC), 2)]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "start '昨天' is not a time")]
+    assert (ctx.source_total, ctx.quarantined_total, ctx.warnings) == (Decimal("357.35"), Decimal("1.85"), [])
+
+
+def test_the_header_may_be_on_a_later_sheet_below_a_summary(tmp_path):
+    path = workbook(tmp_path / "invoice.xlsx", {
+        "概览": [["账期", "2026-09"], ["合计", 355.2]],
+        "明细": [HEADER.split(","), cells("ins-a", SEPT_1, 355.2)]})
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"]) for r in rows] == [("ins-a", Decimal("355.2"))]
+
+
+def test_a_workbook_with_decimal_commas_reads_its_number_and_text_cells_alike(tmp_path):
+    mapping = validate_mapping({**_chinese(), "name": "cn_eu", "delimiter": ";",
+                                "numbers": {"decimal_separator": ",", "thousands_separator": "."}}, "cn_eu")
+    path = workbook(tmp_path / "rechnung.xlsx", {"Sheet1": [
+        HEADER.split(","), cells("ins-a", SEPT_1, 1234.56), cells("ins-b", SEPT_1, "1.234,50")]})
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(GpuRentalConnector(mapping, "cn_eu").read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["BilledCost"] for r in rows] == [Decimal("1234.56"), Decimal("1234.50")] and ctx.quarantined == []
+
+
+def test_a_workbook_no_mapping_reads_or_that_is_damaged_is_unrecognised_not_a_crash(tmp_path):
+    other = workbook(tmp_path / "other.xlsx", {"Sheet1": [["name", "value"], ["a", 1]]})
+    assert detect(other).connector is None
+    damaged = tmp_path / "damaged.xlsx"
+    damaged.write_bytes(other.read_bytes()[:200])
+    assert detect(damaged).connector is None
+
+
+@pytest.mark.parametrize("value, text", [
+    (355.2, "355.2"), (0.1 + 0.2, "0.3"), (8.0, "8"), (-12.5, "-12.5"), (1e-7, "0.0000001"),
+    (1e16, "10000000000000000"), (1234567.89, "1234567.89"), (-0.0, "0"), (0.000012345, "0.000012345")])
+def test_a_number_cell_is_the_text_excel_shows(value, text):
+    assert number_text(value) == text
+
+
+def test_an_excel_invoice_reconciles_in_the_warehouse(tmp_path):
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    workbook(landing / "账单.xlsx", {"账单明细": [
+        ["某GPU云 账单明细"], HEADER.split(","), cells("ins-a", SEPT_1, 355.2), cells("ins-b", SEPT_1, 0.58, gpus=1),
+        ["合计"] + [None] * 12 + [("=SUM(N3:N4)", 355.78)]]})
+    conn = connect(tmp_path / "wh.duckdb")
+    try:
+        ingest_landing(conn, landing, timezone="UTC")
+        files = fetch_all(conn, "SELECT connector, status, rows_loaded, rows_quarantined, source_total, detail FROM raw.files")
+        lines = fetch_all(conn, "SELECT sum(BilledCost), count(*) FROM raw.cost_lines")
+    finally:
+        conn.close()
+    assert files == [("gpu_rental_cn", "loaded", 2, 0, Decimal("355.78"), "2 rows loaded")]
+    assert lines == [(Decimal("355.78"), 2)]
