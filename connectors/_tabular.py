@@ -321,9 +321,18 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
 
     records = _records(lines, encoding, delimiter, source_file)
     try:
-        for first_line, _, _ in records:  # the lines above the header, and the header, read already
-            if first_line >= header_line:
-                break
+        if header_line == 1:
+            next(records, None)  # the header, read already
+        else:
+            # The lines above the header are passed by finding the header itself: Arrow and the
+            # header's search count lines at every \r or \n, this reader's records at \n and across
+            # quoted values, so a count could start below the header and lose lines unseen.
+            for _, fields, _ in records:
+                if [f.strip().lstrip("\ufeff") for f in fields] == names:
+                    break
+            else:
+                raise ConnectorError(source_file, f"the header found at line {header_line} is not there reading the "
+                                     "file record by record (a quote opened above it and never closed?)", line=header_line)
         last = None
         for record in records:
             if last is not None and last[1]:  # an empty line is no row (Arrow skips them too)

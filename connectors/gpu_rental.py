@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 from connectors.kit import (
+    HEADER_SEARCH_LINES,
     ROW_NUMBER,
     cell_reason,
     failed,
@@ -104,11 +105,18 @@ class GpuRentalConnector(Connector):
         return self.header_line(head) is not None
 
     def missing_columns(self, head: bytes) -> list[str] | None:
+        """The required columns the closest of the file's first lines lacks (a title may stand above
+        the header)."""
         text = self._head_text(head)
         if text is None:
             return None
-        names = set(header_fields(text, self.mapping.delimiter))
-        return [c for c in self.required if c not in names]
+        missing = None
+        for line in range(1, HEADER_SEARCH_LINES + 1):
+            names = set(header_fields(text, self.mapping.delimiter, line))
+            lacks = [c for c in self.required if c not in names]
+            if missing is None or len(lacks) < len(missing):
+                missing = lacks
+        return missing
 
     def col(self, field: str) -> pl.Expr:
         """A canonical field's text after defaults: the file's cell, else the mapping's default."""
@@ -184,7 +192,8 @@ class GpuRentalConnector(Connector):
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
         first_frame = True
-        totals = TotalRows(self.mapping.total_words(), self.columns["amount"])
+        totals = TotalRows(self.mapping.total_words(), self.columns["amount"], self.columns["start"])
+        quarantined_before, rejected_here = len(ctx.quarantined), 0
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]
             missing = [c for c in self.required if c not in frame.columns]
@@ -255,8 +264,10 @@ class GpuRentalConnector(Connector):
             ])
             totals.add_lines(frame["__amount"])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
+            rejected_here += frame.height - accepted.height
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, timezone), self.schema, self.name, ctx)
+        totals.add_unsplit_lines(len(ctx.quarantined) - quarantined_before - rejected_here)
         if warning := totals.disagreement():
             ctx.warn(warning)
 
@@ -321,9 +332,10 @@ class TotalRows:
     last total row (a grand total under subtotals) or to all of them together (one per section or
     currency); otherwise the file's load warns with both sums, since lines may be missing."""
 
-    def __init__(self, words: list[str], amount_column: str):
+    def __init__(self, words: list[str], amount_column: str, start_column: str):
         self.words = words
         self.amount_column = amount_column
+        self.start_column = start_column
         self.stated: list[tuple[int, Decimal | None, str]] = []  # (row, amount, the cell as written)
         self.lines_sum = Decimal(0)
         self.unreadable_lines = 0
@@ -332,9 +344,14 @@ class TotalRows:
         """The frame without its total rows, whose amounts are kept."""
         if not self.words:
             return frame
+        def word(cell: pl.Expr) -> pl.Expr:
+            return cell.str.strip_chars_end(":\uff1a").str.strip_chars().str.to_lowercase()
+
         first_cell = pl.coalesce([pl.when(pl.col(c) != "").then(pl.col(c)) for c in source_columns])
-        word = first_cell.str.strip_chars_end(":\uff1a").str.strip_chars().str.to_lowercase()
-        is_total = word.is_in(self.words).fill_null(False)
+        # A line states when its charge starts; a total row does not (or has its word there).
+        start = pl.col(self.start_column) if self.start_column in frame.columns else pl.lit(None, pl.String)
+        no_start = start.is_null() | (start == "") | word(start).is_in(self.words)
+        is_total = (word(first_cell).is_in(self.words) & no_start).fill_null(False)
         found = frame.filter(is_total)
         if found.height:
             amount = pl.col(self.amount_column) if self.amount_column in frame.columns else pl.lit(None, pl.String)
@@ -347,6 +364,10 @@ class TotalRows:
         self.lines_sum = money_sum([self.lines_sum, amounts.sum()])
         self.unreadable_lines += amounts.null_count()
 
+    def add_unsplit_lines(self, count: int) -> None:
+        """Lines the reader quarantined itself (more fields than the header): no amount is read."""
+        self.unreadable_lines += count
+
     def disagreement(self) -> str | None:
         """A warning when the lines do not add up to what the total rows state; None when they do."""
         if not self.stated:
@@ -356,14 +377,15 @@ class TotalRows:
         where = f"the total row{'s' if many else ''} (row{'s' if many else ''} {rows} under the header)"
         unread = [text or "" for _, amount, text in self.stated if amount is None]
         if unread:
-            return (f"{where}: amount {unread[0]!r} is not a number, so the file's lines are not checked "
+            quoted = unread[0] if len(unread[0]) <= 40 else unread[0][:40] + "…"
+            return (f"{where}: amount {quoted!r} is not a number, so the file's lines are not checked "
                     "against what it states")
         last, together = self.stated[-1][1], money_sum(amount for _, amount, _ in self.stated)
         if self.lines_sum in (last, together):
             return None
         stated = f"state {_plain(last)} (the last) and {_plain(together)} (together)" if many else f"states {_plain(last)}"
         unread_lines = (f" ({self.unreadable_lines} line{'s' if self.unreadable_lines > 1 else ''} whose amount "
-                        "is not a number left out)") if self.unreadable_lines else ""
+                        "could not be read left out)") if self.unreadable_lines else ""
         return (f"{where} {stated}, but the file's lines add up to {_plain(self.lines_sum)}{unread_lines}: "
                 "lines may be missing from the file")
 

@@ -40,6 +40,7 @@ import polars as pl
 import pyarrow as pa
 
 from connectors._tabular import (
+    HEADER_SEARCH_LINES,
     ROW_NUMBER,
     CompleteLines,
     TruncatedTail,
@@ -147,7 +148,7 @@ def parse_unit(column: str, to: str, default_unit: str | None = None) -> pl.Expr
 _QUANTITY = pl.Decimal(QUANTITY_TYPE.precision, QUANTITY_TYPE.scale)
 
 __all__ = [
-    "API_VERSION", "KINDS", "SCHEMAS", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "SNIFF_BYTES", "UNITS",
+    "API_VERSION", "KINDS", "SCHEMAS", "HEADER_SEARCH_LINES", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "SNIFF_BYTES", "UNITS",
     "MONEY_TYPE", "PRICE_TYPE", "QUANTITY_TYPE", "UTC_TIMESTAMP", "ISO4217",
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "is_parquet", "printable",

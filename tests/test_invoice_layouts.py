@@ -10,7 +10,7 @@ import pytest
 
 from connectors._spreadsheet import number_text
 from connectors.gpu_rental import MAPPINGS_DIR, GpuRentalConnector
-from connectors.kit import SNIFF_BYTES, find_header_line, read_head
+from connectors.kit import SNIFF_BYTES, ConnectorError, find_header_line, read_head
 from connectors.mapping_schema import MappingError, validate_mapping
 from connectors.registry import detect
 from models.schemas import COST_LINE
@@ -123,7 +123,7 @@ def test_a_total_the_lines_do_not_reach_warns_with_both_sums(tmp_path):
                             "357.63: lines may be missing from the file"]
     _, ctx = read(tmp_path, [HEADER, LINES[0], LINES[1].replace("0.58", "n/a"), total("小计", "355.20"), total("合计", "400")])
     assert ctx.warnings == ["the total rows (rows 3, 4 under the header) state 400.00 (the last) and 755.20 (together), "
-                            "but the file's lines add up to 355.20 (1 line whose amount is not a number left out): "
+                            "but the file's lines add up to 355.20 (1 line whose amount could not be read left out): "
                             "lines may be missing from the file"]
 
 
@@ -276,3 +276,49 @@ def test_an_excel_invoice_reconciles_in_the_warehouse(tmp_path):
         conn.close()
     assert files == [("gpu_rental_cn", "loaded", 2, 0, Decimal("355.78"), "2 rows loaded")]
     assert lines == [(Decimal("355.78"), 2)]
+
+
+# What a review of the title and total rows found.
+
+def test_below_a_title_with_windows_line_ends_a_ragged_line_loses_no_other_line(tmp_path):
+    """`\\r\\r\\n` line ends (Python's csv writer on Windows): the header's search counts lines at
+    every \\r, the row-by-row reader at \\n; it now finds the header itself, so no line is lost."""
+    rows = [*TITLE, HEADER, LINES[0], LINES[1] + ",extra", LINES[0].replace("ins-a", "ins-b")]
+    path = tmp_path / "账单.csv"
+    path.write_bytes(("\r\r\n".join(rows) + "\r\r\n").encode("utf-8"))
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(GpuRentalConnector.from_file(CHINESE).read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["x_SourceRow"]) for r in loaded] == [("ins-a", 1), ("ins-b", 3)]
+    assert [q["x_SourceRow"] for q in ctx.quarantined] == [2]
+
+
+def test_a_title_opening_a_quote_it_never_closes_refuses_the_file_rather_than_lose_lines(tmp_path):
+    path = tmp_path / "账单.csv"
+    path.write_text("\n".join(['"某GPU云 账单', HEADER, LINES[0], LINES[1] + ",extra"]) + "\n", encoding="utf-8")
+    with pytest.raises(ConnectorError, match="the header found at line 2 is not there reading the file record by record"):
+        list(GpuRentalConnector.from_file(CHINESE).read(path, read_context(path.name)))
+
+
+def test_a_line_the_reader_quarantines_is_named_when_the_total_is_not_reached(tmp_path):
+    _, ctx = read(tmp_path, [HEADER, LINES[0], LINES[1] + ",extra", total("合计", "355.78")])
+    assert ctx.warnings == ["the total row (row 3 under the header) states 355.78, but the file's lines add up to 355.20 "
+                            "(1 line whose amount could not be read left out): lines may be missing from the file"]
+
+
+def test_a_charge_line_named_like_a_total_is_a_line(tmp_path):
+    """A resource named `合计` on a line with a start is a charge, not the invoice's sum."""
+    named = "," * 3 + LINES[1].split(",", 3)[3].replace("ins-r", "合计")
+    rows, ctx = read(tmp_path, [HEADER, LINES[0], named])
+    assert [r["BilledCost"] for r in rows] == [Decimal("355.2"), Decimal("0.58")]
+
+
+def test_a_titled_file_missing_a_column_is_said_closest_to_its_mapping(tmp_path):
+    path = tmp_path / "账单.csv"
+    path.write_text("\n".join([*TITLE, HEADER.replace("GPU数量", "卡数"), LINES[0]]) + "\n", encoding="utf-8")
+    assert "closest: gpu_rental_cn, missing GPU数量" in detect(path).reason
+
+
+def test_a_long_total_cell_is_quoted_short(tmp_path):
+    _, ctx = read(tmp_path, [HEADER, LINES[0], total("合计", "见附件" * 30)])
+    assert ctx.warnings == [f"the total row (row 2 under the header): amount '{('见附件' * 14)[:40]}…' is not a number, so "
+                            "the file's lines are not checked against what it states"]
