@@ -58,6 +58,24 @@ def find_header_line(head: bytes, wanted, delimiter: str = ",", max_lines: int =
     return None
 
 
+# A header as long as this is no header: a CUR's header with hundreds of tag columns is some 100 KiB.
+MAX_HEADER_BYTES = 64 << 20
+
+
+def head_through_line(path: Path, line: int = 1, tolerate_cut: bool = False) -> bytes | None:
+    """The file's first bytes, through the end of line `line` (or the whole file, if shorter): the
+    sniff's 64 KiB, read on where a header is longer (a CUR with two thousand tag columns), so it
+    is never cut into fewer names than the rows have fields. None past MAX_HEADER_BYTES."""
+    size = 1 << 16
+    while True:
+        head = read_head(path, size, tolerate_cut=tolerate_cut)
+        if len(head) < size or len(physical_lines(head.decode("utf-8", errors="replace"))) > line:
+            return head
+        if size >= MAX_HEADER_BYTES:
+            return None
+        size *= 4
+
+
 def _input_stream(path: Path):
     """A pyarrow input stream over the file, decompressing gzip found by content."""
     with open(path, "rb") as fh:
@@ -422,9 +440,11 @@ def stream_csv_as_strings(
     a file fails whole, naming the line where it ends.
     """
     try:
-        head = read_head(path, tolerate_cut=on_truncated is not None)
+        head = head_through_line(path, header_line, tolerate_cut=on_truncated is not None)
     except (EOFError, OSError) as exc:
         raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
+    if head is None:
+        raise ConnectorError(source_file, f"the header is longer than {MAX_HEADER_BYTES >> 20} MiB", line=header_line)
     names = header_fields(head.decode(encoding, errors="replace").encode(), delimiter, header_line)
     if not names or not any(names):
         raise ConnectorError(source_file, "no header line", line=header_line)

@@ -30,6 +30,25 @@ def test_column_names_of_both_cur_generations_meet():
     assert snake("resourceTags/user:phase") == "tag:phase"
 
 
+def test_a_cur_whose_header_is_longer_than_the_first_look_loads_every_row(tmp_path):
+    """Two thousand cost allocation tags make a header of some 100 KiB: names read from the first
+    64 KiB alone were fewer than the fields, and every row was quarantined."""
+    source = sample("billing/aws_cur_legacy_csv_focusconverters_fixture.csv")
+    rows = list(csv.reader(source.open(encoding="utf-8", newline="")))
+    tags = [f"resourceTags/user:cost-allocation-tag-of-a-large-organisation-{n:04d}" for n in range(2000)]
+    path = tmp_path / "wide-cur.csv"
+    with path.open("w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(rows[0] + tags)
+        for n, row in enumerate(rows[1:]):
+            writer.writerow(row + [""] * 1999 + ["llm" if n == 0 else ""])
+    assert len(rows[0]) + len(tags) > 2000 and path.read_bytes().index(b"\n") > 64 * 1024
+    table, ctx = read_all(path)
+    assert table.num_rows == 1281 and not ctx.quarantined and not ctx.warnings
+    assert pc.sum(table["BilledCost"]).as_py().quantize(Decimal("0.01")) == Decimal("1.68")
+    assert '"cost-allocation-tag-of-a-large-organisation-1999":"llm"' in table["Tags"][0].as_py()
+
+
 def test_anonymised_cur_loads_every_row_and_reconciles_to_the_cent():
     path = sample("billing/aws_cur_legacy_csv_focusconverters_fixture.csv")
     assert detect(path).connector.name == "aws_cur"
