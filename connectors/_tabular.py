@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.base import GZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip
+from connectors.base import GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip, zip_members
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
@@ -77,10 +77,15 @@ def head_through_line(path: Path, line: int = 1, tolerate_cut: bool = False) -> 
 
 
 def _input_stream(path: Path):
-    """A pyarrow input stream over the file, decompressing gzip found by content."""
+    """A pyarrow input stream over the file, decompressing gzip found by content and a one-file
+    `.zip` archive."""
     with open(path, "rb") as fh:
-        gz = fh.read(2) == GZIP_MAGIC
-    return pa.CompressedInputStream(pa.OSFile(str(path)), "gzip") if gz else pa.OSFile(str(path))
+        magic = fh.read(4)
+    if magic[:2] == GZIP_MAGIC:
+        return pa.CompressedInputStream(pa.OSFile(str(path)), "gzip")
+    if magic == ZIP_MAGIC and len(zip_members(path) or []) == 1:
+        return pa.PythonFile(open_maybe_gzip(path), mode="r")
+    return pa.OSFile(str(path))
 
 
 # The raw text of a quarantined tail is kept up to this many bytes (a row, not a whole bad block).

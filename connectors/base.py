@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import unicodedata
+import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,11 +24,38 @@ SNIFF_BYTES = 64 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 
 
-def open_maybe_gzip(path: Path):
-    """The file's bytes, decompressed when it is gzip (by content, whatever its name)."""
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+def zip_members(path: Path) -> list[str] | None:
+    """The files a `.zip` archive holds (a zip by content and by name: an Excel workbook is a zip
+    too, and is no archive of files), or None where the file is none or cannot be opened."""
+    if not path.name.lower().endswith(".zip"):
+        return None
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        if fh.read(4) != ZIP_MAGIC:
+            return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return [member.filename for member in archive.infolist() if not member.is_dir()]
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return None
+
+
+def open_maybe_gzip(path: Path):
+    """The file's bytes, decompressed when it is gzip (by content, whatever its name) or a `.zip`
+    archive of one file (AWS's ZIP-compressed CUR, consoles' downloads); a zip of several files is
+    read as its bytes, which no connector recognises (the registry says why)."""
+    with open(path, "rb") as fh:
+        magic = fh.read(4)
+    if magic[:2] == GZIP_MAGIC:
+        return gzip.open(path, "rb")
+    if magic == ZIP_MAGIC and len(members := zip_members(path) or []) == 1:
+        # The member stays readable once the archive is closed: they share the file, which closes
+        # with the last of them.
+        with zipfile.ZipFile(path) as archive:
+            return archive.open(members[0])
+    return open(path, "rb")
 
 
 # Characters that must not reach a terminal or a log raw: controls (ESC starts terminal escape

@@ -12,7 +12,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from connectors.base import KINDS, SNIFF_BYTES, Connector, open_maybe_gzip, printable
+from connectors.base import KINDS, SNIFF_BYTES, ZIP_MAGIC, Connector, open_maybe_gzip, printable, zip_members
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.aws_cur import AwsCurConnector
 from connectors.azure_cost import AzureCostConnector
@@ -104,6 +104,9 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
     head = read_head(path)
     if not head.strip():
         return Detection(None, "empty file")
+    if head.startswith(ZIP_MAGIC) and len(members := zip_members(path) or []) > 1:
+        return Detection(None, f"a zip archive of {len(members)} files: unzip it into the landing folder, or zip one "
+                               "file per archive")
     mappings = []  # mapping connectors that claim the file, in order: (columns required, order, connector)
     for order, connector in enumerate(connectors):
         try:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import duckdb
 
-from connectors.base import Connector, ConnectorError, ReadContext, printable
+from connectors.base import ZIP_MAGIC, Connector, ConnectorError, ReadContext, printable
 from connectors.registry import all_connectors, detect
 from pipelines.ingest import progress
 from pipelines.ledger import rules
@@ -88,7 +88,7 @@ class IngestSummary:
 @dataclass(frozen=True)
 class FileDigest:
     sha256: str
-    # Not gzip, no UTF-8 BOM and no CR anywhere: the normalized content (content_sha256) is the bytes
+    # Not gzip nor zip, no UTF-8 BOM and no CR anywhere: the normalized content (content_sha256) is the bytes
     # themselves, so its digest is `sha256` and the file need not be read a second time.
     plain: bool
 
@@ -103,7 +103,7 @@ def digest_of(path: Path) -> FileDigest:
         while chunk := fh.read(HASH_CHUNK):
             digest.update(chunk)
             if first:
-                plain, first = not chunk.startswith((b"\x1f\x8b", BOM)), False
+                plain, first = not chunk.startswith((b"\x1f\x8b", BOM, ZIP_MAGIC)), False
             plain = plain and b"\r" not in chunk
     return FileDigest(digest.hexdigest(), plain)
 

@@ -22,10 +22,13 @@ import gzip
 import hashlib
 import json
 import re
+import zipfile
 import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
+
+from connectors.base import ZIP_MAGIC, open_maybe_gzip
 
 CHUNK = 1 << 20
 BOM = b"\xef\xbb\xbf"
@@ -38,16 +41,17 @@ DATE_RANGE = re.compile(r"^(\d{8})-(\d{8})$")
 # -- content identity ---------------------------------------------------------------------------
 
 def content_sha256(path: Path) -> str:
-    """The SHA-256 of the file's content, normalized: gzip decompressed, a UTF-8 BOM stripped and
-    CRLF line ends read as LF. A `.csv`, a `.csv.gz` and a CRLF copy of one export hash alike.
+    """The SHA-256 of the file's content, normalized: gzip or a one-file zip decompressed, a UTF-8
+    BOM stripped and CRLF line ends read as LF. A `.csv`, a `.csv.gz`, a `.csv.zip` and a CRLF copy
+    of one export hash alike.
     A gzip stream that cannot be read whole hashes as its raw bytes (the connector refuses it)."""
     with open(path, "rb") as fh:
-        gzipped = fh.read(2) == b"\x1f\x8b"
-    if gzipped:
+        magic = fh.read(4)
+    if magic[:2] == b"\x1f\x8b" or magic == ZIP_MAGIC:
         try:
-            with gzip.open(path, "rb") as fh:
+            with open_maybe_gzip(path) as fh:
                 return _normalized_digest(fh)
-        except (OSError, EOFError, zlib.error):
+        except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
             pass
     with open(path, "rb") as fh:
         return _normalized_digest(fh)
