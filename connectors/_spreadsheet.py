@@ -1,31 +1,39 @@
 """Excel workbooks (.xlsx) as frames of text, the way `stream_csv_as_strings` gives a CSV's.
 
-Many GPU clouds' consoles export invoices only as workbooks. fastexcel (Rust's calamine, through
-Arrow) reads them; it is imported only when a workbook is met. A workbook is read whole, sheet by
-sheet: an invoice is thousands of lines, and a sheet holds at most 1,048,576.
+Many GPU clouds' consoles export invoices only as workbooks. python-calamine (Rust's calamine)
+reads them with each cell's type, and is imported only when a workbook is met. A sheet is read
+row by row into frames of FRAME_ROWS rows.
+
+Every visible worksheet whose first rows hold the header is read, in the workbook's order (a
+month a sheet); hidden sheets (a template) and sheets without the header (a summary) are not.
+Rows are numbered across the sheets read, from 1 under the first sheet's header; an empty row
+keeps its number and is no row.
 
 Cells become the text a person sees in Excel, so the connector parses them as it parses a CSV's:
-- a number is written with Excel's 15 significant digits (`355.2`, not `355.19999999999999`; a
-  formula's `0.1+0.2` is `0.3`), never in exponent form, and a whole number without `.0`;
-- a date and time as fastexcel writes it, `2026-09-01 08:00:00`, in no zone: the mapping's zone
-  reads them (`WORKBOOK_TIME_FORMATS` are tried after the mapping's own formats);
-- text as it is, a boolean as `true` or `false`.
+- a number cell is written with Excel's 15 significant digits (`355.2`, not `355.19999999999999`;
+  a formula's `0.1+0.2` is `0.3`), never in exponent form, a whole number without `.0`, with the
+  mapping's decimal separator; a text cell stays as written, digits and leading zeros included;
+- a date-and-time cell as `2026-09-01 08:00:00` (milliseconds where it has them), a date cell as
+  `2026-09-01`, in no zone: the mapping's zone reads them;
+- a boolean as `true` or `false`;
+- a range of merged cells has its value on each of its rows and columns, as Excel shows it;
+- a formula reads as the value the file stores for it; an error cell (`#N/A`) reads as empty.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 
 from connectors._tabular import HEADER_SEARCH_LINES, ROW_NUMBER
-from connectors.base import ConnectorError, printable
+from connectors.base import ZIP_MAGIC, ConnectorError, printable
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
-ZIP_MAGIC = b"PK\x03\x04"
 # The time formats a workbook's date cells are written in (see the module docstring).
 WORKBOOK_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S%.3f", "%Y-%m-%d")
 FRAME_ROWS = 50_000
@@ -36,74 +44,175 @@ def is_workbook(path: Path, head: bytes) -> bool:
     return head.startswith(ZIP_MAGIC) and path.suffix.lower() in WORKBOOK_SUFFIXES
 
 
-def _fastexcel():
-    import fastexcel
+def _calamine():
+    import python_calamine
 
-    return fastexcel
+    return python_calamine
+
+
+def _visible_worksheets(book) -> list[str]:
+    kinds = _calamine()
+    return [m.name for m in book.sheets_metadata
+            if m.typ == kinds.SheetTypeEnum.WorkSheet and m.visible == kinds.SheetVisibleEnum.Visible]
 
 
 @functools.lru_cache(maxsize=32)
-def _top_rows(path: str, mtime_ns: int, size: int) -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]:
-    """Each sheet's name and first rows as stripped text; kept per file version, since every
-    mapping connector asks the same workbook for its header."""
-    reader = _fastexcel().read_excel(path)
-    sheets = []
-    for name in reader.sheet_names:
-        frame = reader.load_sheet(name, header_row=None, n_rows=HEADER_SEARCH_LINES, dtypes="string").to_polars()
-        sheets.append((name, tuple(tuple((cell or "").strip() for cell in row) for row in frame.iter_rows())))
-    return tuple(sheets)
+def _top_rows(path: str, version: tuple) -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]:
+    """Each visible worksheet's name and first rows as stripped text, kept per file version (its
+    inode, size and times), since every mapping connector asks the same workbook for its header."""
+    book = _calamine().CalamineWorkbook.from_path(path)
+    try:
+        sheets = []
+        for name in _visible_worksheets(book):
+            rows = []
+            for row in book.get_sheet_by_name(name).iter_rows():
+                rows.append(tuple(_cell_text(cell, ".") or "" for cell in row))
+                if len(rows) == HEADER_SEARCH_LINES:
+                    break
+            sheets.append((name, tuple(tuple(c.strip() for c in row) for row in rows)))
+        return tuple(sheets)
+    finally:
+        book.close()
 
 
-def find_workbook_header(path: Path, wanted) -> tuple[str, int] | None:
-    """The sheet and row (0: its first) of the first row naming every column in `wanted`, within
-    each sheet's first rows, in the first sheet that has one; None where none does or the file is
-    no workbook fastexcel can open."""
+def find_workbook_headers(path: Path, wanted) -> list[tuple[str, int]]:
+    """Each visible worksheet whose first rows name every column in `wanted`, as (sheet, row of
+    its header, 0 the sheet's first); empty where none does or the file is no workbook calamine can
+    open."""
     wanted = set(wanted)
     try:
         stat = path.stat()
-        sheets = _top_rows(str(path), stat.st_mtime_ns, stat.st_size)
+        sheets = _top_rows(str(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
     except Exception:  # noqa: BLE001 - calamine's errors (a damaged archive, an encrypted book) are many
-        return None
+        return []
+    found = []
     for name, rows in sheets:
-        for index, row in enumerate(rows):
-            if wanted <= set(row):
-                return name, index
-    return None
+        row = next((index for index, cells in enumerate(rows) if wanted <= set(cells)), None)
+        if row is not None:
+            found.append((name, row))
+    return found
 
 
-def stream_workbook_as_strings(path: Path, source_file: str, sheet: str, header_row: int,
+def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[str, int]],
                                decimal_separator: str = ".") -> Iterator[pl.DataFrame]:
-    """The sheet's rows under its header (row `header_row`, 0 the first) as frames of text,
-    numbered from 1 in SOURCE_ROW as the sheet has them (an empty row keeps its number, and is no
-    row); ConnectorError when the workbook cannot be read. Number cells are written with
-    `decimal_separator`, so a reader told the file writes `1234,5` reads them as it reads the
-    sheet's text cells."""
+    """The rows under each sheet's header (sheet, header row; see `find_workbook_headers`) as
+    frames of text, numbered across the sheets in SOURCE_ROW; ConnectorError when the workbook
+    cannot be read or a header names a column twice. Number cells are written with
+    `decimal_separator`, so a reader told the file writes `1234,5` reads them as it reads text."""
     try:
-        reader = _fastexcel().read_excel(str(path))
-        # Read twice: as text (dates, booleans and text as Excel shows them) and as numbers, whose
-        # text fastexcel writes to 9 decimals (`1234567890.123456001`) where Excel shows 15 digits.
-        texts = reader.load_sheet(sheet, header_row=header_row, dtypes="string").to_polars()
-        numbers = reader.load_sheet(sheet, header_row=header_row, dtypes="float").to_polars()
-    except Exception as exc:  # noqa: BLE001 - see find_workbook_header
-        raise ConnectorError(source_file, f"unreadable workbook (sheet {printable(sheet)!r}): {type(exc).__name__}: {exc}",
-                             line=header_row + 1) from exc
-    frame = pl.DataFrame([_cell_texts(texts[c], numbers[c], decimal_separator).alias(c.strip()) for c in texts.columns])
-    frame = frame.with_columns(pl.int_range(1, frame.height + 1, dtype=pl.Int64).alias(ROW_NUMBER))
-    cells = [c for c in frame.columns if c != ROW_NUMBER]
-    if cells:
-        frame = frame.filter(pl.any_horizontal([pl.col(c).is_not_null() & (pl.col(c).str.strip_chars() != "") for c in cells]))
-    for start in range(0, frame.height, FRAME_ROWS):
-        yield frame.slice(start, FRAME_ROWS)
+        book = _calamine().CalamineWorkbook.from_path(str(path))
+    except Exception as exc:  # noqa: BLE001 - see find_workbook_headers
+        raise ConnectorError(source_file, f"unreadable workbook: {type(exc).__name__}: {exc}") from exc
+    rows_before = 0
+    try:
+        for name, header_row in sheets:
+            try:
+                sheet = book.get_sheet_by_name(name)
+                merges = _Merges(sheet.merged_cell_ranges or [])
+                rows = enumerate(sheet.iter_rows())
+                for index, row in rows:
+                    merges.see(index, row)
+                    if index == header_row:
+                        header = [(_cell_text(c, ".") or "").strip() for c in merges.fill(index, row)]
+                        break
+            except Exception as exc:  # noqa: BLE001
+                raise ConnectorError(source_file, f"unreadable workbook (sheet {printable(name)!r}): "
+                                     f"{type(exc).__name__}: {exc}", line=header_row + 1) from exc
+            names = _column_names(header, source_file, name, header_row)
+            number = rows_before
+            columns: list[list[str | None]] = [[] for _ in names]
+            numbers: list[int] = []
+            for index, row in rows:
+                number += 1
+                merges.see(index, row)
+                texts = [_cell_text(cell, decimal_separator) for cell in merges.fill(index, row)]
+                if not any(t and t.strip() for t in texts):
+                    continue
+                texts += [None] * (len(names) - len(texts))
+                for column, text in zip(columns, texts, strict=False):
+                    column.append(text)
+                numbers.append(number)
+                if len(numbers) == FRAME_ROWS:
+                    yield _frame(names, columns, numbers)
+            if numbers:
+                yield _frame(names, columns, numbers)
+            rows_before = number
+    finally:
+        book.close()
 
 
-def _cell_texts(texts: pl.Series, numbers: pl.Series, decimal_separator: str) -> pl.Series:
-    """A column's cells as text: a number cell as Excel shows it, any other cell as fastexcel
-    writes it (a boolean, which the numbers read as 1 or 0, stays `true` or `false`)."""
-    if numbers.null_count() == len(numbers):
-        return texts
-    return pl.Series(texts.name, [
-        number_text(number).replace(".", decimal_separator) if number is not None and text not in ("true", "false") else text
-        for text, number in zip(texts.to_list(), numbers.to_list(), strict=True)], dtype=pl.String)
+class _Merges:
+    """A sheet's merged ranges, filled as the rows go by: each cell of a range takes the value of
+    its first (top left) cell, as Excel shows one value across the range (an invoice id merged down
+    its lines names each of them). Ranges are indexed by row, so a sheet of many costs no more."""
+
+    def __init__(self, ranges):
+        self.starting: dict[int, list[int]] = {}
+        self.covering: dict[int, list[tuple[tuple[int, int], int, int]]] = {}
+        for (top, left), (bottom, right) in ranges:
+            self.starting.setdefault(top, []).append(left)
+            for index in range(top, bottom + 1):
+                self.covering.setdefault(index, []).append(((top, left), left, right))
+        self.first_values: dict[tuple[int, int], object] = {}
+
+    def see(self, index: int, row: list) -> None:
+        for left in self.starting.get(index, ()):
+            if left < len(row):
+                self.first_values[(index, left)] = row[left]
+
+    def fill(self, index: int, row: list) -> list:
+        covering = self.covering.get(index)
+        if not covering:
+            return row
+        row = list(row)
+        for first, left, right in covering:
+            if first in self.first_values:
+                if right >= len(row):
+                    row += [""] * (right + 1 - len(row))
+                row[left:right + 1] = [self.first_values[first]] * (right + 1 - left)
+        return row
+
+
+def _column_names(header: list[str], source_file: str, sheet: str, header_row: int) -> list[str]:
+    """The header's names; a blank one is `(column N)` (a column of notes with no title)."""
+    names = [text or f"(column {n})" for n, text in enumerate(header, 1)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConnectorError(source_file, f"sheet {printable(sheet)!r}: header names a column more than once: "
+                             f"{', '.join(printable(n) for n in twice)}", line=header_row + 1)
+    return names
+
+
+def _frame(names: list[str], columns: list[list[str | None]], numbers: list[int]) -> pl.DataFrame:
+    frame = pl.DataFrame({n: c for n, c in zip(names, columns, strict=True)}, schema={n: pl.String for n in names})
+    frame = frame.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64))
+    for column in columns:
+        column.clear()
+    numbers.clear()
+    return frame
+
+
+def _cell_text(cell, decimal_separator: str) -> str | None:
+    """A typed cell as the text Excel shows (see the module docstring); None for an empty cell."""
+    if cell is None or cell == "":
+        return None
+    if isinstance(cell, str):
+        return cell
+    if isinstance(cell, bool):
+        return "true" if cell else "false"
+    if isinstance(cell, int):
+        return str(cell)
+    if isinstance(cell, float):
+        return number_text(cell).replace(".", decimal_separator)
+    if isinstance(cell, datetime):
+        moment = cell + timedelta(microseconds=500)  # to the millisecond: Excel keeps times as fractions of days
+        moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if moment.microsecond else moment.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(cell, date):
+        return cell.strftime("%Y-%m-%d")
+    if isinstance(cell, time):
+        return cell.strftime("%H:%M:%S")
+    return str(cell)
 
 
 def number_text(value: float) -> str:

@@ -39,7 +39,7 @@ from connectors.kit import (
     Connector,
     ConnectorError,
     ReadContext,
-    find_workbook_header,
+    find_workbook_headers,
     is_workbook,
     money_sum,
     stream_workbook_as_strings,
@@ -80,9 +80,9 @@ class GpuRentalConnector(Connector):
         """The connector of one mapping file; MappingError (file and key named) when it is invalid."""
         return cls(load_mapping(path), path)
 
-    def workbook_header(self, path: Path, head: bytes) -> tuple[str, int] | None:
-        """An Excel workbook's sheet and header row naming every required column, or None."""
-        return find_workbook_header(path, self.required) if is_workbook(path, head) else None
+    def workbook_headers(self, path: Path, head: bytes) -> list[tuple[str, int]]:
+        """An Excel workbook's sheets whose header names every required column, with its row."""
+        return find_workbook_headers(path, self.required) if is_workbook(path, head) else []
 
     def _head_text(self, head: bytes) -> bytes | None:
         """The file's first bytes as UTF-8, read in the mapping's encoding; None where they are not
@@ -101,7 +101,7 @@ class GpuRentalConnector(Connector):
 
     def detect(self, path: Path, head: bytes) -> bool:
         if is_workbook(path, head):
-            return self.workbook_header(path, head) is not None
+            return bool(self.workbook_headers(path, head))
         return self.header_line(head) is not None
 
     def missing_columns(self, head: bytes) -> list[str] | None:
@@ -176,13 +176,12 @@ class GpuRentalConnector(Connector):
         formats = tuple(self.mapping.time_formats)
         head = read_head(path, tolerate_cut=True)  # a gzip cut short is refused by the reader, naming its line
         if is_workbook(path, head):
-            found = self.workbook_header(path, head)
-            if found is None:
-                raise ConnectorError(ctx.source_file, f"no sheet's first rows name the columns of {self.name}: "
+            sheets = self.workbook_headers(path, head)
+            if not sheets:
+                raise ConnectorError(ctx.source_file, f"no visible sheet's first rows name the columns of {self.name}: "
                                      f"{', '.join(self.required)}")
-            sheet, header_row = found
-            header_line = header_row + 1
-            frames = stream_workbook_as_strings(path, ctx.source_file, sheet, header_row, self.mapping.numbers.decimal_separator)
+            header_line = sheets[0][1] + 1
+            frames = stream_workbook_as_strings(path, ctx.source_file, sheets, self.mapping.numbers.decimal_separator)
             formats = (*formats, *WORKBOOK_TIME_FORMATS) if formats else formats  # the way its date cells are written
         else:
             header_line = self.header_line(head) or 1

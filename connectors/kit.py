@@ -10,8 +10,8 @@ Arrow record batches in the canonical schema of its kind. Everything it needs fo
   each row numbered in the `SOURCE_ROW` column; `header_line=` for a header below a title, which
   `find_header_line` finds), `stream_parquet_as_strings`, `header_fields`, `read_head`,
   `open_maybe_gzip`, `number_rows` for frames built any other way; Excel workbooks: `is_workbook`,
-  `find_workbook_header` (a sheet's header below a title) and `stream_workbook_as_strings` (cells
-  as the text Excel shows, date cells in `WORKBOOK_TIME_FORMATS`);
+  `find_workbook_headers` (the sheets whose header, below a title maybe, names the columns) and
+  `stream_workbook_as_strings` (cells as the text Excel shows, date cells in `WORKBOOK_TIME_FORMATS`);
 - parsing, never through a float: `parse_money` / `parse_decimal` (exact decimals), `money_sum` (an
   exact sum of amounts, at money's full width), `parse_utc` (and
   `parse_utc_series`, the same over a frame's column at the cost of one format)
@@ -62,7 +62,7 @@ from connectors._tabular import (
     stream_parquet_as_strings,
     to_canonical,
 )
-from connectors._spreadsheet import WORKBOOK_TIME_FORMATS, find_workbook_header, is_workbook, stream_workbook_as_strings
+from connectors._spreadsheet import WORKBOOK_TIME_FORMATS, find_workbook_headers, is_workbook, stream_workbook_as_strings
 from connectors._telemetry import normalise_host
 from connectors.base import (
     KINDS,
@@ -153,7 +153,7 @@ __all__ = [
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "stream_workbook_as_strings", "is_workbook",
-    "find_workbook_header", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
+    "find_workbook_headers", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
     "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

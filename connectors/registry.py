@@ -12,6 +12,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from connectors._spreadsheet import is_workbook
 from connectors.base import KINDS, SNIFF_BYTES, ZIP_MAGIC, Connector, open_maybe_gzip, printable, zip_members
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.aws_cur import AwsCurConnector
@@ -127,6 +128,9 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
         chosen = max(mappings, key=lambda m: (m[0], m[1]))[2]
         others = [m[2].name for m in mappings if m[2] is not chosen]
         return Detection(chosen, f"recognised by {chosen.name}" + (f" (also matched: {', '.join(others)})" if others else ""))
+    if is_workbook(path, head):
+        return Detection(None, "an Excel workbook none of whose visible sheets names the columns of a mapping in its first "
+                               "30 rows (or one that cannot be opened): see `finops connectors` for each mapping's columns")
     return Detection(None, closest_match(head, connectors))
 
 

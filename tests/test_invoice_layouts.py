@@ -2,7 +2,7 @@
 Chinese invoice larger than the connector's first look at it, and Excel workbooks."""
 
 import gzip
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pyarrow as pa
@@ -178,15 +178,22 @@ def _chinese() -> dict:
 
 # Excel workbooks: the same invoice as a console exports it for download.
 
-def workbook(path, sheets: dict[str, list[list]], date_cells: bool = True):
-    """An .xlsx file of `sheets` (name → rows of cells); datetime cells get a date format, as
-    Excel writes them, and a ("=formula", value) cell is a formula with its cached result."""
+def workbook(path, sheets: dict[str, list[list]], hidden=(), merges=()):
+    """An .xlsx file of `sheets` (name → rows of cells); datetime and date cells get a date format,
+    as Excel writes them, a ("=formula", value) cell is a formula with its cached result, a text of
+    digits stays text. `hidden` sheets are hidden; `merges` (first row, first column, last row,
+    last column, value) are merged ranges of the first sheet."""
     import xlsxwriter
 
     book = xlsxwriter.Workbook(str(path))
     moment = book.add_format({"num_format": "yyyy-mm-dd hh:mm:ss"})
-    for name, rows in sheets.items():
-        sheet = book.add_worksheet(name)
+    day = book.add_format({"num_format": "yyyy-mm-dd"})
+    made = {name: book.add_worksheet(name) for name in sheets}
+    next(made[name] for name in sheets if name not in hidden).activate()  # the active sheet cannot be hidden
+    for n, (name, rows) in enumerate(sheets.items()):
+        sheet = made[name]
+        if name in hidden:
+            sheet.hide()
         for r, cells in enumerate(rows):
             for c, value in enumerate(cells):
                 if value is None:
@@ -195,8 +202,15 @@ def workbook(path, sheets: dict[str, list[list]], date_cells: bool = True):
                     sheet.write_formula(r, c, value[0], None, value[1])
                 elif isinstance(value, datetime):
                     sheet.write_datetime(r, c, value, moment)
+                elif isinstance(value, date):
+                    sheet.write_datetime(r, c, datetime.combine(value, datetime.min.time()), day)
+                elif isinstance(value, str):
+                    sheet.write_string(r, c, value)
                 else:
                     sheet.write(r, c, value)
+        if n == 0:
+            for first_row, first_col, last_row, last_col, value in merges:
+                sheet.merge_range(first_row, first_col, last_row, last_col, value)
     book.close()
     return path
 
@@ -322,3 +336,67 @@ def test_a_long_total_cell_is_quoted_short(tmp_path):
     _, ctx = read(tmp_path, [HEADER, LINES[0], total("合计", "见附件" * 30)])
     assert ctx.warnings == [f"the total row (row 2 under the header): amount '{('见附件' * 14)[:40]}…' is not a number, so "
                             "the file's lines are not checked against what it states"]
+
+
+# What a review of the workbook reader found.
+
+def test_text_cells_of_digits_keep_every_digit_and_zero(tmp_path):
+    """An invoice id or account written as text is text: never read as a number (which kept 15
+    digits, so two invoices' ids became one and the ledger let one replace the other)."""
+    row = cells("0012345", SEPT_1, 355.2)
+    row[1], row[2] = "202609010001234567", "1234567890123456"
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), row]})
+    ctx = read_context(path.name)
+    [line] = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert (line["InvoiceId"], line["BillingAccountId"], line["ResourceId"]) == ("202609010001234567", "1234567890123456", "0012345")
+
+
+def test_every_visible_sheet_with_the_header_is_read_and_a_hidden_template_is_not(tmp_path):
+    path = workbook(tmp_path / "账单.xlsx", {
+        "模板": [HEADER.split(","), cells("ins-template", SEPT_1, 999.0)],
+        "9月": [["某GPU云 9月账单"], HEADER.split(","), cells("ins-a", SEPT_1, 100.0), ["合计"] + [None] * 12 + [100.0]],
+        "10月": [HEADER.split(","), cells("ins-b", datetime(2026, 10, 1, 8), 200.0), ["合计"] + [None] * 12 + [200.0]]},
+        hidden={"模板"})
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"], r["x_SourceRow"]) for r in rows] == [
+        ("ins-a", Decimal("100"), 1), ("ins-b", Decimal("200"), 3)]
+    assert (ctx.source_total, ctx.warnings) == (Decimal("300"), [])
+
+
+def test_merged_cells_give_their_value_to_every_row_they_span(tmp_path):
+    rows = [HEADER.split(","), cells("ins-0", SEPT_1, 100.0), cells("ins-1", SEPT_1, 100.0), cells("ins-2", SEPT_1, 100.0)]
+    for row in rows[2:]:
+        row[1] = row[6] = None  # 账单编号 and GPU型号 merged down the invoice's lines
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows}, merges=[(1, 1, 3, 1, "INV-9"), (1, 6, 3, 6, "A100 80G")])
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["InvoiceId"], r["x_GpuModel"]) for r in loaded] == [("INV-9", "A100-80GB")] * 3 and not ctx.quarantined
+
+
+def test_a_date_cell_is_a_date_so_an_inclusive_end_ends_at_the_next_midnight(tmp_path):
+    mapping = validate_mapping({**_chinese(), "name": "cn_days", "end_date_inclusive": True}, "cn_days")
+    row = cells("ins-a", SEPT_1, 100.0)
+    row[10] = datetime(2026, 9, 30).date()
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), row]})
+    [line] = pa.Table.from_batches(list(GpuRentalConnector(mapping, "cn").read(path, read_context(path.name))),
+                                   schema=COST_LINE).to_pylist()
+    assert line["ChargePeriodEnd"] == datetime(2026, 9, 30, 16, tzinfo=UTC)  # 10-01 00:00 in Shanghai
+
+
+def test_empty_rows_above_a_title_do_not_shift_the_header(tmp_path):
+    path = workbook(tmp_path / "账单.xlsx", {"S": [[], [], ["某GPU云 账单明细"], HEADER.split(","), cells("ins-a", SEPT_1, 1.5)]})
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["BilledCost"], r["x_SourceRow"]) for r in rows] == [(Decimal("1.5"), 1)]
+
+
+def test_a_header_naming_a_column_twice_once_spaces_are_cut_refuses_the_workbook(tmp_path):
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(",") + [" 金额"], cells("ins-a", SEPT_1, 1.5)]})
+    with pytest.raises(ConnectorError, match="sheet 'S': header names a column more than once: 金额"):
+        list(detect(path).connector.read(path, read_context(path.name)))
+
+
+def test_a_workbook_no_mapping_reads_says_so(tmp_path):
+    other = workbook(tmp_path / "other.xlsx", {"Sheet1": [["name", "value"], ["a", 1]]})
+    assert detect(other).reason.startswith("an Excel workbook none of whose visible sheets names the columns of a mapping")
