@@ -16,14 +16,15 @@ Cells become the text a person sees in Excel, so the connector parses them as it
 - a date-and-time cell as `2026-09-01 08:00:00` (milliseconds where it has them), a date cell as
   `2026-09-01`, in no zone: the mapping's zone reads them;
 - a boolean as `true` or `false`;
-- a range of merged cells has its value on each of its rows and columns, as Excel shows it;
+- a range of merged cells has its value on each of its rows and columns, as Excel shows it, but
+  in the columns the reader names (an amount merged across a group's rows counts once);
 - a formula reads as the value the file stores for it; an error cell (`#N/A`) reads as empty.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -94,11 +95,13 @@ def find_workbook_headers(path: Path, wanted) -> list[tuple[str, int]]:
 
 
 def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[str, int]],
-                               decimal_separator: str = ".") -> Iterator[pl.DataFrame]:
+                               decimal_separator: str = ".", unmerged: Iterable[str] = ()) -> Iterator[pl.DataFrame]:
     """The rows under each sheet's header (sheet, header row; see `find_workbook_headers`) as
     frames of text, numbered across the sheets in SOURCE_ROW; ConnectorError when the workbook
     cannot be read or a header names a column twice. Number cells are written with
-    `decimal_separator`, so a reader told the file writes `1234,5` reads them as it reads text."""
+    `decimal_separator`, so a reader told the file writes `1234,5` reads them as it reads text.
+    A merged range's value is given to each cell it spans but in the `unmerged` columns (an
+    amount: money merged across a group's rows is the group's once, never once a row)."""
     try:
         book = _calamine().CalamineWorkbook.from_path(str(path))
     except Exception as exc:  # noqa: BLE001 - see find_workbook_headers
@@ -112,13 +115,14 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
                 rows = enumerate(sheet.iter_rows())
                 for index, row in rows:
                     merges.see(index, row)
-                    if index == header_row:
-                        header = [(_cell_text(c, ".") or "").strip() for c in merges.fill(index, row)]
+                    if index == header_row:  # a title merged across the header's columns names the first
+                        header = [(_cell_text(c, ".") or "").strip() for c in row]
                         break
             except Exception as exc:  # noqa: BLE001
                 raise ConnectorError(source_file, f"unreadable workbook (sheet {printable(name)!r}): "
                                      f"{type(exc).__name__}: {exc}", line=header_row + 1) from exc
             names = _column_names(header, source_file, name, header_row)
+            merges.keep_first({n for n, column in enumerate(names) if column in set(unmerged)})
             number = rows_before
             columns: list[list[str | None]] = [[] for _ in names]
             numbers: list[int] = []
@@ -154,6 +158,11 @@ class _Merges:
             for index in range(top, bottom + 1):
                 self.covering.setdefault(index, []).append(((top, left), left, right))
         self.first_values: dict[tuple[int, int], object] = {}
+        self.unfilled: set[int] = set()
+
+    def keep_first(self, columns: set[int]) -> None:
+        """Columns whose merged value stays on its range's first row alone."""
+        self.unfilled = columns
 
     def see(self, index: int, row: list) -> None:
         for left in self.starting.get(index, ()):
@@ -169,7 +178,9 @@ class _Merges:
             if first in self.first_values:
                 if right >= len(row):
                     row += [""] * (right + 1 - len(row))
-                row[left:right + 1] = [self.first_values[first]] * (right + 1 - left)
+                for column in range(left, right + 1):
+                    if (index, column) != first and column not in self.unfilled:
+                        row[column] = self.first_values[first]
         return row
 
 

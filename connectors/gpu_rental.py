@@ -181,7 +181,9 @@ class GpuRentalConnector(Connector):
                 raise ConnectorError(ctx.source_file, f"no visible sheet's first rows name the columns of {self.name}: "
                                      f"{', '.join(self.required)}")
             header_line = sheets[0][1] + 1
-            frames = stream_workbook_as_strings(path, ctx.source_file, sheets, self.mapping.numbers.decimal_separator)
+            # Money merged across rows is its group's once: the amount column is never filled.
+            frames = stream_workbook_as_strings(path, ctx.source_file, sheets, self.mapping.numbers.decimal_separator,
+                                                unmerged=[self.columns["amount"]])
             formats = (*formats, *WORKBOOK_TIME_FORMATS) if formats else formats  # the way its date cells are written
         else:
             header_line = self.header_line(head) or 1

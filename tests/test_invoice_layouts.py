@@ -400,3 +400,17 @@ def test_a_header_naming_a_column_twice_once_spaces_are_cut_refuses_the_workbook
 def test_a_workbook_no_mapping_reads_says_so(tmp_path):
     other = workbook(tmp_path / "other.xlsx", {"Sheet1": [["name", "value"], ["a", 1]]})
     assert detect(other).reason.startswith("an Excel workbook none of whose visible sheets names the columns of a mapping")
+
+
+def test_an_amount_merged_across_a_groups_rows_counts_once(tmp_path):
+    """A group's amount merged down its three rows is the group's money once, not three times."""
+    rows = [HEADER.split(","), cells("ins-0", SEPT_1, None), cells("ins-1", SEPT_1, None), cells("ins-2", SEPT_1, None),
+            ["合计"] + [None] * 12 + [300.0]]
+    for row in rows[1:4]:
+        row[13] = None
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows}, merges=[(1, 13, 3, 13, 300.0)])
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-0", Decimal("300"))]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(2, "amount is empty"), (3, "amount is empty")]
+    assert (ctx.source_total, ctx.warnings) == (Decimal("300"), [])
