@@ -401,3 +401,32 @@ def test_an_anomaly_is_new_in_the_run_that_found_it_not_again_when_its_first_day
     assert [a["new"] for a in anomalies_in_window(conn, window, [])] == [False]
     assert [a["new"] for a in anomalies_in_window(conn, window, ["a1"])] == [True]
     assert [a["new"] for a in anomalies_in_window(conn, window, None)] == [True]
+
+
+# The daily report names the files its figures do not fully stand on.
+
+def test_the_report_names_the_files_to_look_at_and_the_money_set_aside(tmp_path):
+    from tests.test_invoice_layouts import HEADER, LINES, TITLE, total
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "账单.csv").write_text("\n".join([*TITLE, HEADER, *LINES, total("合计", "400.00")]) + "\n", encoding="utf-8")
+    (landing / "notes.txt").write_text("who to ask about the invoices\n", encoding="utf-8")
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4)).success
+    folder = tmp_path / "reports" / "2026-09-04"
+    machine = json.loads((folder / "report.json").read_text())
+    assert [(f["path"], f["concern"], f["rows_loaded"], f["rows_quarantined"], f["money_set_aside"], f["currency"])
+            for f in machine["files_to_look_at"]] == [
+        ("账单.csv", "partly quarantined", 2, 1, "1.8500000000", "CNY"), ("notes.txt", "unrecognized", 0, 0, None, None)]
+    assert machine["files_to_look_at"][0]["what"].startswith("the total row (row 4 under the header) states 400.00")
+    summary = ("1 file counts (1 billing); 2 files to look at (1 partly quarantined, 1 unrecognized); 1.85 CNY in "
+               "quarantined rows is in no figure.")
+    assert machine["headline"]["lines"][-1] == "Files: " + summary.split("; ", 1)[1].removesuffix(".") + " (see Files behind these figures)"
+    page = (folder / "report.html").read_text()
+    assert "<h3>Files behind these figures</h3>" in page and summary in page
+    assert "the total row (row 4 under the header) states 400.00" in (folder / "report.md").read_text()
+
+
+def test_a_report_on_files_that_all_count_says_so(demo_run):
+    page = (demo_run.out / "reports" / "2026-10-12" / "report.html").read_text()
+    assert "<h3>Files behind these figures</h3><p>13 files count (4 billing, 4 telemetry, 3 workload, 2 storage); every file read counts whole.</p>" in page

@@ -27,6 +27,7 @@ from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, ta
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
+MAX_FILES_LISTED = 20
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
             GROUP BY ALL ORDER BY 1""", [window.first_day, day]) if table_exists(conn, "findings.anomaly_scores") else [],
     }
     data["anomaly_series"] = anomaly_series(conn, data["anomalies"], window, options)[:MAX_ANOMALY_CHARTS]
+    data.update(files_behind(conn))
     try:
         result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
@@ -95,6 +97,57 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
         data["tco"] = {"note": str(exc)}
         data["tco_chart_svg"] = None
     return data
+
+
+def files_behind(conn) -> dict:
+    """The files the figures stand on: how many count, by kind, and those to look at
+    (sql/queries/report_files.sql): failed, unrecognised, incomplete, rows quarantined, warnings."""
+    if not table_exists(conn, "raw.files"):
+        return {"files_counting": [], "files_to_look_at": []}
+    return {
+        "files_counting": fetch_dicts(conn, "SELECT kind, count(DISTINCT path) AS files FROM raw.files "
+                                            "WHERE status = 'loaded' GROUP BY kind ORDER BY files DESC, kind"),
+        "files_to_look_at": fetch_dicts(conn, (SQL_DIR / "queries" / "report_files.sql").read_text(),
+                                        {"limit": MAX_FILES_LISTED}),
+    }
+
+
+def files_summary(data: dict) -> str:
+    """One sentence on the files behind the figures, for the section and, when something is amiss,
+    for the headline."""
+    counting = data.get("files_counting") or []
+    listed = data.get("files_to_look_at") or []
+    total = sum(r["files"] for r in counting)
+    text = f"{plural(total, 'file')} count{'s' if total == 1 else ''}" + (" (" + ", ".join(f"{r['files']:,} {r['kind'] or 'other'}" for r in counting) + ")"
+                                               if counting else "")
+    if not listed:
+        return text + "; every file read counts whole."
+    concerns: dict[str, int] = {}
+    for r in listed:
+        concerns[r["concern"]] = concerns.get(r["concern"], 0) + 1
+    shown = len(listed)
+    more = listed[0]["files_to_look_at"] - shown
+    text += f"; {plural(listed[0]['files_to_look_at'], 'file')} to look at (" + ", ".join(
+        f"{n} {c}" for c, n in sorted(concerns.items())) + (f" among the first {shown}" if more > 0 else "") + ")"
+    set_aside = money_set_aside(listed)
+    if set_aside:
+        text += f"; {set_aside} in quarantined rows is in no figure"
+    return text + "."
+
+
+def money_set_aside(listed: list[dict]) -> str:
+    by_currency: dict[str, Decimal] = {}
+    for r in listed:
+        if r["money_set_aside"]:
+            key = r["currency"] or "in the files' currencies"
+            by_currency[key] = by_currency.get(key, Decimal(0)) + r["money_set_aside"]
+    return " and ".join(money(amount, currency) if len(currency) == 3 else f"{number(amount, 2)} {currency}"
+                        for currency, amount in sorted(by_currency.items()))
+
+
+def _short(text, limit: int = 240) -> str:
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def tco_rate(conn, currency: str, reporting_currency: str | None, day: date) -> dict:
@@ -311,6 +364,16 @@ SUPPRESSED_COLUMNS = [
     Column("To", lambda r: _cell(r["last_day"])),
 ]
 
+FILE_COLUMNS = [
+    Column("File", lambda r: _cell(r["path"])),
+    Column("Status", lambda r: _cell(r["concern"])),
+    Column("Rows loaded", lambda r: f"{r['rows_loaded']:,}", True),
+    Column("Rows quarantined", lambda r: f"{r['rows_quarantined']:,}", True),
+    Column("Money set aside", lambda r: (money(r["money_set_aside"], r["currency"]) if r["currency"]
+                                         else number(r["money_set_aside"], 2)) if r["money_set_aside"] else "", True),
+    Column("What to know", lambda r: _short(r["what"])),
+]
+
 
 def tco_columns(tco_data: dict) -> list[Column]:
     cur, rep, rate = tco_data["currency"], tco_data.get("reporting_currency"), tco_data.get("rate")
@@ -480,6 +543,9 @@ def headline(data: dict) -> tuple[str, list[str]]:
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
     if data["findings"]:
         lines.append(largest_leak(data["findings"][0]))
+    if data.get("files_to_look_at"):
+        lines.append("Files: " + files_summary(data).split("; ", 1)[1].removesuffix(".")
+                     + " (see Files behind these figures)")
     return f"gpu-finops daily report — {data['date']}", lines
 
 
@@ -600,6 +666,11 @@ def render(data: dict) -> tuple[str, str, str]:
                        _md_table(priced, tco_columns(tco_data), empty) + "".join(f"\n\n{_md_escape(n)}" for n in notes)))
     else:
         detail.append(("Purchasing strategy", f"<p>{html.escape(tco_data['note'])}</p>", _md_escape(tco_data["note"])))
+    files_line = files_summary(data)
+    listed = data.get("files_to_look_at") or []
+    detail.append(("Files behind these figures",
+                   f"<p>{html.escape(files_line)}</p>" + (_html_table(listed, FILE_COLUMNS) if listed else ""),
+                   _md_escape(files_line) + ("\n\n" + _md_table(listed, FILE_COLUMNS) if listed else "")))
 
     kpi_html = "<div class='kpis'>" + "".join(
         f"<div class='kpi'><div class='label'>{html.escape(c['label'])}</div><div class='value'>{html.escape(c['value'])}</div>"

@@ -1,0 +1,44 @@
+-- The daily report's "Files behind these figures": each file in the landing folder as its newest
+-- version read, and those a reader should look at: a file that failed, that no connector
+-- recognised or that was refused (what it holds is in no figure), a delivery still incomplete
+-- (it counts once its parts arrive), a file whose every row or some rows were quarantined (their
+-- money, as the file states it, is not in the figures), and a file that loaded with a warning (an
+-- invoice whose lines do not reach its total row). Money set aside is in the currency the file's
+-- loaded lines bill in, where they bill in one.
+WITH newest AS (
+    SELECT * FROM raw.files WHERE status <> 'manifest'
+    QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC, status = 'loaded' DESC) = 1
+),
+to_look_at AS (
+    SELECT *,
+           CASE WHEN status IN ('failed', 'unrecognized', 'refused', 'quarantined', 'incomplete') THEN status
+                WHEN rows_quarantined > 0 THEN 'partly quarantined'
+                WHEN detail LIKE '%; warning: %' THEN 'warning' END AS concern
+    FROM newest
+    WHERE status IN ('failed', 'unrecognized', 'refused', 'quarantined', 'incomplete')
+       OR (status = 'loaded' AND (rows_quarantined > 0 OR detail LIKE '%; warning: %'))
+),
+currencies AS (
+    SELECT c.x_SourceFile AS path, c.x_SourceSha256 AS sha256, min(c.BillingCurrency) AS currency,
+           count(DISTINCT c.BillingCurrency) AS currencies
+    FROM raw.cost_lines AS c SEMI JOIN to_look_at AS t ON t.path = c.x_SourceFile AND t.sha256 = c.x_SourceSha256
+    GROUP BY ALL
+),
+reasons AS (
+    SELECT q.x_SourceFile AS path, q.x_SourceSha256 AS sha256, min(q.reason) AS first_reason
+    FROM raw.quarantine AS q SEMI JOIN to_look_at AS t ON t.path = q.x_SourceFile AND t.sha256 = q.x_SourceSha256
+    GROUP BY ALL
+)
+SELECT t.path, t.kind, t.connector, t.status, t.concern, t.rows_loaded, t.rows_quarantined,
+       CASE WHEN t.quarantined_total <> 0 THEN t.quarantined_total END AS money_set_aside,
+       CASE WHEN c.currencies = 1 THEN c.currency END AS currency,
+       -- What to know, in the run's own words: the warnings, else the first quarantine reason, else the detail.
+       CASE WHEN t.detail LIKE '%; warning: %' THEN substr(t.detail, strpos(t.detail, '; warning: ') + 11)
+            WHEN r.first_reason IS NOT NULL THEN r.first_reason
+            ELSE t.detail END AS what,
+       count(*) OVER () AS files_to_look_at
+FROM to_look_at AS t
+LEFT JOIN currencies AS c USING (path, sha256)
+LEFT JOIN reasons AS r USING (path, sha256)
+ORDER BY t.kind = 'billing' DESC NULLS LAST, abs(t.quarantined_total) DESC NULLS LAST, t.status = 'loaded', t.path
+LIMIT $limit
