@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.base import GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip, zip_members
+from connectors.base import DECOMPRESSION_ERRORS, GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip, zip_members
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
@@ -446,7 +446,7 @@ def stream_csv_as_strings(
     """
     try:
         head = head_through_line(path, header_line, tolerate_cut=on_truncated is not None)
-    except (EOFError, OSError) as exc:
+    except DECOMPRESSION_ERRORS as exc:
         raise ConnectorError(source_file, f"unreadable compressed file: {exc}", line=1) from exc
     if head is None:
         raise ConnectorError(source_file, f"the header is longer than {MAX_HEADER_BYTES >> 20} MiB", line=header_line)

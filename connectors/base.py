@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import unicodedata
 import zipfile
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from itertools import islice
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Context, Decimal
@@ -25,6 +28,11 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 ZIP_MAGIC = b"PK\x03\x04"
+# What opening or reading a damaged compressed file raises: a gzip or zip cut short or corrupt, a
+# zip member encrypted (RuntimeError) or compressed in a way Python cannot read (Deflate64, AES).
+DECOMPRESSION_ERRORS = (OSError, EOFError, zlib.error, zipfile.BadZipFile, RuntimeError, NotImplementedError)
+# What archivers add beside the file (macOS's Compress: resource forks and Finder's folder state).
+_ARCHIVE_LITTER = ("__MACOSX/", ".DS_Store")
 
 
 def zip_members(path: Path) -> list[str] | None:
@@ -37,7 +45,9 @@ def zip_members(path: Path) -> list[str] | None:
             return None
     try:
         with zipfile.ZipFile(path) as archive:
-            return [member.filename for member in archive.infolist() if not member.is_dir()]
+            return [member.filename for member in archive.infolist() if not member.is_dir()
+                    and not member.filename.startswith(_ARCHIVE_LITTER[0])
+                    and member.filename.rsplit("/", 1)[-1] != _ARCHIVE_LITTER[1]]
     except (zipfile.BadZipFile, OSError, EOFError, ValueError):
         return None
 
@@ -56,6 +66,33 @@ def open_maybe_gzip(path: Path):
         with zipfile.ZipFile(path) as archive:
             return archive.open(members[0])
     return open(path, "rb")
+
+
+def open_text(path: Path):
+    """The file's text (decompressed as `open_maybe_gzip` does), UTF-8 with undecodable bytes
+    replaced, lines split at \\n only (a lone \\r is no line break in JSON lines)."""
+    return io.TextIOWrapper(open_maybe_gzip(path), encoding="utf-8", errors="replace", newline="\n")
+
+
+def read_whole(path: Path, source_file: str) -> bytes:
+    """The file's bytes, decompressed, for a reader of whole documents (JSON); a compressed file cut
+    short or damaged is refused, naming why."""
+    try:
+        with open_maybe_gzip(path) as fh:
+            return fh.read()
+    except DECOMPRESSION_ERRORS as exc:
+        raise ConnectorError(source_file, f"compressed file cut short or damaged ({type(exc).__name__}: {exc}): "
+                             "a partial file is refused whole") from exc
+
+
+def text_lines(fh, count: int, source_file: str) -> list[str]:
+    """The next `count` lines of an `open_text` file; a compressed file cut short or damaged is
+    refused, naming why."""
+    try:
+        return list(islice(fh, count))
+    except DECOMPRESSION_ERRORS as exc:
+        raise ConnectorError(source_file, f"compressed file cut short or damaged ({type(exc).__name__}: {exc}): "
+                             "a partial file is refused whole") from exc
 
 
 # Characters that must not reach a terminal or a log raw: controls (ESC starts terminal escape

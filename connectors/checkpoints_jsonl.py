@@ -7,7 +7,6 @@ without an offset they are read in the configured time zone.
 
 import json
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +14,7 @@ import pyarrow as pa
 
 from connectors.kit import ROW_NUMBER, failed, first_reason, parse_utc, split_rejected, to_canonical
 from connectors.kit import normalise_host
-from connectors.kit import Connector, ReadContext
+from connectors.kit import Connector, ReadContext, open_text, text_lines
 
 CHUNK_LINES = 50_000
 FIELDS = ("job", "workload_id", "host", "started_at", "ended_at", "bytes", "path", "storage_class")
@@ -35,9 +34,9 @@ class CheckpointEventsConnector(Connector):
         return isinstance(record, dict) and {"bytes", "started_at"} <= record.keys() and bool({"job", "workload_id"} & record.keys())
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:  # "\r" alone is no line break
+        with open_text(path) as fh:  # "\r" alone is no line break; gzip or a one-file zip decompressed
             number = 0
-            while chunk := list(islice(fh, CHUNK_LINES)):
+            while chunk := text_lines(fh, CHUNK_LINES, ctx.source_file):
                 rows = []
                 for line in chunk:
                     number += 1

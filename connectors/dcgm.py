@@ -8,6 +8,7 @@ prometheus_client's parser; lines it would choke on are quarantined first, and a
 (the file or its gzip stream ends mid-line) is quarantined while the lines before it load.
 """
 
+import io
 import re
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ from prometheus_client.parser import text_fd_to_metric_families
 
 from connectors.kit import ROW_NUMBER, CompleteLines, first_reason, quarantine_tail, split_rejected, to_canonical
 from connectors._telemetry import normalise_host, normalise_host_value, sample_checks, without_dcgm_blanks
-from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext, read_whole
 from connectors.nvidia_smi import host_from_path
 
 # metric → (column, factor to the column's unit)
@@ -181,7 +182,7 @@ class DcgmScrapeConnector(Connector):
 def read_query_range(path: Path, source_file: str) -> pl.DataFrame:
     """A Prometheus `query_range` JSON export → one row per series point: labels, ts_s, value."""
     try:
-        document = pl.read_json(path, infer_schema_length=None)
+        document = pl.read_json(io.BytesIO(read_whole(path, source_file)), infer_schema_length=None)
     except Exception as exc:  # polars raises several types for broken JSON
         raise ConnectorError(source_file, f"not a readable Prometheus query_range JSON export: {exc}") from exc
     if "data" not in document.columns:

@@ -18,14 +18,13 @@ import csv
 import json
 from functools import cache
 from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
 
 from connectors.kit import ROW_NUMBER, cell_reason, first_reason, header_fields, parse_decimal, parse_utc, split_rejected, stream_csv_as_strings, to_canonical
-from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext, open_text, read_head, text_lines
 from models.currencies import ISO4217
 from models.gpus import gpu_model_expr
 
@@ -70,9 +69,9 @@ def flatten(record: dict, prefix: str = "") -> dict[str, str | None]:
 
 def stream_json_lines(path: Path, ctx: ReadContext, chunk: int = 50_000) -> Iterator[pl.DataFrame]:
     """The BigQuery export as JSON lines, flattened to the CSV export's dotted columns, in chunks."""
-    with open(path, encoding="utf-8", errors="replace", newline="\n") as fh:  # "\r" alone is no line break
+    with open_text(path) as fh:  # "\r" alone is no line break; gzip or a one-file zip decompressed
         number = 0
-        while lines := list(islice(fh, chunk)):
+        while lines := text_lines(fh, chunk, ctx.source_file):
             rows = []
             for line in lines:
                 number += 1
@@ -155,8 +154,7 @@ class GcpBillingConnector(Connector):
         return [c for c in SIGNATURE if c not in names] if "billing_account_id" in names else None
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
-        with open(path, "rb") as fh:
-            is_json = fh.read(1024).lstrip().startswith(b"{")
+        is_json = read_head(path, 1024, tolerate_cut=True).lstrip().startswith(b"{")
         frames = stream_json_lines(path, ctx) if is_json else stream_csv_as_strings(path, ctx.source_file, ctx=ctx, connector=self.name)
         for frame in frames:
             source_columns = [c for c in frame.columns if c != ROW_NUMBER]

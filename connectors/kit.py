@@ -65,6 +65,7 @@ from connectors._tabular import (
 from connectors._spreadsheet import WORKBOOK_TIME_FORMATS, find_workbook_headers, is_workbook, stream_workbook_as_strings
 from connectors._telemetry import normalise_host
 from connectors.base import (
+    DECOMPRESSION_ERRORS,
     KINDS,
     SNIFF_BYTES,
     Connector,
@@ -72,7 +73,10 @@ from connectors.base import (
     ReadContext,
     money_sum,
     open_maybe_gzip,
+    open_text,
     printable,
+    read_whole,
+    text_lines,
 )
 from models.currencies import ISO4217
 from models.focus import FOCUS_COLUMNS
@@ -151,7 +155,7 @@ __all__ = [
     "API_VERSION", "KINDS", "SCHEMAS", "HEADER_SEARCH_LINES", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "SNIFF_BYTES", "UNITS",
     "MONEY_TYPE", "PRICE_TYPE", "QUANTITY_TYPE", "UTC_TIMESTAMP", "ISO4217",
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
-    "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "is_parquet", "printable",
+    "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "open_text", "read_whole", "text_lines", "DECOMPRESSION_ERRORS", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "stream_workbook_as_strings", "is_workbook",
     "find_workbook_headers", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
     "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",

@@ -37,7 +37,6 @@ import gzip
 import io
 import random
 import tempfile
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +45,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from connectors.kit import LINEAGE_COLUMNS, REQUIRED_COLUMNS, SNIFF_BYTES, Connector, ConnectorError, ReadContext, read_head
+from connectors.kit import (
+    DECOMPRESSION_ERRORS,
+    LINEAGE_COLUMNS,
+    REQUIRED_COLUMNS,
+    SNIFF_BYTES,
+    Connector,
+    ConnectorError,
+    ReadContext,
+    read_head,
+)
 
 CHECKS = ("detects_fixture", "rejects_other_formats", "reads_fixture", "rows_accounted", "quarantine_reasons",
           "money_reconciles", "required_columns", "rereads_identical", "truncation", "corruption")
@@ -174,7 +182,7 @@ def corrupted(content: bytes, count: int, seed: int) -> Iterable[tuple[str, byte
 def _claims(connector: Connector, path: Path) -> bool | Exception:
     try:  # as the registry sniffs: what arrived of a cut gzip stream, nothing of an unreadable one
         head = read_head(path, SNIFF_BYTES, tolerate_cut=True)
-    except (EOFError, OSError, zlib.error):
+    except DECOMPRESSION_ERRORS:
         head = b""
     if not head.strip():
         return False

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from connectors.kit import ROW_NUMBER, first_reason, parse_utc, split_rejected, to_canonical
 from connectors.kit import normalise_host
-from connectors.kit import Connector, ConnectorError, ReadContext
+from connectors.kit import Connector, ConnectorError, ReadContext, read_whole
 from models.gpus import mig_card_share
 from models.phases import PHASE_ALIASES, WORK_PHASES
 
@@ -137,7 +137,7 @@ class KubernetesPodsConnector(Connector):
     def read(self, path: Path, ctx: ReadContext) -> Iterator[pa.RecordBatch]:
         # A pod listing is bounded by the cluster's size, not by time, so it is read whole.
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
+            document = json.loads(read_whole(path, ctx.source_file).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ConnectorError(ctx.source_file, f"not a readable JSON pod listing: {exc}") from exc
         if not isinstance(document, dict) or not isinstance(document.get("items", []), list):

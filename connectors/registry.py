@@ -13,7 +13,16 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from connectors._spreadsheet import is_workbook
-from connectors.base import KINDS, SNIFF_BYTES, ZIP_MAGIC, Connector, open_maybe_gzip, printable, zip_members
+from connectors.base import (
+    DECOMPRESSION_ERRORS,
+    KINDS,
+    SNIFF_BYTES,
+    ZIP_MAGIC,
+    Connector,
+    open_maybe_gzip,
+    printable,
+    zip_members,
+)
 from connectors.alibaba_trace import AlibabaGpuTraceConnector
 from connectors.aws_cur import AwsCurConnector
 from connectors.azure_cost import AzureCostConnector
@@ -102,12 +111,14 @@ def read_head(path: Path) -> bytes:
 def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detection:
     """The first connector that recognises the file's content, or the reason none did."""
     connectors = connectors if connectors is not None else all_connectors()
-    head = read_head(path)
+    try:
+        head = read_head(path)
+    except DECOMPRESSION_ERRORS as exc:  # opening it, or its first bytes: an encrypted zip, a corrupt stream
+        return Detection(None, f"a compressed file that cannot be read ({type(exc).__name__}: {printable(str(exc))[:200]})")
     if not head.strip():
         return Detection(None, "empty file")
-    if head.startswith(ZIP_MAGIC) and len(members := zip_members(path) or []) > 1:
-        return Detection(None, f"a zip archive of {len(members)} files: unzip it into the landing folder, or zip one "
-                               "file per archive")
+    if (reason := archive_reason(path, head)) is not None:
+        return Detection(None, reason)
     mappings = []  # mapping connectors that claim the file, in order: (columns required, order, connector)
     for order, connector in enumerate(connectors):
         try:
@@ -132,6 +143,18 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
         return Detection(None, "an Excel workbook none of whose visible sheets names the columns of a mapping in its first "
                                "30 rows (or one that cannot be opened): see `finops connectors` for each mapping's columns")
     return Detection(None, closest_match(head, connectors))
+
+
+def archive_reason(path: Path, head: bytes) -> str | None:
+    """Why a `.zip` file is read by no connector, where its being an archive is why."""
+    if not path.name.lower().endswith(".zip") or not head.startswith(ZIP_MAGIC):
+        return None
+    members = zip_members(path)
+    if members is None:
+        return "a .zip file that cannot be opened as an archive (cut short while syncing?)"
+    if len(members) > 1:
+        return f"a zip archive of {len(members)} files: unzip it into the landing folder, or zip one file per archive"
+    return None
 
 
 def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:

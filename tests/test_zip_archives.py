@@ -88,3 +88,71 @@ def test_in_the_landing_a_zip_beside_its_file_loads_once_and_a_zip_of_several_fi
     assert outcomes["cur.csv"] == ("loaded", 1281) and outcomes["cur.csv.zip"] == ("duplicate", 0)
     assert outcomes["two.zip"][0] == outcomes["damaged.csv.zip"][0] == "unrecognized"
     assert reasons["two.zip"].startswith("a zip archive of 2 files: unzip it into the landing folder")
+
+
+def test_a_damaged_archive_is_said_unreadable_and_the_other_files_load(tmp_path):
+    """A small member whose CRC does not match (a byte flipped in transit) raised out of the sniff
+    and stopped the whole ingest; it is now left unrecognised with the reason."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cur.csv").write_bytes(sample(CUR).read_bytes())
+    text = smi_minutes_text()
+    archive = tmp_path / "smi.csv.zip"
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED) as out:
+        out.writestr("smi.csv", text)
+    data = bytearray(archive.read_bytes())
+    data[data.index(b"NVIDIA")] ^= 1  # inside the stored member: its CRC no longer matches
+    (landing / "smi.csv.zip").write_bytes(bytes(data))
+    conn = connect(tmp_path / "wh.duckdb")
+    try:
+        summary = ingest_landing(conn, landing)
+        files = dict(fetch_all(conn, "SELECT path, status FROM raw.files"))
+        reason = fetch_all(conn, "SELECT detail FROM raw.files WHERE path = 'smi.csv.zip'")[0][0]
+    finally:
+        conn.close()
+    assert files == {"cur.csv": "loaded", "smi.csv.zip": "unrecognized"} and summary.outcomes
+    assert reason == "a compressed file that cannot be read (BadZipFile: Bad CRC-32 for file 'smi.csv')"
+
+
+def test_json_exports_in_an_archive_or_gzip_are_read_decompressed(tmp_path):
+    """The JSON readers opened the file's own bytes, so a zipped (or gzipped) pod listing or
+    checkpoint log was claimed by the sniff and then failed or quarantined binary as rows."""
+    import gzip
+    import json
+
+    from tests.test_connector_workloads_storage import pod
+
+    listing = json.dumps({"kind": "List", "items": [pod("sft", "research", "gpu-a100-01", 8, "2026-09-02T00:00:00Z")]})
+    events = ('{"job": "pt", "host": "gpu-a100-01", "started_at": "2026-09-01T05:52:00Z", '
+              '"ended_at": "2026-09-01T06:00:00Z", "bytes": 1024}\n')
+    for name, text, connector in (("pods.json", listing, "kubernetes_pods"), ("ckpt.jsonl", events, "checkpoint_events")):
+        for packed, data in ((f"{name}.zip", None), (f"{name}.gz", gzip.compress(text.encode()))):
+            path = tmp_path / packed
+            if data is None:
+                zipped(path, {name: text.encode()})
+            else:
+                path.write_bytes(data)
+            found = detect(path)
+            assert found.connector.name == connector, packed
+            ctx = read_context(packed)
+            assert sum(batch.num_rows for batch in found.connector.read(path, ctx)) == 1 and not ctx.quarantined, packed
+
+
+def test_macos_archive_litter_beside_the_file_is_not_a_second_file(tmp_path):
+    path = zipped(tmp_path / "cur.csv.zip", {"cur.csv": sample(CUR).read_bytes(), "__MACOSX/._cur.csv": b"\x00\x05",
+                                              ".DS_Store": b"\x00"})
+    name, table, _ = read(path)
+    assert (name, table.num_rows) == ("aws_cur", 1281)
+
+
+def test_an_archive_cut_short_is_said_so(tmp_path):
+    whole = zipped(tmp_path / "whole.zip", {"cur.csv": sample(CUR).read_bytes()}).read_bytes()
+    cut = tmp_path / "cur.csv.zip"
+    cut.write_bytes(whole[: len(whole) * 2 // 3])
+    assert detect(cut).reason == "a .zip file that cannot be opened as an archive (cut short while syncing?)"
+
+
+def smi_minutes_text() -> str:
+    from datetime import UTC, datetime
+
+    return smi_minutes(datetime(2026, 10, 1, tzinfo=UTC), 30, 2, lambda m, g: 50, "GPU-z-")

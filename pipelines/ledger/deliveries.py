@@ -18,17 +18,14 @@ depends on which run loaded which file.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 
-from connectors.base import ZIP_MAGIC, open_maybe_gzip
+from connectors.base import DECOMPRESSION_ERRORS, ZIP_MAGIC, open_maybe_gzip
 
 CHUNK = 1 << 20
 BOM = b"\xef\xbb\xbf"
@@ -51,7 +48,7 @@ def content_sha256(path: Path) -> str:
         try:
             with open_maybe_gzip(path) as fh:
                 return _normalized_digest(fh)
-        except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
+        except DECOMPRESSION_ERRORS:
             pass
     with open(path, "rb") as fh:
         return _normalized_digest(fh)
