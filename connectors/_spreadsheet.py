@@ -15,7 +15,7 @@ Cells become the text a person sees in Excel, so the connector parses them as it
   mapping's decimal separator; a text cell stays as written, digits and leading zeros included;
 - a date-and-time cell as `2026-09-01 08:00:00` (milliseconds where it has them), a date cell as
   `2026-09-01`, in no zone: the mapping's zone reads them;
-- a boolean as `true` or `false`;
+- a boolean as `true` or `false`, a duration as `36:00:00`;
 - a range of merged cells has its value on each of its rows and columns, as Excel shows it, but
   in the columns the reader names (an amount merged across a group's rows counts once);
 - a formula reads as the value the file stores for it; an error cell (`#N/A`) reads as empty.
@@ -24,10 +24,13 @@ Cells become the text a person sees in Excel, so the connector parses them as it
 from __future__ import annotations
 
 import functools
+import re
+import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
+from xml.etree import ElementTree
 
 import polars as pl
 
@@ -35,6 +38,9 @@ from connectors._tabular import HEADER_SEARCH_LINES, ROW_NUMBER
 from connectors.base import ZIP_MAGIC, ConnectorError, printable
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
+# calamine holds a sheet as a dense range of its used extent: one stray cell at XFD20000 makes
+# 327 million cells (some 10 GB). A sheet whose extent is larger than this is refused, named.
+MAX_SHEET_CELLS = 10_000_000
 # The time formats a workbook's date cells are written in (see the module docstring).
 WORKBOOK_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S%.3f", "%Y-%m-%d")
 FRAME_ROWS = 50_000
@@ -61,10 +67,13 @@ def _visible_worksheets(book) -> list[str]:
 def _top_rows(path: str, version: tuple) -> tuple[tuple[str, tuple[tuple[str, ...], ...]], ...]:
     """Each visible worksheet's name and first rows as stripped text, kept per file version (its
     inode, size and times), since every mapping connector asks the same workbook for its header."""
+    parts = sheet_parts(Path(path))
     book = _calamine().CalamineWorkbook.from_path(path)
     try:
         sheets = []
         for name in _visible_worksheets(book):
+            if oversized(Path(path), parts.get(name)) is not None:
+                continue  # not opened: `workbook_problems` says why
             rows = []
             for row in book.get_sheet_by_name(name).iter_rows():
                 rows.append(tuple(_cell_text(cell, ".") or "" for cell in row))
@@ -74,6 +83,13 @@ def _top_rows(path: str, version: tuple) -> tuple[tuple[str, tuple[tuple[str, ..
         return tuple(sheets)
     finally:
         book.close()
+
+
+def workbook_problems(path: Path) -> list[str]:
+    """What keeps sheets of the workbook from being read: each sheet too large to open."""
+    parts = sheet_parts(path)
+    return [f"sheet {printable(name)!r} {problem}" for name, part in parts.items()
+            if (problem := oversized(path, part)) is not None]
 
 
 def find_workbook_headers(path: Path, wanted) -> list[tuple[str, int]]:
@@ -103,21 +119,35 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
     A merged range's value is given to each cell it spans but in the `unmerged` columns (an
     amount: money merged across a group's rows is the group's once, never once a row)."""
     try:
+        parts = sheet_parts(path)
+        for name, _ in sheets:
+            if (too_large := oversized(path, parts.get(name))) is not None:
+                raise ConnectorError(source_file, f"sheet {printable(name)!r} {too_large}")
         book = _calamine().CalamineWorkbook.from_path(str(path))
+    except ConnectorError:
+        raise
     except Exception as exc:  # noqa: BLE001 - see find_workbook_headers
         raise ConnectorError(source_file, f"unreadable workbook: {type(exc).__name__}: {exc}") from exc
     rows_before = 0
     try:
         for name, header_row in sheets:
+            part = parts.get(name)
             try:
                 sheet = book.get_sheet_by_name(name)
-                merges = _Merges(sheet.merged_cell_ranges or [])
+                # Rows come from the sheet's first row, columns from its first used one (the sheet's
+                # start); merged ranges and cell references count from A1.
+                first_column = (sheet.start or (0, 0))[1]
+                merges = _Merges(sheet.merged_cell_ranges or [], first_column)
+                errors = _error_cells(path, part, first_column) if part else {}
                 rows = enumerate(sheet.iter_rows())
+                header = None
                 for index, row in rows:
                     merges.see(index, row)
                     if index == header_row:  # a title merged across the header's columns names the first
                         header = [(_cell_text(c, ".") or "").strip() for c in row]
                         break
+                if header is None:
+                    raise ValueError(f"no row {header_row + 1}, where its header was found")
             except Exception as exc:  # noqa: BLE001
                 raise ConnectorError(source_file, f"unreadable workbook (sheet {printable(name)!r}): "
                                      f"{type(exc).__name__}: {exc}", line=header_row + 1) from exc
@@ -126,12 +156,16 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
             number = rows_before
             columns: list[list[str | None]] = [[] for _ in names]
             numbers: list[int] = []
-            for index, row in rows:
+            for index, row in _named_rows(rows, source_file, name):
                 number += 1
                 merges.see(index, row)
-                texts = [_cell_text(cell, decimal_separator) for cell in merges.fill(index, row)]
-                if not any(t and t.strip() for t in texts):
+                own = [_cell_text(cell, decimal_separator) for cell in row]
+                for column, error in errors.get(index, {}).items():  # `#N/A`: read as written, never as empty
+                    if column < len(own):
+                        own[column] = error
+                if not any(t and t.strip() for t in own):  # a spacer row a merged id runs through is no line
                     continue
+                texts = merges.fill_texts(index, own, lambda cell: _cell_text(cell, decimal_separator))
                 texts += [None] * (len(names) - len(texts))
                 for column, text in zip(columns, texts, strict=False):
                     column.append(text)
@@ -150,10 +184,14 @@ class _Merges:
     its first (top left) cell, as Excel shows one value across the range (an invoice id merged down
     its lines names each of them). Ranges are indexed by row, so a sheet of many costs no more."""
 
-    def __init__(self, ranges):
+    def __init__(self, ranges, first_column: int = 0):
         self.starting: dict[int, list[int]] = {}
         self.covering: dict[int, list[tuple[tuple[int, int], int, int]]] = {}
-        for (top, left), (bottom, right) in ranges:
+        for (top, absolute_left), (bottom, absolute_right) in ranges:
+            left, right = absolute_left - first_column, absolute_right - first_column
+            if right < 0:
+                continue
+            left = max(left, 0)
             self.starting.setdefault(top, []).append(left)
             for index in range(top, bottom + 1):
                 self.covering.setdefault(index, []).append(((top, left), left, right))
@@ -169,19 +207,112 @@ class _Merges:
             if left < len(row):
                 self.first_values[(index, left)] = row[left]
 
-    def fill(self, index: int, row: list) -> list:
+    def fill_texts(self, index: int, texts: list, as_text) -> list:
+        """The row's texts with each merged range's first value (as text) in the cells it spans."""
         covering = self.covering.get(index)
         if not covering:
-            return row
-        row = list(row)
+            return texts
+        texts = list(texts)
         for first, left, right in covering:
             if first in self.first_values:
-                if right >= len(row):
-                    row += [""] * (right + 1 - len(row))
+                if right >= len(texts):
+                    texts += [None] * (right + 1 - len(texts))
                 for column in range(left, right + 1):
                     if (index, column) != first and column not in self.unfilled:
-                        row[column] = self.first_values[first]
-        return row
+                        texts[column] = as_text(self.first_values[first])
+        return texts
+
+
+def _named_rows(rows, source_file: str, sheet: str):
+    """The sheet's rows; a cell calamine cannot turn into a value (a duration of 10^10 days)
+    refuses the workbook naming the sheet and the row, not a bare library error."""
+    index = None
+    while True:
+        try:
+            index, row = next(rows)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - calamine's value errors (OverflowError, ValueError)
+            where = f"after row {index + 1}" if index is not None else "in its first rows"
+            raise ConnectorError(source_file, f"sheet {printable(sheet)!r}: a cell {where} cannot be read "
+                                 f"({type(exc).__name__}: {exc})") from exc
+        yield index, row
+
+
+# -- the sheets' XML parts: their extent and their error cells, which calamine does not say -------
+
+_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+_DIMENSION = re.compile(rb'<(?:\w+:)?dimension ref="([A-Z]+)(\d+)(?::([A-Z]+)(\d+))?"')
+_CELL = re.compile(r"([A-Z]+)(\d+)")
+
+
+def sheet_parts(path: Path) -> dict[str, str]:
+    """Each sheet's name → its XML part in the archive, from the workbook and its relationships;
+    empty where they cannot be read (the sheets are then read without these checks)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+            relations = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError):
+        return {}
+    targets = {r.get("Id"): r.get("Target") or "" for r in relations}
+    parts = {}
+    for sheet in book.iter(f"{_MAIN}sheet"):
+        target = targets.get(sheet.get(_RELATIONSHIP), "")
+        if target:
+            parts[sheet.get("name")] = target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+    return parts
+
+
+def _column_number(letters: str) -> int:
+    number = 0
+    for letter in letters:
+        number = number * 26 + ord(letter) - ord("A") + 1
+    return number
+
+
+def oversized(path: Path, part: str | None) -> str | None:
+    """Why the sheet in `part` is too large to open (its stated extent past MAX_SHEET_CELLS), or None."""
+    if part is None:
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
+            head = fh.read(1 << 14)
+    except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError):
+        return None
+    found = _DIMENSION.search(head)
+    if not found or not found.group(3):
+        return None
+    first_col, first_row, last_col, last_row = found.groups()
+    cells = (int(last_row) - int(first_row) + 1) * (_column_number(last_col.decode()) - _column_number(first_col.decode()) + 1)
+    if cells <= MAX_SHEET_CELLS:
+        return None
+    extent = f"{first_col.decode()}{first_row.decode()}:{last_col.decode()}{last_row.decode()}"
+    return (f"spans {extent}, {cells:,} cells, past the {MAX_SHEET_CELLS:,} read: a stray cell far right or down? "
+            "Clear it, or export the sheet as CSV")
+
+
+def _error_cells(path: Path, part: str, first_column: int) -> dict[int, dict[int, str]]:
+    """The sheet's error cells (`#N/A`, `#DIV/0!`), by row and column as the rows are read: calamine
+    reads them as empty, and an empty cell takes the mapping's default."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            with archive.open(part) as fh:  # most sheets have none: look before parsing
+                if not any(b't="e"' in chunk for chunk in iter(lambda: fh.read(1 << 20), b"")):
+                    return {}
+            errors: dict[int, dict[int, str]] = {}
+            with archive.open(part) as fh:
+                for _, element in ElementTree.iterparse(fh):
+                    if element.tag == f"{_MAIN}c":
+                        if element.get("t") == "e" and (found := _CELL.fullmatch(element.get("r") or "")):
+                            value = element.find(f"{_MAIN}v")
+                            row, column = int(found.group(2)) - 1, _column_number(found.group(1)) - 1 - first_column
+                            errors.setdefault(row, {})[column] = (value.text if value is not None else None) or "#ERROR"
+                        element.clear()
+            return errors
+    except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, NotImplementedError):
+        return {}
 
 
 def _column_names(header: list[str], source_file: str, sheet: str, header_row: int) -> list[str]:
@@ -223,13 +354,21 @@ def _cell_text(cell, decimal_separator: str) -> str | None:
         return cell.strftime("%Y-%m-%d")
     if isinstance(cell, time):
         return cell.strftime("%H:%M:%S")
+    if isinstance(cell, timedelta):  # a duration, as Excel's [h]:mm:ss shows it: 36:00:00
+        sign, seconds = ("-", -cell) if cell < timedelta(0) else ("", cell)
+        hours, rest = divmod(int(seconds.total_seconds()), 3600)
+        return f"{sign}{hours}:{rest // 60:02d}:{rest % 60:02d}"
     return str(cell)
 
 
 def number_text(value: float) -> str:
-    """A cell's number as Excel shows it: 15 significant digits, no exponent, no trailing zeros."""
+    """A cell's number as Excel shows it: 15 significant digits, no exponent, no trailing zeros. A
+    whole number a double holds exactly (below 2**53) is written whole: an id of 16 digits written
+    as a number stays itself, never rounded into another's."""
     if value != value or value in (float("inf"), float("-inf")):
         return str(value)
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
     text = format(Decimal(f"{value:.15g}"), "f")
     if "." in text:
         text = text.rstrip("0").rstrip(".")

@@ -43,6 +43,7 @@ from connectors.kit import (
     is_workbook,
     money_sum,
     stream_workbook_as_strings,
+    workbook_problems,
 )
 from connectors.mapping_schema import Columns, MappingError, MappingFile, display_path, load_mapping, validate_mapping
 from models.currencies import ISO4217
@@ -178,8 +179,9 @@ class GpuRentalConnector(Connector):
         if is_workbook(path, head):
             sheets = self.workbook_headers(path, head)
             if not sheets:
+                problems = "".join(f"; {problem}" for problem in workbook_problems(path))
                 raise ConnectorError(ctx.source_file, f"no visible sheet's first rows name the columns of {self.name}: "
-                                     f"{', '.join(self.required)}")
+                                     f"{', '.join(self.required)}{problems}")
             header_line = sheets[0][1] + 1
             # Money merged across rows is its group's once: the amount column is never filled.
             frames = stream_workbook_as_strings(path, ctx.source_file, sheets, self.mapping.numbers.decimal_separator,
@@ -192,7 +194,7 @@ class GpuRentalConnector(Connector):
                                            header_line=header_line)
         parse_time = (lambda c: parse_utc(c, timezone, formats)) if formats else (lambda c: parse_utc(c, timezone))  # noqa: E731
         computed = self.mapping.computed
-        first_frame = True
+        headers_seen: set[tuple[str, ...]] = set()
         totals = TotalRows(self.mapping.total_words(), self.columns["amount"], self.columns["start"])
         quarantined_before, rejected_here = len(ctx.quarantined), 0
         for frame in frames:
@@ -200,14 +202,17 @@ class GpuRentalConnector(Connector):
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
                 raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=header_line)
-            if first_frame:
+            if tuple(source_columns) not in headers_seen:
                 # A mapped column the header lacks is most often a misspelling: its default (or nothing)
-                # would stand in for every line unannounced, so the file's load says so.
+                # would stand in for every line unannounced, so the file's load says so; for each
+                # header (a workbook's sheets have one each).
+                later = " under it" if headers_seen else ""
                 for field, column in self.columns.items():
                     if column not in frame.columns and column not in self.required:
                         fallback = f"its default {self.defaults[field]!r} is used" if field in self.defaults else "it is left empty"
-                        ctx.warn(f"columns.{field}: the header has no column {column!r}; {fallback} on every line")
-                first_frame = False
+                        ctx.warn(f"columns.{field}: {'a later' if later else 'the'} header has no column {column!r}; "
+                                 f"{fallback} on every line{later}")
+                headers_seen.add(tuple(source_columns))
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
             frame = totals.set_aside(frame, source_columns, self._plain_number)
             frame = frame.with_columns(self._fields(frame))

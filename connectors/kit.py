@@ -62,7 +62,13 @@ from connectors._tabular import (
     stream_parquet_as_strings,
     to_canonical,
 )
-from connectors._spreadsheet import WORKBOOK_TIME_FORMATS, find_workbook_headers, is_workbook, stream_workbook_as_strings
+from connectors._spreadsheet import (
+    WORKBOOK_TIME_FORMATS,
+    find_workbook_headers,
+    is_workbook,
+    stream_workbook_as_strings,
+    workbook_problems,
+)
 from connectors._telemetry import normalise_host
 from connectors.base import (
     DECOMPRESSION_ERRORS,
@@ -157,7 +163,7 @@ __all__ = [
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "read_head", "open_maybe_gzip", "open_text", "read_whole", "text_lines", "DECOMPRESSION_ERRORS", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "stream_workbook_as_strings", "is_workbook",
-    "find_workbook_headers", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
+    "find_workbook_headers", "workbook_problems", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
     "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

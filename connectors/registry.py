@@ -12,7 +12,7 @@ from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from connectors._spreadsheet import is_workbook
+from connectors._spreadsheet import is_workbook, workbook_problems
 from connectors.base import (
     DECOMPRESSION_ERRORS,
     KINDS,
@@ -140,6 +140,8 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
         others = [m[2].name for m in mappings if m[2] is not chosen]
         return Detection(chosen, f"recognised by {chosen.name}" + (f" (also matched: {', '.join(others)})" if others else ""))
     if is_workbook(path, head):
+        if problems := workbook_problems(path):
+            return Detection(None, "an Excel workbook whose sheets cannot all be opened: " + "; ".join(problems))
         return Detection(None, "an Excel workbook none of whose visible sheets names the columns of a mapping in its first "
                                "30 rows (or one that cannot be opened): see `finops connectors` for each mapping's columns")
     return Detection(None, closest_match(head, connectors))

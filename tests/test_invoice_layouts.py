@@ -414,3 +414,59 @@ def test_an_amount_merged_across_a_groups_rows_counts_once(tmp_path):
     assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-0", Decimal("300"))]
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(2, "amount is empty"), (3, "amount is empty")]
     assert (ctx.source_total, ctx.warnings) == (Decimal("300"), [])
+
+
+# What a second review of the workbook reader found.
+
+def test_merged_ranges_of_a_sheet_starting_right_of_column_a_fill_their_own_cells(tmp_path):
+    """calamine's rows start at the sheet's first used column; merged ranges count from A. Off by
+    one, an id merge was lost and a unit price merge overwrote the amounts (300 for 600)."""
+    rows = [[None] + HEADER.split(",")] + [[None] + cells(f"ins-{n}", SEPT_1, amount) for n, amount in enumerate((100.0, 200.0, 300.0))]
+    for row in rows[2:]:
+        row[2] = row[13] = None  # 账单编号 and 单价 merged down the lines
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows}, merges=[(1, 2, 3, 2, "INV-9"), (1, 13, 3, 13, 1.85)])
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["InvoiceId"], r["BilledCost"], r["ListUnitPrice"]) for r in loaded] == [
+        ("INV-9", Decimal(amount), Decimal("1.85")) for amount in (100, 200, 300)]
+
+
+def test_an_id_written_as_a_number_of_16_digits_stays_itself(tmp_path):
+    row = cells("ins-a", SEPT_1, 300.0)
+    row[1] = 2026090112345678  # a whole number a double holds exactly, which 15 digits would round
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), row]})
+    [line] = pa.Table.from_batches(list(detect(path).connector.read(path, read_context(path.name))), schema=COST_LINE).to_pylist()
+    assert line["InvoiceId"] == "2026090112345678"
+
+
+def test_an_error_cell_is_read_as_written_not_as_empty_so_no_default_stands_in(tmp_path):
+    """calamine reads `#N/A` as empty, and an empty currency takes the mapping's CNY: a USD line
+    loaded as CNY. The error is read from the sheet's XML, and the line is quarantined as a CSV's."""
+    row = cells("ins-a", SEPT_1, 50.0)
+    row[14] = ("=VLOOKUP(1,A1:A2,2,0)", "#N/A")
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), row, cells("ins-b", SEPT_1, 1.0)]})
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-b"]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(1, "currency '#N/A' is not an ISO 4217 code")]
+
+
+def test_a_sheet_a_stray_cell_makes_too_large_is_refused_named_not_opened(tmp_path):
+    """One cell at XFD701 makes calamine hold 11 million cells; at XFD20001, 10 GB."""
+    rows = [HEADER.split(","), cells("ins-a", SEPT_1, 1.0)] + [[] for _ in range(698)] + [[None] * 16383 + ["x"]]
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows})
+    assert detect(path).reason == ("an Excel workbook whose sheets cannot all be opened: sheet 'S' spans A1:XFD701, "
+                                   "11,485,184 cells, past the 10,000,000 read: a stray cell far right or down? "
+                                   "Clear it, or export the sheet as CSV")
+
+
+def test_a_spacer_row_a_merged_id_runs_through_is_no_line_and_a_duration_reads_as_excel_shows_it(tmp_path):
+    rows = [HEADER.split(","), cells("ins-a", SEPT_1, 1.0), [], cells("ins-b", SEPT_1, 2.0)]
+    rows[3][1] = None
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows}, merges=[(1, 1, 3, 1, "INV-9")])
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["InvoiceId"]) for r in loaded] == [("ins-a", "INV-9"), ("ins-b", "INV-9")] and not ctx.quarantined
+    from connectors._spreadsheet import _cell_text
+
+    assert _cell_text(timedelta(hours=36), ".") == "36:00:00" and _cell_text(timedelta(minutes=-90), ".") == "-1:30:00"
