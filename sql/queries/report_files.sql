@@ -32,9 +32,10 @@ reasons AS (
 SELECT t.path, t.kind, t.connector, t.status, t.concern, t.rows_loaded, t.rows_quarantined,
        CASE WHEN t.quarantined_total <> 0 THEN t.quarantined_total END AS money_set_aside,
        CASE WHEN c.currencies = 1 THEN c.currency END AS currency,
-       -- What to know, in the run's own words: the warnings, else the first quarantine reason, else the detail.
-       CASE WHEN t.detail LIKE '%; warning: %' THEN substr(t.detail, strpos(t.detail, '; warning: ') + 11)
-            WHEN r.first_reason IS NOT NULL THEN r.first_reason
+       -- What to know, in the run's own words: the warnings and a quarantine reason, else the detail.
+       CASE WHEN t.detail LIKE '%; warning: %' OR r.first_reason IS NOT NULL THEN
+                concat_ws('; ', substr(t.detail, nullif(strpos(t.detail, '; warning: '), 0) + 11),
+                          'quarantined, e.g. ' || r.first_reason)
             ELSE t.detail END AS what,
        count(*) OVER () AS files_to_look_at
 FROM to_look_at AS t
