@@ -27,6 +27,7 @@ import functools
 import re
 import zipfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -158,11 +159,13 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
             numbers: list[int] = []
             for index, row in _named_rows(rows, source_file, name):
                 number += 1
+                if index in errors:  # `#N/A`: read as written, never as empty (a merged range's too)
+                    row = list(row)
+                    for column, error in errors[index].items():
+                        if column < len(row):
+                            row[column] = error
                 merges.see(index, row)
                 own = [_cell_text(cell, decimal_separator) for cell in row]
-                for column, error in errors.get(index, {}).items():  # `#N/A`: read as written, never as empty
-                    if column < len(own):
-                        own[column] = error
                 if not any(t and t.strip() for t in own):  # a spacer row a merged id runs through is no line
                     continue
                 texts = merges.fill_texts(index, own, lambda cell: _cell_text(cell, decimal_separator))
@@ -243,7 +246,6 @@ def _named_rows(rows, source_file: str, sheet: str):
 
 _MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _RELATIONSHIP = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
-_DIMENSION = re.compile(rb'<(?:\w+:)?dimension ref="([A-Z]+)(\d+)(?::([A-Z]+)(\d+))?"')
 _CELL = re.compile(r"([A-Z]+)(\d+)")
 
 
@@ -272,47 +274,102 @@ def _column_number(letters: str) -> int:
     return number
 
 
-def oversized(path: Path, part: str | None) -> str | None:
-    """Why the sheet in `part` is too large to open (its stated extent past MAX_SHEET_CELLS), or None."""
-    if part is None:
-        return None
+@dataclass(frozen=True)
+class SheetScan:
+    """What one streamed pass over a sheet's XML finds: its extent as its cells' references say
+    (a stale or missing `<dimension>` cannot hide a stray cell far away) and whether any cell is
+    an error (`t="e"`)."""
+
+    last_row: int
+    last_column: int
+    first_row: int
+    first_column: int
+    has_errors: bool
+
+    @property
+    def cells(self) -> int:
+        if not self.last_row:
+            return 0
+        return (self.last_row - self.first_row + 1) * (self.last_column - self.first_column + 1)
+
+
+_REF = {width: re.compile(rb"""\sr=["']([A-Z]{%d})(\d+)["']""" % width) for width in (3, 2, 1)}
+_ROW = re.compile(rb"""<(?:\w+:)?row\b[^>]*?\sr=["'](\d+)["']""")
+_ERROR = re.compile(rb"""\st=["']e["']""")
+_OVERLAP = 64  # bytes carried from one chunk to the next: no attribute is cut unseen
+
+
+@functools.lru_cache(maxsize=64)
+def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
     try:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
-            head = fh.read(1 << 14)
-    except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError):
+            first_row = first_column = None
+            last_row = last_column = 0
+            has_errors, carry = False, b""
+            while chunk := fh.read(1 << 20):
+                text = carry + chunk
+                has_errors = has_errors or _ERROR.search(text) is not None
+                rows = [int(r) for r in _ROW.findall(text)]
+                for width, pattern in _REF.items():  # same-width letters compare as numbers do
+                    if refs := pattern.findall(text):
+                        last_column = max(last_column, _column_number(max(refs, key=lambda r: r[0])[0].decode()))
+                        first_column = min(first_column or 1 << 20, _column_number(min(refs, key=lambda r: r[0])[0].decode()))
+                        rows += (int(refs[0][1]), int(refs[-1][1]))
+                if rows:
+                    last_row, first_row = max(last_row, *rows), min(first_row or 1 << 40, *rows)
+                carry = text[-_OVERLAP:]
+    except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError):
         return None
-    found = _DIMENSION.search(head)
-    if not found or not found.group(3):
+    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors)
+
+
+def scan_part(path: Path, part: str | None) -> SheetScan | None:
+    if part is None:
         return None
-    first_col, first_row, last_col, last_row = found.groups()
-    cells = (int(last_row) - int(first_row) + 1) * (_column_number(last_col.decode()) - _column_number(first_col.decode()) + 1)
-    if cells <= MAX_SHEET_CELLS:
+    stat = path.stat()
+    return _scan_part(str(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns), part)
+
+
+def oversized(path: Path, part: str | None) -> str | None:
+    """Why the sheet in `part` is too large to open (its cells' extent past MAX_SHEET_CELLS), or None."""
+    scan = scan_part(path, part)
+    if scan is None or scan.cells <= MAX_SHEET_CELLS:
         return None
-    extent = f"{first_col.decode()}{first_row.decode()}:{last_col.decode()}{last_row.decode()}"
-    return (f"spans {extent}, {cells:,} cells, past the {MAX_SHEET_CELLS:,} read: a stray cell far right or down? "
+    extent = f"{_column_letters(scan.first_column)}{scan.first_row}:{_column_letters(scan.last_column)}{scan.last_row}"
+    return (f"spans {extent}, {scan.cells:,} cells, past the {MAX_SHEET_CELLS:,} read: a stray cell far right or down? "
             "Clear it, or export the sheet as CSV")
+
+
+def _column_letters(number: int) -> str:
+    letters = ""
+    while number:
+        number, rest = divmod(number - 1, 26)
+        letters = chr(ord("A") + rest) + letters
+    return letters
 
 
 def _error_cells(path: Path, part: str, first_column: int) -> dict[int, dict[int, str]]:
     """The sheet's error cells (`#N/A`, `#DIV/0!`), by row and column as the rows are read: calamine
-    reads them as empty, and an empty cell takes the mapping's default."""
+    reads them as empty, and an empty cell takes the mapping's default. Most sheets have none, and
+    the scan says so before any parse."""
+    scan = scan_part(path, part)
+    if scan is None or not scan.has_errors:
+        return {}
+    errors: dict[int, dict[int, str]] = {}
     try:
-        with zipfile.ZipFile(path) as archive:
-            with archive.open(part) as fh:  # most sheets have none: look before parsing
-                if not any(b't="e"' in chunk for chunk in iter(lambda: fh.read(1 << 20), b"")):
-                    return {}
-            errors: dict[int, dict[int, str]] = {}
-            with archive.open(part) as fh:
-                for _, element in ElementTree.iterparse(fh):
-                    if element.tag == f"{_MAIN}c":
-                        if element.get("t") == "e" and (found := _CELL.fullmatch(element.get("r") or "")):
-                            value = element.find(f"{_MAIN}v")
-                            row, column = int(found.group(2)) - 1, _column_number(found.group(1)) - 1 - first_column
-                            errors.setdefault(row, {})[column] = (value.text if value is not None else None) or "#ERROR"
-                        element.clear()
-            return errors
+        with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
+            for _, element in ElementTree.iterparse(fh):
+                if element.tag == f"{_MAIN}c":
+                    if element.get("t") == "e" and (found := _CELL.fullmatch(element.get("r") or "")):
+                        value = element.find(f"{_MAIN}v")
+                        row, column = int(found.group(2)) - 1, _column_number(found.group(1)) - 1 - first_column
+                        errors.setdefault(row, {})[column] = (value.text if value is not None else None) or "#ERROR"
+                    element.clear()
+                elif element.tag == f"{_MAIN}row":
+                    element.clear()  # its cells are read: keep no row of a large sheet
     except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, NotImplementedError):
         return {}
+    return errors
 
 
 def _column_names(header: list[str], source_file: str, sheet: str, header_row: int) -> list[str]:

@@ -430,3 +430,22 @@ def test_the_report_names_the_files_to_look_at_and_the_money_set_aside(tmp_path)
 def test_a_report_on_files_that_all_count_says_so(demo_run):
     page = (demo_run.out / "reports" / "2026-10-12" / "report.html").read_text()
     assert "<h3>Files behind these figures</h3><p>13 files count (4 billing, 4 telemetry, 3 workload, 2 storage); every file read counts whole.</p>" in page
+
+
+def test_money_set_aside_is_totalled_by_currency_over_every_file_and_never_across_currencies():
+    """The totals come from every file to look at (not only the 20 listed); amounts whose
+    currency is not known (no loaded line says it) are added to nothing, and a reason's carriage
+    return cannot break the Markdown table."""
+    from pipelines.report.daily import FILE_COLUMNS, _md_table, files_summary
+
+    totals = [{"currency": "CNY", "amount": Decimal("250"), "files": 25}, {"currency": None, "amount": Decimal("800"), "files": 2}]
+    row = {"path": "a.csv", "concern": "warning", "rows_loaded": 1, "rows_quarantined": 0, "money_set_aside": Decimal("700"),
+           "currency": None, "what": "currency 'X\r# PWNED' is not an ISO 4217 code", "earlier_version_counts": True,
+           "files_to_look_at": 27, "set_aside_totals": totals}
+    data = {"files_counting": [{"kind": "billing", "files": 25}], "files_to_look_at": [row, {**row, "path": "b.csv"}]}
+    assert files_summary(data) == ("25 files count (25 billing); 27 files to look at (2 with a warning among the first 2); "
+                                   "250.00 CNY in quarantined rows is in no figure; nor are the quarantined rows of 2 files "
+                                   "whose currency is not known.")
+    table = _md_table(data["files_to_look_at"], FILE_COLUMNS)
+    assert "| a.csv | warning; an earlier version counts | 1 | 0 | 700.00 (currency not known) | currency 'X\\\\r\\# PWNED' is not" in table
+    assert "\r" not in table

@@ -470,3 +470,44 @@ def test_a_spacer_row_a_merged_id_runs_through_is_no_line_and_a_duration_reads_a
     from connectors._spreadsheet import _cell_text
 
     assert _cell_text(timedelta(hours=36), ".") == "36:00:00" and _cell_text(timedelta(minutes=-90), ".") == "-1:30:00"
+
+
+# What a third review found.
+
+def rewrite_sheet(path, edit):
+    """The workbook with its first sheet's XML passed through `edit` (text → text), as another
+    program than xlsxwriter might have written it."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as source:
+        members = {name: source.read(name) for name in source.namelist()}
+    members["xl/worksheets/sheet1.xml"] = edit(members["xl/worksheets/sheet1.xml"].decode()).encode()
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, data in members.items():
+            out.writestr(name, data)
+    return path
+
+
+def test_an_error_cell_heading_a_merged_range_reaches_every_row_of_it(tmp_path):
+    rows = [HEADER.split(",")] + [cells(f"ins-{n}", SEPT_1, 100.0) for n in range(3)]
+    rows[1][14] = ("=VLOOKUP(1,A1:A2,2,0)", "#N/A")
+    for row in rows[2:]:
+        row[14] = None
+    path = workbook(tmp_path / "账单.xlsx", {"S": rows})
+    path = rewrite_sheet(path, lambda xml: xml.replace("</sheetData>", "</sheetData><mergeCells count=\"1\"><mergeCell ref=\"O2:O4\"/></mergeCells>"))
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert loaded == [] and [q["reason"] for q in ctx.quarantined] == ["currency '#N/A' is not an ISO 4217 code"] * 3
+
+
+def test_a_stale_extent_hides_no_stray_cell_and_error_cells_are_found_in_either_quote(tmp_path):
+    rows = [HEADER.split(","), cells("ins-a", SEPT_1, 1.0)] + [[] for _ in range(698)] + [[None] * 16383 + ["x"]]
+    stale = rewrite_sheet(workbook(tmp_path / "stale.xlsx", {"S": rows}),
+                          lambda xml: xml.replace('<dimension ref="A1:XFD701"/>', '<dimension ref="A1:O2"/>'))
+    assert "sheet 'S' spans A1:XFD701, 11,485,184 cells" in detect(stale).reason
+    row = cells("ins-a", SEPT_1, 50.0)
+    row[14] = ("=VLOOKUP(1,A1:A2,2,0)", "#N/A")
+    quoted = rewrite_sheet(workbook(tmp_path / "quoted.xlsx", {"S": [HEADER.split(","), row]}),
+                           lambda xml: xml.replace('t="e"', "t='e'"))
+    ctx = read_context(quoted.name)
+    assert list(detect(quoted).connector.read(quoted, ctx)) == [] and ctx.quarantined[0]["reason"] == "currency '#N/A' is not an ISO 4217 code"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
+from connectors.base import printable
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from models.tco import FLEET
 from pipelines.analysis import tco
@@ -124,25 +125,43 @@ def files_summary(data: dict) -> str:
         return text + "; every file read counts whole."
     concerns: dict[str, int] = {}
     for r in listed:
-        concerns[r["concern"]] = concerns.get(r["concern"], 0) + 1
+        label = CONCERNS.get(r["concern"], r["concern"])
+        concerns[label] = concerns.get(label, 0) + 1
     shown = len(listed)
     more = listed[0]["files_to_look_at"] - shown
     text += f"; {plural(listed[0]['files_to_look_at'], 'file')} to look at (" + ", ".join(
         f"{n} {c}" for c, n in sorted(concerns.items())) + (f" among the first {shown}" if more > 0 else "") + ")"
-    set_aside = money_set_aside(listed)
-    if set_aside:
-        text += f"; {set_aside} in quarantined rows is in no figure"
+    known, unknown = money_set_aside(listed)
+    if known:
+        text += f"; {' and '.join(known)} in quarantined rows {'is' if len(known) == 1 else 'are'} in no figure"
+    if unknown:
+        files = plural(unknown, "file")
+        text += (f"; nor are the quarantined rows of {files} whose currency is not known" if known
+                 else f"; the quarantined rows of {files}, whose currency is not known, are in no figure")
     return text + "."
 
 
-def money_set_aside(listed: list[dict]) -> str:
-    by_currency: dict[str, Decimal] = {}
-    for r in listed:
-        if r["money_set_aside"]:
-            key = r["currency"] or "in the files' currencies"
-            by_currency[key] = by_currency.get(key, Decimal(0)) + r["money_set_aside"]
-    return " and ".join(money(amount, currency) if len(currency) == 3 else f"{number(amount, 2)} {currency}"
-                        for currency, amount in sorted(by_currency.items()))
+# How the section counts each concern: "2 with a warning", "1 failed".
+CONCERNS = {"warning": "with a warning", "quarantined": "wholly quarantined"}
+
+
+def money_set_aside(listed: list[dict]) -> tuple[list[str], int]:
+    """The money quarantined rows hold, by currency, over every file to look at (not only those
+    listed), and how many files hold such money in a currency not known: added to nothing."""
+    totals = (listed[0].get("set_aside_totals") if listed else None) or []
+    return ([money(t["amount"], t["currency"]) for t in totals if t["currency"]],
+            sum(t["files"] for t in totals if not t["currency"]))
+
+
+def set_aside_cell(r: dict) -> str:
+    if not r["money_set_aside"]:
+        return ""
+    return money(r["money_set_aside"], r["currency"]) if r["currency"] else f"{money(r['money_set_aside'], '')} (currency not known)"
+
+
+def status_cell(r: dict) -> str:
+    concern = _cell(r["concern"])
+    return concern + ("; an earlier version counts" if r.get("earlier_version_counts") else "")
 
 
 def _short(text, limit: int = 240) -> str:
@@ -261,7 +280,7 @@ MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|#"})
 
 def _md_escape(value) -> str:
     """Data as literal Markdown text: no table breaks, links, emphasis or HTML from a value."""
-    return _cell(value).translate(MD_SPECIAL).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+    return _cell(value).translate(MD_SPECIAL).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
 
 
 @dataclass(frozen=True)
@@ -366,12 +385,11 @@ SUPPRESSED_COLUMNS = [
 
 FILE_COLUMNS = [
     Column("File", lambda r: _cell(r["path"])),
-    Column("Status", lambda r: _cell(r["concern"])),
+    Column("Status", status_cell),
     Column("Rows loaded", lambda r: f"{r['rows_loaded']:,}", True),
     Column("Rows quarantined", lambda r: f"{r['rows_quarantined']:,}", True),
-    Column("Money set aside", lambda r: (money(r["money_set_aside"], r["currency"]) if r["currency"]
-                                         else number(r["money_set_aside"], 2)) if r["money_set_aside"] else "", True),
-    Column("What to know", lambda r: _short(r["what"])),
+    Column("Money set aside", set_aside_cell, True),
+    Column("What to know", lambda r: _short(printable(r["what"] or ""))),
 ]
 
 

@@ -4,7 +4,9 @@
 -- (it counts once its parts arrive), a file whose every row or some rows were quarantined (their
 -- money, as the file states it, is not in the figures), and a file that loaded with a warning (an
 -- invoice whose lines do not reach its total row). Money set aside is in the currency the file's
--- loaded lines bill in, where they bill in one.
+-- loaded lines bill in, where they bill in one; otherwise its currency is not known, and it is
+-- added to no other file's. The totals by currency are over every file to look at, not only the
+-- $limit listed.
 WITH newest AS (
     SELECT * FROM raw.files WHERE status <> 'manifest'
     QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC, status = 'loaded' DESC) = 1
@@ -24,6 +26,15 @@ currencies AS (
     FROM raw.cost_lines AS c SEMI JOIN to_look_at AS t ON t.path = c.x_SourceFile AND t.sha256 = c.x_SourceSha256
     GROUP BY ALL
 ),
+set_aside AS (
+    SELECT t.path, t.quarantined_total AS amount, CASE WHEN c.currencies = 1 THEN c.currency END AS currency
+    FROM to_look_at AS t LEFT JOIN currencies AS c USING (path, sha256)
+    WHERE t.quarantined_total <> 0
+),
+totals AS (
+    SELECT list({'currency': currency, 'amount': amount, 'files': files} ORDER BY currency NULLS LAST) AS set_aside_totals
+    FROM (SELECT currency, sum(amount) AS amount, count(*) AS files FROM set_aside GROUP BY currency)
+),
 reasons AS (
     SELECT q.x_SourceFile AS path, q.x_SourceSha256 AS sha256, min(q.reason) AS first_reason
     FROM raw.quarantine AS q SEMI JOIN to_look_at AS t ON t.path = q.x_SourceFile AND t.sha256 = q.x_SourceSha256
@@ -37,9 +48,14 @@ SELECT t.path, t.kind, t.connector, t.status, t.concern, t.rows_loaded, t.rows_q
                 concat_ws('; ', substr(t.detail, nullif(strpos(t.detail, '; warning: '), 0) + 11),
                           'quarantined, e.g. ' || r.first_reason)
             ELSE t.detail END AS what,
-       count(*) OVER () AS files_to_look_at
+       -- A newer version that failed, beside an earlier one whose lines still count.
+       t.status <> 'loaded' AND EXISTS (SELECT 1 FROM raw.files AS e
+                                         WHERE e.path = t.path AND e.sha256 <> t.sha256 AND e.status = 'loaded') AS earlier_version_counts,
+       count(*) OVER () AS files_to_look_at,
+       totals.set_aside_totals
 FROM to_look_at AS t
 LEFT JOIN currencies AS c USING (path, sha256)
 LEFT JOIN reasons AS r USING (path, sha256)
+CROSS JOIN totals
 ORDER BY t.kind = 'billing' DESC NULLS LAST, abs(t.quarantined_total) DESC NULLS LAST, t.status = 'loaded', t.path
 LIMIT $limit
