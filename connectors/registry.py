@@ -148,15 +148,23 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
 
 
 def archive_reason(path: Path, head: bytes) -> str | None:
-    """Why a `.zip` file is read by no connector, where its being an archive is why."""
-    if not path.name.lower().endswith(".zip") or not head.startswith(ZIP_MAGIC):
+    """Why a `.zip` file is read by no connector, where its being an archive is why. `head` is its
+    first bytes as read: the one file's, decompressed, where it holds one."""
+    if not path.name.lower().endswith(".zip"):
         return None
+    with open(path, "rb") as fh:
+        if fh.read(4) != ZIP_MAGIC:
+            return None
     members = zip_members(path)
     if members is None:
         return "a .zip file that cannot be opened as an archive (cut short while syncing?)"
+    if "xl/workbook.xml" in members:
+        return "an Excel workbook named .zip: rename it .xlsx"
     if len(members) > 1:
         return f"a zip archive of {len(members)} files: unzip it into the landing folder, or zip one file per archive"
-    return None
+    inner = {ZIP_MAGIC: "an Excel workbook or another archive", b"PAR1": "a Parquet file", b"\x1f\x8b": "a gzip file"}
+    what = next((name for magic, name in inner.items() if head.startswith(magic)), None)
+    return f"a zip archive of {what} ({printable(members[0])}): unzip it into the landing folder" if what else None
 
 
 def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:

@@ -156,3 +156,19 @@ def smi_minutes_text() -> str:
     from datetime import UTC, datetime
 
     return smi_minutes(datetime(2026, 10, 1, tzinfo=UTC), 30, 2, lambda m, g: 50, "GPU-z-")
+
+
+def test_a_zip_of_a_workbook_parquet_or_gzip_and_a_workbook_named_zip_say_what_to_do(tmp_path):
+    import gzip
+
+    from tests.test_invoice_layouts import HEADER, SEPT_1, cells, workbook
+
+    book = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), cells("ins-a", SEPT_1, 1.0)]})
+    renamed = tmp_path / "账单.zip"
+    renamed.write_bytes(book.read_bytes())
+    assert detect(renamed).reason == "an Excel workbook named .zip: rename it .xlsx"
+    zipped_book = zipped(tmp_path / "book.xlsx.zip", {"账单.xlsx": book.read_bytes()})
+    assert detect(zipped_book).reason == ("a zip archive of an Excel workbook or another archive (账单.xlsx): unzip it "
+                                         "into the landing folder")
+    zipped_gzip = zipped(tmp_path / "cur.csv.gz.zip", {"cur.csv.gz": gzip.compress(sample(CUR).read_bytes())})
+    assert detect(zipped_gzip).reason == "a zip archive of a gzip file (cur.csv.gz): unzip it into the landing folder"
