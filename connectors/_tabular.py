@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from connectors.base import DECOMPRESSION_ERRORS, GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip, zip_members
+from connectors.base import DECOMPRESSION_ERRORS, GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
@@ -42,20 +42,25 @@ def physical_lines(text: str) -> list[str]:
 HEADER_SEARCH_LINES = 30
 
 
+def first_lines_fields(head: bytes, delimiter: str = ",", max_lines: int = HEADER_SEARCH_LINES) -> list[set[str]]:
+    """The stripped fields of each of the file's first `max_lines` lines (a line the CSV reader
+    cannot split has none): where a header is looked for, below a title or not."""
+    found = []
+    for raw in physical_lines(head.decode("utf-8-sig", errors="replace"))[:max_lines]:
+        try:
+            found.append({f.strip() for f in next(csv.reader(io.StringIO(raw), delimiter=delimiter), [])})
+        except csv.Error:
+            found.append(set())
+    return found
+
+
 def find_header_line(head: bytes, wanted, delimiter: str = ",", max_lines: int = HEADER_SEARCH_LINES) -> int | None:
     """The line (1: the first) of the first of the file's first `max_lines` lines that names every
     column in `wanted`: the header of a file whose export puts a title, an account or a period
     above it. None when no such line is there."""
     wanted = set(wanted)
-    lines = physical_lines(head.decode("utf-8-sig", errors="replace"))
-    for number, raw in enumerate(lines[:max_lines], 1):
-        try:
-            fields = next(csv.reader(io.StringIO(raw), delimiter=delimiter), [])
-        except csv.Error:
-            continue
-        if wanted <= {f.strip() for f in fields}:
-            return number
-    return None
+    return next((number for number, fields in enumerate(first_lines_fields(head, delimiter, max_lines), 1)
+                 if wanted <= fields), None)
 
 
 # A header as long as this is no header: a CUR's header with hundreds of tag columns is some 100 KiB.
@@ -83,7 +88,7 @@ def _input_stream(path: Path):
         magic = fh.read(4)
     if magic[:2] == GZIP_MAGIC:
         return pa.CompressedInputStream(pa.OSFile(str(path)), "gzip")
-    if magic == ZIP_MAGIC and len(zip_members(path) or []) == 1:
+    if magic == ZIP_MAGIC:  # open_maybe_gzip decides: the one file of a .zip, else the bytes
         return pa.PythonFile(open_maybe_gzip(path), mode="r")
     return pa.OSFile(str(path))
 

@@ -81,8 +81,7 @@ def read_whole(path: Path, source_file: str) -> bytes:
         with open_maybe_gzip(path) as fh:
             return fh.read()
     except DECOMPRESSION_ERRORS as exc:
-        raise ConnectorError(source_file, f"compressed file cut short or damaged ({type(exc).__name__}: {exc}): "
-                             "a partial file is refused whole") from exc
+        raise _damaged(source_file, exc) from exc
 
 
 def text_lines(fh, count: int, source_file: str) -> list[str]:
@@ -91,8 +90,12 @@ def text_lines(fh, count: int, source_file: str) -> list[str]:
     try:
         return list(islice(fh, count))
     except DECOMPRESSION_ERRORS as exc:
-        raise ConnectorError(source_file, f"compressed file cut short or damaged ({type(exc).__name__}: {exc}): "
-                             "a partial file is refused whole") from exc
+        raise _damaged(source_file, exc) from exc
+
+
+def _damaged(source_file: str, exc: BaseException) -> "ConnectorError":
+    return ConnectorError(source_file, f"compressed file cut short or damaged ({type(exc).__name__}: {exc}): "
+                          "a partial file is refused whole")
 
 
 # Characters that must not reach a terminal or a log raw: controls (ESC starts terminal escape

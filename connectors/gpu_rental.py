@@ -19,14 +19,13 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 from connectors.kit import (
-    HEADER_SEARCH_LINES,
     ROW_NUMBER,
     cell_reason,
     failed,
     short_value,
     find_header_line,
+    first_lines_fields,
     first_reason,
-    header_fields,
     parse_decimal,
     read_head,
     parse_utc,
@@ -111,13 +110,8 @@ class GpuRentalConnector(Connector):
         text = self._head_text(head)
         if text is None:
             return None
-        missing = None
-        for line in range(1, HEADER_SEARCH_LINES + 1):
-            names = set(header_fields(text, self.mapping.delimiter, line))
-            lacks = [c for c in self.required if c not in names]
-            if missing is None or len(lacks) < len(missing):
-                missing = lacks
-        return missing
+        lacking = [[c for c in self.required if c not in names] for names in first_lines_fields(text, self.mapping.delimiter)]
+        return min(lacking, key=len, default=list(self.required))
 
     def col(self, field: str) -> pl.Expr:
         """A canonical field's text after defaults: the file's cell, else the mapping's default."""
