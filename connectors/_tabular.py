@@ -289,6 +289,15 @@ def _records(lines: CompleteLines, encoding: str, delimiter: str, source_file: s
         first = reader.line_num + 1
 
 
+def _is_header(lines: "CompleteLines", names: list[str], encoding: str, delimiter: str) -> bool:
+    """Whether what follows the file's last newline, read to its end, is the header line itself."""
+    try:
+        fields = next(csv.reader([lines.tail.decode(encoding, errors="replace")], delimiter=delimiter), [])
+    except csv.Error:
+        return False
+    return not lines.stream_cut and [f.strip().lstrip("\ufeff") for f in fields] == names
+
+
 def _python_frames(path: Path, source_file: str, names: list[str], null_values: Sequence[str], delimiter: str,
                    encoding: str, on_truncated: Callable[[TruncatedTail], None] | None, skip: int,
                    ctx: ReadContext | None, connector: str | None, header_line: int = 1) -> Iterator[pl.DataFrame]:
@@ -350,17 +359,21 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
     records = _records(lines, encoding, delimiter, source_file)
     try:
         if header_line == 1:
-            next(records, None)  # the header, read already
+            header_passed = next(records, None) is not None  # the header, read already
         else:
             # The lines above the header are passed by finding the header itself: Arrow and the
             # header's search count lines at every \r or \n, this reader's records at \n and across
             # quoted values, so a count could start below the header and lose lines unseen.
+            header_passed = False
             for _, fields, _ in records:
                 if [f.strip().lstrip("\ufeff") for f in fields] == names:
+                    header_passed = True
                     break
-            else:
-                raise ConnectorError(source_file, f"the header found at line {header_line} is not there reading the "
-                                     "file record by record (a quote opened above it and never closed?)", line=header_line)
+        if not header_passed and _is_header(lines, names, encoding, delimiter):
+            return  # the file is its header without a newline: no rows (not the header read as one)
+        if not header_passed and header_line != 1:
+            raise ConnectorError(source_file, f"the header found at line {header_line} is not there reading the "
+                                 "file record by record (a quote opened above it and never closed?)", line=header_line)
         last = None
         for record in records:
             if last is not None and last[1]:  # an empty line is no row (Arrow skips them too)

@@ -185,6 +185,34 @@ def test_a_last_row_whole_but_for_its_newline_loads(tmp_path):
     assert len(rows) == 3 and ctx.warnings
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_an_export_of_its_header_alone_without_a_newline_has_no_rows(tmp_path, compress):
+    """An empty month's export is often its header with no newline after it. That line is the
+    header, not a row: before, it was read as one and quarantined, so the file showed damage."""
+    from connectors.nvidia_smi import NvidiaSmiConnector
+    from tests.conftest import SMI_HEADER
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name, text in (("cur.csv", HEADER), ("smi.csv", SMI_HEADER + "\n")):
+        data = text.rstrip("\n").encode()
+        (landing / (name + (".gz" if compress else ""))).write_bytes(gzip.compress(data) if compress else data)
+    rows, ctx = read(landing / ("cur.csv.gz" if compress else "cur.csv"))
+    assert (rows, ctx.quarantined, ctx.warnings) == ([], [], [])
+    smi = landing / ("smi.csv.gz" if compress else "smi.csv")
+    ctx = read_context("smi.csv")
+    assert sum(b.num_rows for b in NvidiaSmiConnector().read(smi, ctx)) == 0 and ctx.quarantined == []
+    conn = connect(tmp_path / "wh.duckdb")
+    outcomes = ingest_landing(conn, landing).outcomes
+    assert sorted((o.path.split(".")[0], o.status, o.rows_loaded, o.rows_quarantined) for o in outcomes) == [
+        ("cur", "loaded", 0, 0), ("smi", "loaded", 0, 0)]
+    assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine") == [(0,)]
+    titled = tmp_path / "titled.csv"  # an invoice's header below its title (the mapping connector's reading)
+    titled.write_text("Usage report for September\n" + HEADER.rstrip("\n"))
+    ctx = read_context("titled.csv")
+    assert list(tabular.stream_csv_as_strings(titled, "titled.csv", ctx=ctx, connector="x", header_line=2)) == []
+    assert ctx.quarantined == []
+
+
 @pytest.mark.parametrize("fraction", [0.3, 0.6, 0.9])
 def test_a_gzip_billing_file_that_ends_early_is_refused_naming_the_line(tmp_path, fraction):
     data = cur_rows(40_000).encode()
