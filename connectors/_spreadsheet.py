@@ -125,6 +125,7 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
             if (too_large := oversized(path, parts.get(name))) is not None:
                 raise ConnectorError(source_file, f"sheet {printable(name)!r} {too_large}")
         book = _calamine().CalamineWorkbook.from_path(str(path))
+        computed_by_excel = left_to_excel(path)
     except ConnectorError:
         raise
     except Exception as exc:  # noqa: BLE001 - see find_workbook_headers
@@ -139,7 +140,7 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
                 # start); merged ranges and cell references count from A1.
                 first_column = (sheet.start or (0, 0))[1]
                 merges = _Merges(sheet.merged_cell_ranges or [], first_column)
-                errors = _error_cells(path, part, first_column) if part else {}
+                errors = _cells_as_written(path, part, first_column, computed_by_excel) if part else {}
                 rows = enumerate(sheet.iter_rows())
                 header = None
                 for index, row in rows:
@@ -159,7 +160,7 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
             numbers: list[int] = []
             for index, row in _named_rows(rows, source_file, name):
                 number += 1
-                if index in errors:  # `#N/A`: read as written, never as empty (a merged range's too)
+                if index in errors:  # `#N/A`, a formula not computed: never read as empty (a merged range's too)
                     row = list(row)
                     for column, error in errors[index].items():
                         if column < len(row):
@@ -285,6 +286,7 @@ class SheetScan:
     first_row: int
     first_column: int
     has_errors: bool
+    has_formulas: bool = False
 
     @property
     def cells(self) -> int:
@@ -296,6 +298,7 @@ class SheetScan:
 _REF = {width: re.compile(rb"""\sr=["']([A-Z]{%d})(\d+)["']""" % width) for width in (3, 2, 1)}
 _ROW = re.compile(rb"""<(?:\w+:)?row\b[^>]*?\sr=["'](\d+)["']""")
 _ERROR = re.compile(rb"""\st=["']e["']""")
+_FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
 _OVERLAP = 64  # bytes carried from one chunk to the next: no attribute is cut unseen
 
 
@@ -305,10 +308,12 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
             first_row = first_column = None
             last_row = last_column = 0
-            has_errors, carry = False, b""
+            has_errors = has_formulas = False
+            carry = b""
             while chunk := fh.read(1 << 20):
                 text = carry + chunk
                 has_errors = has_errors or _ERROR.search(text) is not None
+                has_formulas = has_formulas or _FORMULA.search(text) is not None
                 rows = [int(r) for r in _ROW.findall(text)]
                 for width, pattern in _REF.items():  # same-width letters compare as numbers do
                     if refs := pattern.findall(text):
@@ -320,7 +325,7 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
                 carry = text[-_OVERLAP:]
     except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError):
         return None
-    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors)
+    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors, has_formulas)
 
 
 def scan_part(path: Path, part: str | None) -> SheetScan | None:
@@ -348,28 +353,66 @@ def _column_letters(number: int) -> str:
     return letters
 
 
-def _error_cells(path: Path, part: str, first_column: int) -> dict[int, dict[int, str]]:
-    """The sheet's error cells (`#N/A`, `#DIV/0!`), by row and column as the rows are read: calamine
-    reads them as empty, and an empty cell takes the mapping's default. Most sheets have none, and
-    the scan says so before any parse."""
+def left_to_excel(path: Path) -> bool:
+    """Whether the workbook asks Excel to compute every formula when it opens it (`fullCalcOnLoad`),
+    as the libraries that write workbooks without computing do: a formula's stored 0 is then no result."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+    except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError):
+        return False
+    calc = book.find(f"{_MAIN}calcPr")
+    return calc is not None and calc.get("fullCalcOnLoad") in ("1", "true")
+
+
+def _not_computed(formula: str | None) -> str:
+    """What an uncomputed formula cell reads as: like an error cell, no number and no text a
+    mapping's default stands in for, naming the formula (`#NOT COMPUTED: =A2*B2`)."""
+    return f"#NOT COMPUTED: ={formula}" if formula else "#NOT COMPUTED"
+
+
+def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: bool) -> dict[int, dict[int, str]]:
+    """The cells calamine misreads, by row and column as the rows are read, with what they are:
+    - error cells (`#N/A`, `#DIV/0!`), which calamine reads as empty (and an empty cell takes the
+      mapping's default);
+    - formulas without a computed result, which calamine reads as empty or 0 (a workbook written by
+      a library leaves them to Excel): a line's amount would load as nothing or as 0. A formula
+      storing no result (no `<v>`), or a numeric 0 in a workbook `left_to_excel`, reads
+      `#NOT COMPUTED`, so its line is quarantined naming it. Any other stored result is taken as
+      written (a text formula's empty result too).
+    Most sheets have neither, and the scan says so before any parse."""
     scan = scan_part(path, part)
-    if scan is None or not scan.has_errors:
+    if scan is None or not (scan.has_errors or scan.has_formulas):
         return {}
-    errors: dict[int, dict[int, str]] = {}
+    cells: dict[int, dict[int, str]] = {}
     try:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
             for _, element in ElementTree.iterparse(fh):
                 if element.tag == f"{_MAIN}c":
-                    if element.get("t") == "e" and (found := _CELL.fullmatch(element.get("r") or "")):
-                        value = element.find(f"{_MAIN}v")
+                    value, formula = element.find(f"{_MAIN}v"), element.find(f"{_MAIN}f")
+                    stored = value.text if value is not None else None
+                    text = None
+                    if element.get("t") == "e":
+                        text = stored or "#ERROR"
+                    elif formula is not None and (value is None or (left_to_excel and element.get("t") in (None, "n")
+                                                                    and _is_zero(stored or ""))):
+                        text = _not_computed(formula.text)
+                    if text is not None and (found := _CELL.fullmatch(element.get("r") or "")):
                         row, column = int(found.group(2)) - 1, _column_number(found.group(1)) - 1 - first_column
-                        errors.setdefault(row, {})[column] = (value.text if value is not None else None) or "#ERROR"
+                        cells.setdefault(row, {})[column] = text
                     element.clear()
                 elif element.tag == f"{_MAIN}row":
                     element.clear()  # its cells are read: keep no row of a large sheet
     except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, NotImplementedError):
         return {}
-    return errors
+    return cells
+
+
+def _is_zero(text: str) -> bool:
+    try:
+        return float(text) == 0
+    except ValueError:
+        return False
 
 
 def _column_names(header: list[str], source_file: str, sheet: str, header_row: int) -> list[str]:

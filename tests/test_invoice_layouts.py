@@ -511,3 +511,49 @@ def test_a_stale_extent_hides_no_stray_cell_and_error_cells_are_found_in_either_
                            lambda xml: xml.replace('t="e"', "t='e'"))
     ctx = read_context(quoted.name)
     assert list(detect(quoted).connector.read(quoted, ctx)) == [] and ctx.quarantined[0]["reason"] == "currency '#N/A' is not an ISO 4217 code"
+
+
+def rewrite_part(path, part, edit):
+    import zipfile
+
+    with zipfile.ZipFile(path) as source:
+        members = {name: source.read(name) for name in source.namelist()}
+    members[part] = edit(members[part].decode()).encode()
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for name, data in members.items():
+            out.writestr(name, data)
+    return path
+
+
+def test_a_formula_the_workbook_never_computed_is_quarantined_not_read_as_zero(tmp_path):
+    """A program that writes workbooks without computing them (xlsxwriter, openpyxl, many console
+    exports) stores a formula's result as 0, or stores none, and asks Excel to compute it on
+    opening (`fullCalcOnLoad`). calamine reads the stored 0: the line's money loaded as nothing.
+    Such a line is quarantined naming its formula; a result that was stored is taken as it is."""
+    def sheet(first_amount):
+        return {"S": [HEADER.split(","), cells("ins-a", SEPT_1, first_amount), cells("ins-b", SEPT_1, 100.0),
+                      cells("ins-c", SEPT_1, ("=8*24*1.85", 355.2)), ["合计"] + [None] * 12 + [("=SUM(N2:N4)", 0)]]}
+
+    uncomputed = workbook(tmp_path / "library.xlsx", sheet(("=8*24*1.85", 0)))
+    ctx = read_context(uncomputed.name)
+    loaded = pa.Table.from_batches(list(detect(uncomputed).connector.read(uncomputed, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-b", Decimal("100")), ("ins-c", Decimal("355.2"))]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [
+        (1, "amount '#NOT COMPUTED: =8*24*1.85' is not a number")]
+    assert ctx.warnings == ["the total row (row 4 under the header): amount '#NOT COMPUTED: =SUM(N2:N4)' is not a number, "
+                            "so the file's lines are not checked against what it states"]
+
+    # openpyxl's way: the formula with no stored result at all; Excel's own files are not asked to recompute.
+    no_result = rewrite_sheet(workbook(tmp_path / "openpyxl.xlsx", sheet(("=8*24*1.85", 0))),
+                              lambda xml: xml.replace("<f>8*24*1.85</f><v>0</v>", "<f>8*24*1.85</f>"))
+    no_result = rewrite_part(no_result, "xl/workbook.xml", lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
+    ctx = read_context(no_result.name)
+    loaded = pa.Table.from_batches(list(detect(no_result).connector.read(no_result, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-b", "ins-c"]
+    assert [q["reason"] for q in ctx.quarantined] == ["amount '#NOT COMPUTED: =8*24*1.85' is not a number"]
+
+    saved_by_excel = rewrite_part(workbook(tmp_path / "excel.xlsx", sheet(("=0*1.85", 0))), "xl/workbook.xml",
+                                  lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
+    ctx = read_context(saved_by_excel.name)
+    loaded = pa.Table.from_batches(list(detect(saved_by_excel).connector.read(saved_by_excel, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"]) for r in loaded][0] == ("ins-a", Decimal("0")) and not ctx.quarantined
