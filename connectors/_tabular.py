@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from connectors.base import DECOMPRESSION_ERRORS, GZIP_MAGIC, ZIP_MAGIC, ConnectorError, ReadContext, open_maybe_gzip
+from models.currencies import ISO4217
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
@@ -685,17 +686,27 @@ def failed(column: str, parsed: pl.Expr) -> pl.Expr:
 
 
 def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, connector: str,
-                   raw_columns: Sequence[str], amount: pl.Expr | None = None) -> pl.DataFrame:
+                   raw_columns: Sequence[str], amount: pl.Expr | None = None,
+                   currency: pl.Expr | None = None) -> pl.DataFrame:
     """Send rows with a non-null `reason` to the quarantine; return the accepted rows.
 
     `amount` (billing files) is the row's money as the source states it: its total over all rows
-    and over the rejected ones is added to the context, for the reconciliation check.
+    and over the rejected ones is added to the context, for the reconciliation check. `currency`
+    is the row's currency as the source states it: the rejected money is declared by currency
+    (an ISO 4217 code, or not known), so it is never added across currencies.
     """
     frame = frame.with_columns(_reasons(frame, reason))
     rejected = frame.filter(pl.col("__reason").is_not_null())
     if amount is not None:
-        totals = frame.select(amount.sum().alias("all"), amount.filter(pl.col("__reason").is_not_null()).sum().alias("bad"))
-        ctx.declare_money(str(totals.item(0, "all") or 0), str(totals.item(0, "bad") or 0))
+        stated = frame.select(amount.sum()).item()
+        ctx.declare_money(str(stated or 0))
+        if rejected.height:
+            code = currency.str.strip_chars().str.to_uppercase() if currency is not None else pl.lit(None, pl.String)
+            by_currency = (frame.filter(pl.col("__reason").is_not_null())
+                           .select(pl.when(code.is_in(ISO4217)).then(code).alias("currency"), amount.alias("amount"))
+                           .group_by("currency").agg(pl.col("amount").sum()).sort("currency", nulls_last=True))
+            for code_of, money in by_currency.iter_rows():
+                ctx.declare_money(0, str(money or 0), code_of)
     for row in rejected.select(ROW_NUMBER, "__reason", *(c for c in raw_columns if c in rejected.columns)).iter_rows(named=True):
         record = {c: row[c] for c in raw_columns if c in row}
         ctx.quarantine(connector, row[ROW_NUMBER], row["__reason"], record)

@@ -116,7 +116,8 @@ class AwsCurConnector(Connector):
                  pl.format("lineItem/CurrencyCode '{}' is not an ISO 4217 code", currency.fill_null(""))),
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"])
+            accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"],
+                                      currency=pl.col("line_item_currency_code") if "line_item_currency_code" in frame.columns else None)
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, money, start, end), self.schema, self.name, ctx)
 

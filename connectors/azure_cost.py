@@ -242,7 +242,8 @@ class AzureCostConnector(Connector):
                 (~pl.col("__currency").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", pl.col("__currency").fill_null(""))),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"),
+                                      currency=pl.col("__currency"))
             if not accepted.height:
                 continue
             charge_type = get("charge_type").fill_null("Usage")

@@ -156,19 +156,28 @@ class ReadContext:
     # part of it on rows sent to quarantine, so loaded + quarantined = source can be checked.
     source_total: Decimal = Decimal(0)
     quarantined_total: Decimal = Decimal(0)
+    # The quarantined money by the currency its rows state (None: not stated, or not an ISO code), so
+    # a report can say 100 USD and 700 CNY rather than 800. Sums to `quarantined_total`.
+    quarantined_by_currency: dict[str | None, Decimal] = field(default_factory=dict)
     # Things the user should know about a file that still loaded (a truncated tail), for its detail.
     warnings: list[str] = field(default_factory=list)
 
-    def declare_money(self, stated: Decimal | int | str, quarantined: Decimal | int | str = 0) -> None:
+    def declare_money(self, stated: Decimal | int | str, quarantined: Decimal | int | str = 0,
+                      currency: str | None = None) -> None:
         """Billing files: add money the file states (its own cost column, on rows read so far) to
-        `source_total`, and the part of it on rows sent to quarantine to `quarantined_total`.
+        `source_total`, and the part of it on rows sent to quarantine to `quarantined_total`, in
+        `currency` where the rows state one (an ISO 4217 code; None where not known).
         Amounts are exact decimals (a float is refused: it is not the money the file states).
-        `split_rejected(..., amount=...)` does this for a frame; call this for money read otherwise."""
+        `split_rejected(..., amount=..., currency=...)` does this for a frame; call this for money
+        read otherwise."""
         for value in (stated, quarantined):
             if isinstance(value, float):
                 raise TypeError("money is declared as a Decimal (or int or text), never a float")
         self.source_total = MONEY_CONTEXT.add(self.source_total, Decimal(stated))
         self.quarantined_total = MONEY_CONTEXT.add(self.quarantined_total, Decimal(quarantined))
+        if Decimal(quarantined) != 0:
+            held = self.quarantined_by_currency.get(currency, Decimal(0))
+            self.quarantined_by_currency[currency] = MONEY_CONTEXT.add(held, Decimal(quarantined))
 
     def warn(self, message: str) -> None:
         self.warnings.append(printable(message))

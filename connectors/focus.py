@@ -125,7 +125,8 @@ class FocusConnector(Connector):
             "ChargePeriodEnd is before ChargePeriodStart",
         ))
 
-        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, source_columns, amount=parsed["BilledCost"])
+        accepted = split_rejected(frame, first_reason(checks), ctx, self.name, source_columns, amount=parsed["BilledCost"],
+                                  currency=parsed["BillingCurrency"])
         extra_json = pl.struct(extras).struct.json_encode() if extras else pl.lit(None, dtype=pl.String)
         return accepted.select(
             *(expr.alias(name) for name, expr in parsed.items()),

@@ -178,7 +178,8 @@ class GcpBillingConnector(Connector):
                 (pl.col("__credits").is_null() & (pl.col("credits").is_not_null() if "credits" in frame.columns else pl.lit(False)),
                  "credits is not a list of credits"),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"),
+                                      currency=pl.col("currency"))
             if not accepted.height:
                 continue
             # Labels are not money: a line whose labels cannot be read loads without Tags, with a warning.

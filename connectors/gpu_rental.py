@@ -263,7 +263,8 @@ class GpuRentalConnector(Connector):
                 *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
             ])
             totals.add_lines(frame["__amount"])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"),
+                                      currency=self._currency())
             rejected_here += frame.height - accepted.height
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, timezone), self.schema, self.name, ctx)

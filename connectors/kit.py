@@ -90,7 +90,8 @@ from models.focus import FOCUS_COLUMNS
 from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
-API_VERSION = "1.3"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum, workbooks
+API_VERSION = "1.4"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum, workbooks;
+# 1.4: split_rejected(currency=), declare_money(currency=)
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER

@@ -85,7 +85,8 @@ class OciCostConnector(Connector):
                 (~get("cost/currencyCode").is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", get("cost/currencyCode").fill_null(""))),
             ])
-            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"))
+            accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__cost"),
+                                      currency=get("cost/currencyCode"))
             if not accepted.height:
                 continue
             tag_columns = [c for c in accepted.columns if c.startswith("tags/")]

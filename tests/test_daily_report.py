@@ -415,9 +415,10 @@ def test_the_report_names_the_files_to_look_at_and_the_money_set_aside(tmp_path)
     assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4)).success
     folder = tmp_path / "reports" / "2026-09-04"
     machine = json.loads((folder / "report.json").read_text())
-    assert [(f["path"], f["concern"], f["rows_loaded"], f["rows_quarantined"], f["money_set_aside"], f["currency"])
+    assert [(f["path"], f["concern"], f["rows_loaded"], f["rows_quarantined"], f["set_aside"])
             for f in machine["files_to_look_at"]] == [
-        ("账单.csv", "partly quarantined", 2, 1, "1.8500000000", "CNY"), ("notes.txt", "unrecognized", 0, 0, None, None)]
+        ("账单.csv", "partly quarantined", 2, 1, [{"currency": "CNY", "amount": "1.8500000000"}]),
+        ("notes.txt", "unrecognized", 0, 0, None)]
     assert machine["files_to_look_at"][0]["what"].startswith("the total row (row 4 under the header) states 400.00")
     summary = ("1 file counts (1 billing); 2 files to look at (1 partly quarantined, 1 unrecognized); 1.85 CNY in "
                "quarantined rows is in no figure.")
@@ -439,8 +440,8 @@ def test_money_set_aside_is_totalled_by_currency_over_every_file_and_never_acros
     from pipelines.report.daily import FILE_COLUMNS, _md_table, files_summary
 
     totals = [{"currency": "CNY", "amount": Decimal("250"), "files": 25}, {"currency": None, "amount": Decimal("800"), "files": 2}]
-    row = {"path": "a.csv", "concern": "warning", "rows_loaded": 1, "rows_quarantined": 0, "money_set_aside": Decimal("700"),
-           "currency": None, "what": "currency 'X\r# PWNED' is not an ISO 4217 code", "earlier_version_counts": True,
+    row = {"path": "a.csv", "concern": "warning", "rows_loaded": 1, "rows_quarantined": 0,
+           "set_aside": [{"currency": None, "amount": Decimal("700")}], "what": "currency 'X\r# PWNED' is not an ISO 4217 code", "earlier_version_counts": True,
            "files_to_look_at": 27, "set_aside_totals": totals}
     data = {"files_counting": [{"kind": "billing", "files": 25}], "files_to_look_at": [row, {**row, "path": "b.csv"}]}
     assert files_summary(data) == ("25 files count (25 billing); 27 files to look at (2 with a warning among the first 2); "
@@ -449,3 +450,40 @@ def test_money_set_aside_is_totalled_by_currency_over_every_file_and_never_acros
     table = _md_table(data["files_to_look_at"], FILE_COLUMNS)
     assert "| a.csv | warning; an earlier version counts | 1 | 0 | 700.00 (currency not known) | currency 'X\\\\r\\# PWNED' is not" in table
     assert "\r" not in table
+
+
+def test_money_set_aside_is_in_the_currency_each_quarantined_row_states(tmp_path):
+    """A file billing in USD and CNY whose quarantined rows are a USD, a CNY and one in no ISO
+    currency: before, the report added them into one amount, labelled with no currency or, when the
+    loaded lines were all USD, as USD (805 USD). Now each is in its own currency, the unknown one in none."""
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.report.daily import FILE_COLUMNS, _md_table, files_behind, files_summary
+    from pipelines.warehouse.connection import connect
+
+    header = ("BilledCost,BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargePeriodStart,"
+              "ChargePeriodEnd,EffectiveCost,ListCost,ContractedCost,ChargeCategory,ServiceName\n")
+
+    def line(cost, currency, start="2026-09-01T00:00:00Z"):
+        return (f"{cost},A,{currency},2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,{start},2026-09-02T00:00:00Z,"
+                f"{cost},{cost},{cost},Usage,Compute\n")
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "focus.csv").write_text(header + line("10.00", "USD") + line("100.00", "USD", "yesterday")
+                                       + line("700.00", "cny", "yesterday") + line("5.00", "XXQ") + line("0.25", "USD", "soon"))
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    data = files_behind(conn)
+    [row] = data["files_to_look_at"]
+    assert (row["rows_loaded"], row["rows_quarantined"]) == (1, 4)
+    assert [(e["currency"], e["amount"]) for e in row["set_aside"]] == [
+        ("CNY", Decimal("700")), ("USD", Decimal("100.25")), (None, Decimal("5"))]
+    assert files_summary(data) == ("1 file counts (1 billing); 1 file to look at (1 partly quarantined); 700.00 CNY and "
+                                   "100.25 USD in quarantined rows are in no figure; nor are the quarantined rows of 1 file "
+                                   "whose currency is not known.")
+    assert "| 700.00 CNY; 100.25 USD; 5.00 (currency not known) |" in _md_table(data["files_to_look_at"], FILE_COLUMNS)
+    # A file read before the currencies were recorded: its money in its loaded lines' one currency, as before.
+    conn.execute("UPDATE raw.files SET quarantined_by_currency = NULL")
+    [old] = files_behind(conn)["files_to_look_at"]
+    assert [(e["currency"], e["amount"]) for e in old["set_aside"]] == [("USD", Decimal("805.25"))]
+    conn.close()

@@ -261,7 +261,7 @@ def test_a_run_says_which_loaded_files_had_rows_set_aside_or_filled_out(tmp_path
     result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"),
                                       "--reports", str(tmp_path / "reports")], terminal_width=300)
     assert result.exit_code == 0, result.output[-3000:]
-    assert ("quarantined rows: cur.csv — 1 row quarantined (their cost in the file: 3.5), "
+    assert ("quarantined rows: cur.csv — 1 row quarantined (their cost in the file: 3.5, currency not known), "
             "e.g. lineItem/CurrencyCode 'XYZ' is not an ISO 4217 code") in result.output, result.output[-2000:]
     assert ("warning: cur.csv — 1 row with fewer fields than the header's 7: the missing last columns are empty "
             "(first at line 3, 4 fields)") in result.output

@@ -132,8 +132,9 @@ class {cls}(Connector):
                 (end < start, "end is before start"),
             ])
             # Rows with a reason go to the quarantine; `amount` declares the money the file states,
-            # so the run can check loaded + quarantined = stated, to the last decimal.
-            accepted = split_rejected(frame, reason, ctx, self.name, list(COLUMNS), amount=amount)
+            # so the run can check loaded + quarantined = stated, to the last decimal, and `currency`
+            # the currency it is in (a column, where the file has one), so it is never added to another's.
+            accepted = split_rejected(frame, reason, ctx, self.name, list(COLUMNS), amount=amount, currency=pl.lit("USD"))
             if not accepted.height:
                 continue
             # The billing period: the charge's calendar month where its times are read (--timezone).

@@ -147,7 +147,8 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
         # replacing a month is the rule for plain uploads, and two parts of one month synced without
         # their manifest or layout look the same, so the run names what no longer counts.
         return fetch_dicts(conn, f"""
-            SELECT f.path, f.status, f.detail, f.rows_loaded, f.rows_quarantined, f.quarantined_total, {first_reason} AS first_reason,
+            SELECT f.path, f.status, f.detail, f.rows_loaded, f.rows_quarantined, f.quarantined_total, f.quarantined_by_currency,
+                   {first_reason} AS first_reason,
                    CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM ({WINNERS}) AS g
                         WHERE g.superseded = f.delivery_id) END AS superseded_by,
@@ -311,12 +312,22 @@ def run_notices(files: list[dict]) -> list[dict]:
                 "later dates). If they are parts of one month split by rows, load them with the export's manifest or folder "
                 "layout (README: The ledger)")})
         if n := r["rows_quarantined"]:
-            money = f" (their cost in the file: {r['quarantined_total'].normalize():f})" if r["quarantined_total"] else ""
+            money = f" (their cost in the file: {set_aside_text(r)})" if r["quarantined_total"] else ""
             reason = f"{n:,} row{'' if n == 1 else 's'} quarantined{money}" + (f", e.g. {r['first_reason']}" if r["first_reason"] else "")
             notices.append({"path": r["path"], "notice": "quarantined rows", "reason": reason})
         for warning in (r["detail"] or "").split("; warning: ")[1:]:
             notices.append({"path": r["path"], "notice": "warning", "reason": warning})
     return notices
+
+
+def set_aside_text(r: dict) -> str:
+    """Quarantined money in each currency its rows state (`100 USD; 700 CNY`); an amount whose
+    rows state no currency code, and a file an older version read, without one."""
+    by_currency = r.get("quarantined_by_currency")
+    if not by_currency:
+        return f"{r['quarantined_total'].normalize():f}"
+    return "; ".join(f"{e['amount'].normalize():f}" + (f" {e['currency']}" if e["currency"] else ", currency not known")
+                     for e in by_currency)
 
 
 def print_notices(console: Console, notices: list[dict]) -> None:

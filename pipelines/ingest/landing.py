@@ -358,7 +358,8 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
         if status == "quarantined":
             detail = f"every row quarantined ({quarantined}), first reason: {ctx.quarantined[0]['reason']}"
         detail += "".join(f"; warning: {w}" for w in ctx.warnings)
-        totals = (ctx.source_total, ctx.quarantined_total) if connector.kind == "billing" else (None, None)
+        totals = ((ctx.source_total, ctx.quarantined_total, set_aside_by_currency(ctx)) if connector.kind == "billing"
+                  else (None, None, None))
         conn.execute("BEGIN TRANSACTION")
         in_transaction = True
         # A file all of whose rows were quarantined is retried by later runs (its mapping may have
@@ -412,7 +413,17 @@ def _unexpected(exc: Exception) -> str:
 UNEXPECTED_CLIP = 80
 
 
-def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None),
+def set_aside_by_currency(ctx) -> list[dict] | None:
+    """The quarantined money by currency, for raw.files.quarantined_by_currency: None where none was
+    quarantined."""
+    if not ctx.quarantined_total and not any(ctx.quarantined_by_currency.values()):
+        return None
+    return [{"currency": currency, "amount": amount}
+            for currency, amount in sorted(ctx.quarantined_by_currency.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+            if amount]
+
+
+def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None, None),
             **extra) -> None:
     """`extra`: the ledger's columns of raw.files (content_sha256, file_mtime, layout_*, delivery_id)."""
     detail = printable(detail)
@@ -421,7 +432,8 @@ def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, 
     names = ", ".join(extra)
     conn.execute(
         f"""INSERT INTO raw.files (path, sha256, size_bytes, connector, kind, status, rows_read, rows_loaded,
-                                  rows_quarantined, source_total, quarantined_total, detail, ingested_at{", " + names if extra else ""})
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?{", ?" * len(extra)})""",
+                                  rows_quarantined, source_total, quarantined_total, quarantined_by_currency, detail,
+                                  ingested_at{", " + names if extra else ""})
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[], ?, ?{", ?" * len(extra)})""",
         [rel, sha, size, connector, kind, status, loaded + quarantined, loaded, quarantined, *totals, detail, now, *extra.values()],
     )

@@ -154,9 +154,9 @@ def money_set_aside(listed: list[dict]) -> tuple[list[str], int]:
 
 
 def set_aside_cell(r: dict) -> str:
-    if not r["money_set_aside"]:
-        return ""
-    return money(r["money_set_aside"], r["currency"]) if r["currency"] else f"{money(r['money_set_aside'], '')} (currency not known)"
+    """A file's quarantined money in each currency its rows state: `100.00 USD; 700.00 CNY`."""
+    return "; ".join(money(e["amount"], e["currency"]) if e["currency"] else f"{money(e['amount'], '')} (currency not known)"
+                     for e in r.get("set_aside") or [])
 
 
 def status_cell(r: dict) -> str:

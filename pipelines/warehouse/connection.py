@@ -84,6 +84,8 @@ CREATE TABLE IF NOT EXISTS raw.files (
     rows_quarantined BIGINT NOT NULL DEFAULT 0,
     source_total DECIMAL(38, 10),      -- billing files: the money the file states, all rows
     quarantined_total DECIMAL(38, 10), -- billing files: the part of it on quarantined rows
+    -- that part by the currency its rows state (NULL currency: not stated, or no ISO code)
+    quarantined_by_currency STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[],
     detail VARCHAR,
     ingested_at TIMESTAMPTZ NOT NULL,
     content_sha256 VARCHAR,           -- normalized content (gunzipped, CRLF→LF, BOM stripped): one file however it arrives
@@ -103,7 +105,8 @@ CREATE TABLE IF NOT EXISTS raw.files (
 RAW_FILES_ADDED = (("source_total", "DECIMAL(38, 10)"), ("quarantined_total", "DECIMAL(38, 10)"),
                    ("content_sha256", "VARCHAR"), ("file_mtime", "TIMESTAMPTZ"), ("layout_delivery_id", "VARCHAR"),
                    ("layout_export", "VARCHAR"), ("layout_period", "DATE"), ("layout_seq", "BIGINT"),
-                   ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"), ("status_changed_at", "TIMESTAMPTZ"))
+                   ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"), ("status_changed_at", "TIMESTAMPTZ"),
+                   ("quarantined_by_currency", "STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[]"))
 
 # One row per delivery manifest file version read (pipelines/ledger/deliveries.py: read_manifest).
 RAW_MANIFESTS_DDL = """

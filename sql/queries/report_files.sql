@@ -3,10 +3,11 @@
 -- recognised or that was refused (what it holds is in no figure), a delivery still incomplete
 -- (it counts once its parts arrive), a file whose every row or some rows were quarantined (their
 -- money, as the file states it, is not in the figures), and a file that loaded with a warning (an
--- invoice whose lines do not reach its total row). Money set aside is in the currency the file's
--- loaded lines bill in, where they bill in one; otherwise its currency is not known, and it is
--- added to no other file's. The totals by currency are over every file to look at, not only the
--- $limit listed.
+-- invoice whose lines do not reach its total row). Money set aside is by the currency its rows
+-- state (raw.files.quarantined_by_currency); where a row states none that is a currency code, its
+-- currency is not known, and it is added to no other money. (A file an older version read has no
+-- such list: its money is in the currency its loaded lines bill in, where they bill in one.) The
+-- totals by currency are over every file to look at, not only the $limit listed.
 WITH newest AS (
     SELECT * FROM raw.files WHERE status <> 'manifest'
     QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC, status = 'loaded' DESC) = 1
@@ -27,13 +28,21 @@ currencies AS (
     GROUP BY ALL
 ),
 set_aside AS (
-    SELECT t.path, t.quarantined_total AS amount, CASE WHEN c.currencies = 1 THEN c.currency END AS currency
-    FROM to_look_at AS t LEFT JOIN currencies AS c USING (path, sha256)
-    WHERE t.quarantined_total <> 0
+    SELECT t.path, t.sha256, e.currency, e.amount
+    FROM to_look_at AS t
+    LEFT JOIN currencies AS c USING (path, sha256),
+    LATERAL (SELECT unnest(coalesce(t.quarantined_by_currency,
+                                    [{'currency': CASE WHEN c.currencies = 1 THEN c.currency END, 'amount': t.quarantined_total}]),
+                           recursive := true)) AS e
+    WHERE t.quarantined_total <> 0 AND e.amount <> 0
+),
+by_file AS (
+    SELECT path, sha256, list({'currency': currency, 'amount': amount} ORDER BY currency NULLS LAST) AS set_aside
+    FROM set_aside GROUP BY ALL
 ),
 totals AS (
     SELECT list({'currency': currency, 'amount': amount, 'files': files} ORDER BY currency NULLS LAST) AS set_aside_totals
-    FROM (SELECT currency, sum(amount) AS amount, count(*) AS files FROM set_aside GROUP BY currency)
+    FROM (SELECT currency, sum(amount) AS amount, count(DISTINCT path) AS files FROM set_aside GROUP BY currency)
 ),
 reasons AS (
     SELECT q.x_SourceFile AS path, q.x_SourceSha256 AS sha256, min(q.reason) AS first_reason
@@ -41,8 +50,7 @@ reasons AS (
     GROUP BY ALL
 )
 SELECT t.path, t.kind, t.connector, t.status, t.concern, t.rows_loaded, t.rows_quarantined,
-       CASE WHEN t.quarantined_total <> 0 THEN t.quarantined_total END AS money_set_aside,
-       CASE WHEN c.currencies = 1 THEN c.currency END AS currency,
+       b.set_aside,
        -- What to know, in the run's own words: the warnings and a quarantine reason, else the detail.
        CASE WHEN t.detail LIKE '%; warning: %' OR r.first_reason IS NOT NULL THEN
                 concat_ws('; ', substr(t.detail, nullif(strpos(t.detail, '; warning: '), 0) + 11),
@@ -54,7 +62,7 @@ SELECT t.path, t.kind, t.connector, t.status, t.concern, t.rows_loaded, t.rows_q
        count(*) OVER () AS files_to_look_at,
        totals.set_aside_totals
 FROM to_look_at AS t
-LEFT JOIN currencies AS c USING (path, sha256)
+LEFT JOIN by_file AS b USING (path, sha256)
 LEFT JOIN reasons AS r USING (path, sha256)
 CROSS JOIN totals
 ORDER BY t.kind = 'billing' DESC NULLS LAST, abs(t.quarantined_total) DESC NULLS LAST, t.status = 'loaded', t.path
