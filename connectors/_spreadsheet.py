@@ -35,7 +35,7 @@ from xml.etree import ElementTree
 
 import polars as pl
 
-from connectors._tabular import HEADER_SEARCH_LINES, ROW_NUMBER
+from connectors._tabular import HEADER_SEARCH_LINES, ROW_NUMBER, WHERE
 from connectors.base import ZIP_MAGIC, ConnectorError, printable
 
 WORKBOOK_SUFFIXES = (".xlsx", ".xlsm")
@@ -158,6 +158,8 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
             number = rows_before
             columns: list[list[str | None]] = [[] for _ in names]
             numbers: list[int] = []
+            wheres: list[str] = []
+            sheet_name = printable(name)
             for index, row in _named_rows(rows, source_file, name):
                 number += 1
                 if index in errors:  # `#N/A`, a formula not computed: never read as empty (a merged range's too)
@@ -174,10 +176,11 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
                 for column, text in zip(columns, texts, strict=False):
                     column.append(text)
                 numbers.append(number)
+                wheres.append(f"sheet {sheet_name!r} row {index + 1}")  # the row Excel shows
                 if len(numbers) == FRAME_ROWS:
-                    yield _frame(names, columns, numbers)
+                    yield _frame(names, columns, numbers, wheres)
             if numbers:
-                yield _frame(names, columns, numbers)
+                yield _frame(names, columns, numbers, wheres)
             rows_before = number
     finally:
         book.close()
@@ -425,12 +428,11 @@ def _column_names(header: list[str], source_file: str, sheet: str, header_row: i
     return names
 
 
-def _frame(names: list[str], columns: list[list[str | None]], numbers: list[int]) -> pl.DataFrame:
+def _frame(names: list[str], columns: list[list[str | None]], numbers: list[int], wheres: list[str]) -> pl.DataFrame:
     frame = pl.DataFrame({n: c for n, c in zip(names, columns, strict=True)}, schema={n: pl.String for n in names})
-    frame = frame.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64))
-    for column in columns:
+    frame = frame.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64), pl.Series(WHERE, wheres, dtype=pl.String))
+    for column in (*columns, numbers, wheres):
         column.clear()
-    numbers.clear()
     return frame
 
 

@@ -22,6 +22,9 @@ from models.currencies import ISO4217
 
 BLOCK_SIZE = 8 << 20  # bytes per streamed CSV block: bounds memory whatever the file size
 ROW_NUMBER = "__source_row"
+# Where a row stands in its file, where a row number alone does not say (a workbook's sheet and row,
+# `sheet 'Sep' row 14`): a quarantined row's reason opens with it.
+WHERE = "__where"
 
 
 def header_fields(head: bytes, delimiter: str = ",", line: int = 1) -> list[str]:
@@ -696,6 +699,9 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
     (an ISO 4217 code, or not known), so it is never added across currencies.
     """
     frame = frame.with_columns(_reasons(frame, reason))
+    if WHERE in frame.columns:  # `sheet 'Sep' row 14: amount is empty`: findable in the workbook
+        frame = frame.with_columns(pl.when(pl.col("__reason").is_not_null())
+                                   .then(pl.format("{}: {}", pl.col(WHERE), pl.col("__reason"))).alias("__reason"))
     rejected = frame.filter(pl.col("__reason").is_not_null())
     if amount is not None:
         stated = frame.select(amount.sum()).item()

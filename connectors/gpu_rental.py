@@ -20,6 +20,7 @@ import polars as pl
 import pyarrow as pa
 from connectors.kit import (
     ROW_NUMBER,
+    WHERE,
     cell_reason,
     failed,
     short_value,
@@ -192,7 +193,7 @@ class GpuRentalConnector(Connector):
         totals = TotalRows(self.mapping.total_words(), self.columns["amount"], self.columns["start"])
         quarantined_before, rejected_here = len(ctx.quarantined), 0
         for frame in frames:
-            source_columns = [c for c in frame.columns if c != ROW_NUMBER]
+            source_columns = [c for c in frame.columns if c not in (ROW_NUMBER, WHERE)]
             missing = [c for c in self.required if c not in frame.columns]
             if missing:
                 raise ConnectorError(ctx.source_file, f"columns missing for {self.name}: {', '.join(missing)}", line=header_line)
@@ -337,7 +338,8 @@ class TotalRows:
         self.words = words
         self.amount_column = amount_column
         self.start_column = start_column
-        self.stated: list[tuple[int, Decimal | None, str]] = []  # (row, amount, the cell as written)
+        # (row under the header, amount, the cell as written, where a workbook's row is: `sheet 'S' row 9`)
+        self.stated: list[tuple[int, Decimal | None, str, str | None]] = []
         self.lines_sum = Decimal(0)
         self.unreadable_lines = 0
 
@@ -356,9 +358,10 @@ class TotalRows:
         found = frame.filter(is_total)
         if found.height:
             amount = pl.col(self.amount_column) if self.amount_column in frame.columns else pl.lit(None, pl.String)
-            read = found.select(ROW_NUMBER, amount.alias("__text"), plain_number(amount).alias("__plain")) \
+            where = pl.col(WHERE) if WHERE in frame.columns else pl.lit(None, pl.String)
+            read = found.select(ROW_NUMBER, amount.alias("__text"), plain_number(amount).alias("__plain"), where.alias("__at")) \
                 .with_columns(parse_decimal("__plain", 38, 10).alias("__stated"))
-            self.stated += list(read.select(ROW_NUMBER, "__stated", "__text").iter_rows())
+            self.stated += list(read.select(ROW_NUMBER, "__stated", "__text", "__at").iter_rows())
         return frame.filter(~is_total)
 
     def add_lines(self, amounts: pl.Series) -> None:
@@ -374,14 +377,17 @@ class TotalRows:
         if not self.stated:
             return None
         many = len(self.stated) > 1
-        rows = ", ".join(str(row) for row, _, _ in self.stated)
-        where = f"the total row{'s' if many else ''} (row{'s' if many else ''} {rows} under the header)"
-        unread = [text or "" for _, amount, text in self.stated if amount is None]
+        if all(at for *_, at in self.stated):  # a workbook's: the sheet and the row Excel shows
+            where = f"the total row{'s' if many else ''} ({', '.join(at for *_, at in self.stated)})"
+        else:
+            rows = ", ".join(str(row) for row, *_ in self.stated)
+            where = f"the total row{'s' if many else ''} (row{'s' if many else ''} {rows} under the header)"
+        unread = [text or "" for _, amount, text, _ in self.stated if amount is None]
         if unread:
             quoted = unread[0] if len(unread[0]) <= 40 else unread[0][:40] + "…"
             return (f"{where}: amount {quoted!r} is not a number, so the file's lines are not checked "
                     "against what it states")
-        last, together = self.stated[-1][1], money_sum(amount for _, amount, _ in self.stated)
+        last, together = self.stated[-1][1], money_sum(amount for _, amount, *_ in self.stated)
         if self.lines_sum in (last, together):
             return None
         stated = f"state {_plain(last)} (the last) and {_plain(together)} (together)" if many else f"states {_plain(last)}"

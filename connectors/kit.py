@@ -42,6 +42,7 @@ import pyarrow as pa
 from connectors._tabular import (
     HEADER_SEARCH_LINES,
     ROW_NUMBER,
+    WHERE,
     CompleteLines,
     TruncatedTail,
     failed,
@@ -91,7 +92,7 @@ from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
 API_VERSION = "1.4"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum, workbooks;
-# 1.4: split_rejected(currency=), declare_money(currency=)
+# 1.4: split_rejected(currency=), declare_money(currency=), WHERE
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER
@@ -160,7 +161,7 @@ def parse_unit(column: str, to: str, default_unit: str | None = None) -> pl.Expr
 _QUANTITY = pl.Decimal(QUANTITY_TYPE.precision, QUANTITY_TYPE.scale)
 
 __all__ = [
-    "API_VERSION", "KINDS", "SCHEMAS", "HEADER_SEARCH_LINES", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "SNIFF_BYTES", "UNITS",
+    "API_VERSION", "KINDS", "SCHEMAS", "HEADER_SEARCH_LINES", "REQUIRED_COLUMNS", "LINEAGE_COLUMNS", "SOURCE_ROW", "WHERE", "SNIFF_BYTES", "UNITS",
     "MONEY_TYPE", "PRICE_TYPE", "QUANTITY_TYPE", "UTC_TIMESTAMP", "ISO4217",
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "first_lines_fields", "read_head", "open_maybe_gzip", "open_text", "read_whole", "text_lines", "DECOMPRESSION_ERRORS", "is_parquet", "printable",

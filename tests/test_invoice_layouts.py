@@ -237,7 +237,8 @@ def test_an_excel_invoice_with_a_title_and_a_total_reads_to_the_cent(tmp_path):
     assert [(r["ResourceId"], r["BilledCost"], r["x_GpuCount"], r["ChargePeriodStart"], r["x_SourceRow"]) for r in rows] == [
         ("ins-a", Decimal("355.2"), 8, datetime(2026, 9, 1, tzinfo=UTC), 1),
         ("ins-b", Decimal("0.3"), 1, datetime(2026, 9, 2, tzinfo=UTC), 2)]
-    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "start '昨天' is not a time")]
+    # Its reason names the sheet and the row Excel shows, to find it by.
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(3, "sheet '账单明细' row 6: start '昨天' is not a time")]
     assert (ctx.source_total, ctx.quarantined_total, ctx.warnings) == (Decimal("357.35"), Decimal("1.85"), [])
 
 
@@ -364,6 +365,22 @@ def test_every_visible_sheet_with_the_header_is_read_and_a_hidden_template_is_no
     assert (ctx.source_total, ctx.warnings) == (Decimal("300"), [])
 
 
+def test_a_workbooks_quarantined_row_and_total_rows_are_named_by_sheet_and_excel_row(tmp_path):
+    """Rows are numbered across the sheets read (x_SourceRow); a reason and a total's warning name
+    the sheet and the row Excel shows, so the analyst can find them in the workbook."""
+    path = workbook(tmp_path / "账单.xlsx", {
+        "9月": [["某GPU云 9月账单"], HEADER.split(","), cells("ins-a", SEPT_1, 100.0), ["合计"] + [None] * 12 + [100.0]],
+        "10月": [HEADER.split(","), cells("ins-b", datetime(2026, 10, 1, 8), 200.0),
+                 cells("ins-c", datetime(2026, 10, 2, 8), 50.0)[:9] + ["明天"] + cells("ins-c", SEPT_1, 50.0)[10:],
+                 ["合计"] + [None] * 12 + [300.0]]})
+    ctx = read_context(path.name)
+    rows = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["x_SourceRow"]) for r in rows] == [("ins-a", 1), ("ins-b", 3)]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(4, "sheet '10月' row 3: start '明天' is not a time")]
+    assert ctx.warnings == ["the total rows (sheet '9月' row 4, sheet '10月' row 4) state 300.00 (the last) and 400.00 "
+                            "(together), but the file's lines add up to 350.00: lines may be missing from the file"]
+
+
 def test_merged_cells_give_their_value_to_every_row_they_span(tmp_path):
     rows = [HEADER.split(","), cells("ins-0", SEPT_1, 100.0), cells("ins-1", SEPT_1, 100.0), cells("ins-2", SEPT_1, 100.0)]
     for row in rows[2:]:
@@ -412,7 +429,8 @@ def test_an_amount_merged_across_a_groups_rows_counts_once(tmp_path):
     ctx = read_context(path.name)
     loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
     assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-0", Decimal("300"))]
-    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(2, "amount is empty"), (3, "amount is empty")]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(2, "sheet 'S' row 3: amount is empty"),
+                                                                          (3, "sheet 'S' row 4: amount is empty")]
     assert (ctx.source_total, ctx.warnings) == (Decimal("300"), [])
 
 
@@ -448,7 +466,7 @@ def test_an_error_cell_is_read_as_written_not_as_empty_so_no_default_stands_in(t
     ctx = read_context(path.name)
     loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
     assert [r["ResourceId"] for r in loaded] == ["ins-b"]
-    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(1, "currency '#N/A' is not an ISO 4217 code")]
+    assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(1, "sheet 'S' row 2: currency '#N/A' is not an ISO 4217 code")]
 
 
 def test_a_sheet_a_stray_cell_makes_too_large_is_refused_named_not_opened(tmp_path):
@@ -497,7 +515,8 @@ def test_an_error_cell_heading_a_merged_range_reaches_every_row_of_it(tmp_path):
     path = rewrite_sheet(path, lambda xml: xml.replace("</sheetData>", "</sheetData><mergeCells count=\"1\"><mergeCell ref=\"O2:O4\"/></mergeCells>"))
     ctx = read_context(path.name)
     loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
-    assert loaded == [] and [q["reason"] for q in ctx.quarantined] == ["currency '#N/A' is not an ISO 4217 code"] * 3
+    assert loaded == [] and [q["reason"] for q in ctx.quarantined] == [f"sheet 'S' row {n}: currency '#N/A' is not an ISO 4217 code"
+                                                                       for n in (2, 3, 4)]
 
 
 def test_a_stale_extent_hides_no_stray_cell_and_error_cells_are_found_in_either_quote(tmp_path):
@@ -510,7 +529,7 @@ def test_a_stale_extent_hides_no_stray_cell_and_error_cells_are_found_in_either_
     quoted = rewrite_sheet(workbook(tmp_path / "quoted.xlsx", {"S": [HEADER.split(","), row]}),
                            lambda xml: xml.replace('t="e"', "t='e'"))
     ctx = read_context(quoted.name)
-    assert list(detect(quoted).connector.read(quoted, ctx)) == [] and ctx.quarantined[0]["reason"] == "currency '#N/A' is not an ISO 4217 code"
+    assert list(detect(quoted).connector.read(quoted, ctx)) == [] and ctx.quarantined[0]["reason"] == "sheet 'S' row 2: currency '#N/A' is not an ISO 4217 code"
 
 
 def rewrite_part(path, part, edit):
@@ -539,8 +558,8 @@ def test_a_formula_the_workbook_never_computed_is_quarantined_not_read_as_zero(t
     loaded = pa.Table.from_batches(list(detect(uncomputed).connector.read(uncomputed, ctx)), schema=COST_LINE).to_pylist()
     assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-b", Decimal("100")), ("ins-c", Decimal("355.2"))]
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [
-        (1, "amount '#NOT COMPUTED: =8*24*1.85' is not a number")]
-    assert ctx.warnings == ["the total row (row 4 under the header): amount '#NOT COMPUTED: =SUM(N2:N4)' is not a number, "
+        (1, "sheet 'S' row 2: amount '#NOT COMPUTED: =8*24*1.85' is not a number")]
+    assert ctx.warnings == ["the total row (sheet 'S' row 5): amount '#NOT COMPUTED: =SUM(N2:N4)' is not a number, "
                             "so the file's lines are not checked against what it states"]
 
     # openpyxl's way: the formula with no stored result at all; Excel's own files are not asked to recompute.
@@ -550,7 +569,7 @@ def test_a_formula_the_workbook_never_computed_is_quarantined_not_read_as_zero(t
     ctx = read_context(no_result.name)
     loaded = pa.Table.from_batches(list(detect(no_result).connector.read(no_result, ctx)), schema=COST_LINE).to_pylist()
     assert [r["ResourceId"] for r in loaded] == ["ins-b", "ins-c"]
-    assert [q["reason"] for q in ctx.quarantined] == ["amount '#NOT COMPUTED: =8*24*1.85' is not a number"]
+    assert [q["reason"] for q in ctx.quarantined] == ["sheet 'S' row 2: amount '#NOT COMPUTED: =8*24*1.85' is not a number"]
 
     saved_by_excel = rewrite_part(workbook(tmp_path / "excel.xlsx", sheet(("=0*1.85", 0))), "xl/workbook.xml",
                                   lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
