@@ -144,7 +144,27 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
             return Detection(None, "an Excel workbook whose sheets cannot all be opened: " + "; ".join(problems))
         return Detection(None, "an Excel workbook none of whose visible sheets names the columns of a mapping in its first "
                                "30 rows (or one that cannot be opened): see `finops connectors` for each mapping's columns")
+    if (reason := unread_spreadsheet(path, head)) is not None:
+        return Detection(None, reason)
     return Detection(None, closest_match(head, connectors))
+
+
+# Spreadsheet formats no connector reads, by their first bytes: an .xls is an OLE2 compound file, an
+# .ods a zip whose first member is its media type, stored uncompressed.
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+ODS_MEDIA_TYPE = b"application/vnd.oasis.opendocument.spreadsheet"
+
+
+def unread_spreadsheet(path: Path, head: bytes) -> str | None:
+    """Why a legacy Excel (.xls) or OpenDocument (.ods) spreadsheet is read by no connector, and what
+    to do. In neither can a reader tell an error cell (`#N/A`) from an empty one, which a mapping's
+    default would fill: a USD line read as the default CNY."""
+    if head.startswith(OLE2_MAGIC):
+        return ("an Excel 97-2003 workbook (.xls) or another OLE2 document: not read, since its error cells "
+                "read as empty; save it as .xlsx (Excel: File > Save As) or export the sheet as CSV")
+    if head.startswith(ZIP_MAGIC) and ODS_MEDIA_TYPE in head[:200]:
+        return "an OpenDocument spreadsheet (.ods): not read; save it as .xlsx or export the sheet as CSV"
+    return None
 
 
 def archive_reason(path: Path, head: bytes) -> str | None:

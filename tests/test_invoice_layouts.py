@@ -576,3 +576,19 @@ def test_a_formula_the_workbook_never_computed_is_quarantined_not_read_as_zero(t
     ctx = read_context(saved_by_excel.name)
     loaded = pa.Table.from_batches(list(detect(saved_by_excel).connector.read(saved_by_excel, ctx)), schema=COST_LINE).to_pylist()
     assert [(r["ResourceId"], r["BilledCost"]) for r in loaded][0] == ("ins-a", Decimal("0")) and not ctx.quarantined
+
+
+def test_legacy_excel_and_opendocument_spreadsheets_say_what_to_do(tmp_path):
+    """Neither is read (an error cell in them reads as empty, which a mapping's default fills); the
+    file is left unrecognised with the way to a file that is read, not 'no connector recognises it'."""
+    import zipfile
+
+    xls = tmp_path / "账单.xls"
+    xls.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
+    assert detect(xls).reason.startswith("an Excel 97-2003 workbook (.xls) or another OLE2 document: not read")
+    assert "save it as .xlsx" in detect(xls).reason
+    ods = tmp_path / "bill.ods"
+    with zipfile.ZipFile(ods, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.spreadsheet")
+        archive.writestr("content.xml", "<office:document-content/>", compress_type=zipfile.ZIP_DEFLATED)
+    assert detect(ods).reason == "an OpenDocument spreadsheet (.ods): not read; save it as .xlsx or export the sheet as CSV"
