@@ -157,8 +157,8 @@ ODS_MEDIA_TYPE = b"application/vnd.oasis.opendocument.spreadsheet"
 
 def unread_spreadsheet(path: Path, head: bytes) -> str | None:
     """Why a legacy Excel (.xls) or OpenDocument (.ods) spreadsheet is read by no connector, and what
-    to do. In neither can a reader tell an error cell (`#N/A`) from an empty one, which a mapping's
-    default would fill: a USD line read as the default CNY."""
+    to do. In an .xls the reader cannot tell an error cell (`#N/A`) from an empty one, which a
+    mapping's default would fill (a USD line read as the default CNY); .ods is not supported."""
     if head.startswith(OLE2_MAGIC):
         return ("an Excel 97-2003 workbook (.xls) or another OLE2 document: not read, since its error cells "
                 "read as empty; save it as .xlsx (Excel: File > Save As) or export the sheet as CSV")
