@@ -388,3 +388,34 @@ def test_a_connector_that_keeps_state_is_read_alone(tmp_path, landing):
     summary = ingest_landing(connect(tmp_path / "wh.duckdb"), landing, connectors=(Stateful(), Watched()))
     assert sorted(o.status for o in summary.outcomes if o.connector) == ["loaded"] * 8
     assert overlapped and not any(overlapped)
+
+
+@pytest.mark.parametrize("same_mtime", [True, False])
+def test_a_path_holding_its_loaded_version_again_no_longer_counts_as_failed(tmp_path, landing, same_mtime):
+    """A good download, a broken one over it (the run fails it; the good version's lines still
+    count), then the good one again: before, the broken version stayed the path's newest and the
+    daily report listed the file as failed every day after. Now the broken version is `replaced`,
+    whether the good bytes come back with their own modification time or a new one."""
+    import os
+
+    from pipelines.report.daily import files_behind
+
+    focus = landing / "billing" / "focus.csv"
+    good, stat = focus.read_bytes(), focus.stat()
+    conn = connect(tmp_path / "wh.duckdb")
+    ingest_landing(conn, landing)
+    focus.write_bytes(good + b"1.0,\xe9\n")  # text not UTF-8: the run fails the file
+    assert [o.status for o in ingest_landing(conn, landing).outcomes if o.path == "billing/focus.csv"] == ["failed"]
+    def listed():  # the landing's cluster_summary.csv is listed too, unrecognised, all along
+        return [(f["path"], f["status"], f["earlier_version_counts"]) for f in files_behind(conn)["files_to_look_at"]]
+
+    assert listed() == [("billing/focus.csv", "failed", True), ("cluster_summary.csv", "unrecognized", False)]
+    focus.write_bytes(good)
+    if same_mtime:
+        os.utime(focus, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again = ingest_landing(conn, landing)
+    assert again.already_loaded == 2 and not [o for o in again.outcomes if o.path == "billing/focus.csv"]
+    assert listed() == [("cluster_summary.csv", "unrecognized", False)]
+    assert sorted(fetch_all(conn, "SELECT status, rows_loaded, detail LIKE '%the path holds the version read before it again%' "
+                                  "FROM raw.files WHERE path = 'billing/focus.csv'")) == [("loaded", 1000, False), ("replaced", 0, True)]
+    assert fetch_all(conn, "SELECT count(*) FROM raw.cost_lines") == [(1000,)]

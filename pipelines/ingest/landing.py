@@ -46,6 +46,8 @@ HASH_CHUNK = 1 << 20
 # version is not: the same bytes back at their path (a re-export reverted) are that path's content again.
 DONE_STATUSES = ("loaded", "incomplete", "superseded", "duplicate", "manifest")
 DONE_SQL = ", ".join(f"'{s}'" for s in DONE_STATUSES)
+# Statuses of a version none of whose rows count: a path holding an earlier version again replaces it.
+UNSETTLED_SQL = "'failed', 'unrecognized', 'refused', 'quarantined'"
 # Files read at once. Telemetry arrives as many files (a host a file): two parsed side by side use
 # both cores of a small machine (polars and Arrow work outside the GIL); 25 nvidia-smi files of
 # 80,000 samples took 3.0-3.2 s instead of 3.8-5.2 s on the 2-core development machine. Memory is
@@ -203,6 +205,10 @@ def ingest_landing(
         log.warning("%s: refused, %s", rel, why)
     files = scan.files
     settled: dict[int, FileOutcome] = {}  # by position: outcomes are listed in landing order
+    # Paths with a version that failed or counts for nothing: if such a path holds a version read
+    # before it again, that version is what the path holds (see _settle_returned).
+    unsettled = {path for (path,) in fetch_all(conn, f"SELECT DISTINCT path FROM raw.files WHERE status IN ({UNSETTLED_SQL})")}
+    returned: list[tuple[str, str, datetime]] = []
     done_count = 0
 
     def settle(position: int, path: Path, outcome: FileOutcome, started: float) -> None:
@@ -227,19 +233,24 @@ def ingest_landing(
             # Unchanged since it was read (same size and modification time, as make and rsync judge):
             # not hashed again, so files already read cost a stat each, not a read of their bytes.
             stat = path.stat()
-            if fetch_all(conn, f"SELECT 1 FROM raw.files WHERE path = ? AND size_bytes = ? AND file_mtime = ? AND status IN ({DONE_SQL})",
-                         [rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC)]):
+            if done := fetch_all(conn, f"SELECT sha256, ingested_at FROM raw.files WHERE path = ? AND size_bytes = ? "
+                                       f"AND file_mtime = ? AND status IN ({DONE_SQL})",
+                                 [rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC)]):
                 summary.already_loaded += 1
+                if rel in unsettled:
+                    returned.append((rel, *done[0]))
                 continue
             started = time.perf_counter()
             digest = digest_of(path)
             done = fetch_all(
                 conn,
-                f"SELECT status FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ({DONE_SQL})",
+                f"SELECT sha256, ingested_at FROM raw.files WHERE path = ? AND sha256 = ? AND status IN ({DONE_SQL})",
                 [rel, digest.sha256],
             )
             if done:
                 summary.already_loaded += 1
+                if rel in unsettled:
+                    returned.append((rel, *done[0]))
                 continue
             step = _start_file(conn, path, rel, digest, timezone, connectors, batch_time, position)
             if isinstance(step, FileOutcome):
@@ -255,6 +266,7 @@ def ingest_landing(
                 _finish_reading(conn, lake, reading.popleft(), batch_time, settle)
         while reading:
             _finish_reading(conn, lake, reading.popleft(), batch_time, settle)
+    _settle_returned(conn, returned, batch_time)
     summary.outcomes.extend(settled[position] for position in sorted(settled))
     state = rules.refresh(conn)
     summary.superseded, summary.incomplete = state.superseded, state.incomplete
@@ -388,6 +400,19 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
         _record(conn, rel, sha, size, connector.name, connector.kind, "failed", 0, 0, message, now)
         outcome = FileOutcome(rel, "failed", connector.name, detail=message)
     settle(reading.position, reading.path, outcome, reading.started)
+
+
+def _settle_returned(conn, returned: list[tuple[str, str, datetime]], now: datetime) -> None:
+    """A path whose newer version failed (or was unrecognised, refused, wholly quarantined) and
+    that holds a version read before it again (the bad download replaced by the good one): the
+    newer version is what the path no longer holds, `replaced`, as a re-export replaces a version.
+    Otherwise it stayed the path's newest, and the report listed the path as failed for good."""
+    for rel, sha, ingested_at in returned:
+        conn.execute(
+            f"""UPDATE raw.files SET status = 'replaced', status_changed_at = ?,
+                   detail = detail || '; replaced: the path holds the version read before it again (' || ? || ')'
+               WHERE path = ? AND sha256 <> ? AND status IN ({UNSETTLED_SQL}) AND ingested_at > ?""",
+            [now, sha[:12], rel, sha, ingested_at])
 
 
 def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None = None) -> None:
