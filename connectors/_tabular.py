@@ -695,8 +695,9 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
 
     `amount` (billing files) is the row's money as the source states it: its total over all rows
     and over the rejected ones is added to the context, for the reconciliation check. `currency`
-    is the row's currency as the source states it: the rejected money is declared by currency
-    (an ISO 4217 code, or not known), so it is never added across currencies.
+    is the row's currency as the connector loads it (the expression its ISO 4217 check reads): the
+    rejected money is declared by currency (an ISO code, or none where the row's is not one), so
+    it is never added across currencies.
     """
     frame = frame.with_columns(_reasons(frame, reason))
     if WHERE in frame.columns:  # `sheet 'Sep' row 14: amount is empty`: findable in the workbook
@@ -706,10 +707,10 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
     if amount is not None:
         stated = frame.select(amount.sum()).item()
         ctx.declare_money(str(stated or 0))
-        if rejected.height:
-            code = currency.str.strip_chars().str.to_uppercase() if currency is not None else pl.lit(None, pl.String)
-            by_currency = (frame.filter(pl.col("__reason").is_not_null())
-                           .select(pl.when(code.is_in(ISO4217)).then(code).alias("currency"), amount.alias("amount"))
+        if rejected.height and currency is None:
+            ctx.declare_money(0, str(rejected.select(amount.sum()).item() or 0))
+        elif rejected.height:
+            by_currency = (rejected.select(pl.when(currency.is_in(ISO4217)).then(currency).alias("currency"), amount.alias("amount"))
                            .group_by("currency").agg(pl.col("amount").sum()).sort("currency", nulls_last=True))
             for code_of, money in by_currency.iter_rows():
                 ctx.declare_money(0, str(money or 0), code_of)

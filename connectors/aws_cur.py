@@ -117,7 +117,7 @@ class AwsCurConnector(Connector):
                 *((failed(c, e), f"{c} is not a number") for c, e in money.items() if c != "line_item_unblended_cost"),
             ])
             accepted = split_rejected(frame, reason, ctx, self.name, renamed, amount=money["line_item_unblended_cost"],
-                                      currency=pl.col("line_item_currency_code") if "line_item_currency_code" in frame.columns else None)
+                                      currency=currency.str.strip_chars().str.to_uppercase())
             if accepted.height:
                 yield to_canonical(self._to_focus(accepted, money, start, end), self.schema, self.name, ctx)
 

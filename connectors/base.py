@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Context, Decimal
 from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 
+from models.currencies import ISO4217
 from models.schemas import QUARANTINE, SCHEMAS
 
 KINDS = tuple(SCHEMAS)  # billing, telemetry, workload, storage
@@ -143,6 +145,11 @@ def money_sum(values) -> Decimal:
     return total
 
 
+# `declare_money`'s currency when the connector does not say it (a connector of kit 1.3).
+NOT_SAID: Final = "<not said>"
+_ISO4217 = frozenset(ISO4217)
+
+
 @dataclass
 class ReadContext:
     """Everything a read needs besides the file: lineage values, settings, and the quarantine."""
@@ -156,17 +163,20 @@ class ReadContext:
     # part of it on rows sent to quarantine, so loaded + quarantined = source can be checked.
     source_total: Decimal = Decimal(0)
     quarantined_total: Decimal = Decimal(0)
-    # The quarantined money by the currency its rows state (None: not stated, or not an ISO code), so
-    # a report can say 100 USD and 700 CNY rather than 800. Sums to `quarantined_total`.
+    # The quarantined money by the currency its rows state (None: a row's currency is no ISO code), so
+    # a report can say 100 USD and 700 CNY rather than 800. Money whose currency the connector did
+    # not say is in `quarantined_total` only.
     quarantined_by_currency: dict[str | None, Decimal] = field(default_factory=dict)
     # Things the user should know about a file that still loaded (a truncated tail), for its detail.
     warnings: list[str] = field(default_factory=list)
 
     def declare_money(self, stated: Decimal | int | str, quarantined: Decimal | int | str = 0,
-                      currency: str | None = None) -> None:
+                      currency: str | None = NOT_SAID) -> None:
         """Billing files: add money the file states (its own cost column, on rows read so far) to
         `source_total`, and the part of it on rows sent to quarantine to `quarantined_total`, in
-        `currency` where the rows state one (an ISO 4217 code; None where not known).
+        `currency`, the currency those rows state: an ISO 4217 code as the connector loads it, or
+        None where they state none that is one (any other text counts as None). Without it the
+        quarantined money's currency is not said, and the report takes the file's loaded lines'.
         Amounts are exact decimals (a float is refused: it is not the money the file states).
         `split_rejected(..., amount=..., currency=...)` does this for a frame; call this for money
         read otherwise."""
@@ -175,9 +185,10 @@ class ReadContext:
                 raise TypeError("money is declared as a Decimal (or int or text), never a float")
         self.source_total = MONEY_CONTEXT.add(self.source_total, Decimal(stated))
         self.quarantined_total = MONEY_CONTEXT.add(self.quarantined_total, Decimal(quarantined))
-        if Decimal(quarantined) != 0:
-            held = self.quarantined_by_currency.get(currency, Decimal(0))
-            self.quarantined_by_currency[currency] = MONEY_CONTEXT.add(held, Decimal(quarantined))
+        if Decimal(quarantined) != 0 and currency is not NOT_SAID:
+            code = currency if currency in _ISO4217 else None
+            held = self.quarantined_by_currency.get(code, Decimal(0))
+            self.quarantined_by_currency[code] = MONEY_CONTEXT.add(held, Decimal(quarantined))
 
     def warn(self, message: str) -> None:
         self.warnings.append(printable(message))

@@ -182,3 +182,31 @@ def test_a_quarantine_reason_says_a_blank_cell_is_empty_and_quotes_any_other_fit
     assert reasons == ["amount is empty", "amount is empty", "amount is empty", "amount '12,5x' is not a number",
                        "amount 'a?b?c' is not a number", "amount 'q?[31mz' is not a number",
                        f"amount '{'9' * 40}…' is not a number"]
+
+
+def test_quarantined_money_is_declared_by_the_currency_the_connector_loads_or_not_said():
+    """`split_rejected(currency=)` (kit 1.4) declares the rejected money by each row's currency as
+    the connector loads it; a code that is no ISO 4217 one (as the connector would refuse it) is
+    none. A connector of kit 1.3, passing no currency, says nothing of it: the report then takes
+    the currency of the file's loaded lines, as before."""
+    from decimal import Decimal
+
+    import polars as pl
+
+    from connectors.kit import ROW_NUMBER, ReadContext, first_reason, parse_money, split_rejected
+    from pipelines.ingest.landing import set_aside_by_currency
+    from tests.conftest import read_context
+
+    frame = pl.DataFrame({"amount": ["1.00", "2.00", "3.00", "4.00", "5.00"], "currency": ["USD", "usd", "EUR", "USD", "US$"],
+                          ROW_NUMBER: [1, 2, 3, 4, 5]})
+    reason = first_reason([(pl.col(ROW_NUMBER) > 1, "bad")])
+    said = read_context()
+    split_rejected(frame, reason, said, "t", ["amount", "currency"], amount=parse_money("amount"), currency=pl.col("currency"))
+    assert (said.source_total, said.quarantined_total) == (Decimal("15"), Decimal("14"))
+    assert said.quarantined_by_currency == {"EUR": Decimal("3"), "USD": Decimal("4"), None: Decimal("7")}
+    assert set_aside_by_currency(said) == [{"currency": "EUR", "amount": Decimal("3")}, {"currency": "USD", "amount": Decimal("4")},
+                                           {"currency": None, "amount": Decimal("7")}]
+    unsaid = read_context()
+    split_rejected(frame, reason, unsaid, "t", ["amount", "currency"], amount=parse_money("amount"))
+    assert (unsaid.quarantined_total, unsaid.quarantined_by_currency, set_aside_by_currency(unsaid)) == (Decimal("14"), {}, None)
+    assert isinstance(unsaid, ReadContext)

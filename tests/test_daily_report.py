@@ -470,7 +470,7 @@ def test_money_set_aside_is_in_the_currency_each_quarantined_row_states(tmp_path
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "focus.csv").write_text(header + line("10.00", "USD") + line("100.00", "USD", "yesterday")
-                                       + line("700.00", "cny", "yesterday") + line("5.00", "XXQ") + line("0.25", "USD", "soon"))
+                                       + line("700.00", "CNY", "yesterday") + line("5.00", "XXQ") + line("0.25", "USD", "soon"))
     conn = connect(tmp_path / "wh.duckdb")
     ingest_landing(conn, landing)
     data = files_behind(conn)
@@ -482,8 +482,45 @@ def test_money_set_aside_is_in_the_currency_each_quarantined_row_states(tmp_path
                                    "100.25 USD in quarantined rows are in no figure; nor are the quarantined rows of 1 file "
                                    "whose currency is not known.")
     assert "| 700.00 CNY; 100.25 USD; 5.00 (currency not known) |" in _md_table(data["files_to_look_at"], FILE_COLUMNS)
-    # A file read before the currencies were recorded: its money in its loaded lines' one currency, as before.
+    # Money in two currencies that nets to nothing is still set aside, in each.
+    netting_lines = line("1.00", "USD") + line("100.00", "USD", "soon") + line("-100.00", "EUR", "soon")
+    (landing / "netting.csv").write_text(header + netting_lines.replace(",A,", ",B,"))  # another account: no restatement
+    ingest_landing(conn, landing)
+    netting = next(r for r in files_behind(conn)["files_to_look_at"] if r["path"] == "netting.csv")
+    assert [(e["currency"], e["amount"]) for e in netting["set_aside"]] == [("EUR", Decimal("-100")), ("USD", Decimal("100"))]
+    (landing / "netting.csv").unlink()
+    conn.execute("DELETE FROM raw.files WHERE path = 'netting.csv'")
+    # A file read before the currencies were recorded: its money in its loaded lines' one currency.
     conn.execute("UPDATE raw.files SET quarantined_by_currency = NULL")
     [old] = files_behind(conn)["files_to_look_at"]
     assert [(e["currency"], e["amount"]) for e in old["set_aside"]] == [("USD", Decimal("805.25"))]
     conn.close()
+
+
+def test_the_report_and_the_runs_notices_read_a_warehouse_an_older_version_published(tmp_path):
+    """A report on, or a failed run's closing lines over, a warehouse published before
+    raw.files.quarantined_by_currency existed (opened read-only: nothing adds the column) raised a
+    BinderException; the money set aside is then in the currency of the file's loaded lines."""
+    from datetime import UTC, datetime
+
+    from pipelines.cli.summary import files_read_since, run_notices
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.report.daily import files_behind
+    from pipelines.warehouse.connection import connect
+    from tests.test_ragged_csv import HEADER, line
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cur.csv").write_text(HEADER + line(1) + line(2, cost="x") + line(3, cost="2.50").replace("2026-09-", "when-"))
+    warehouse = tmp_path / "wh.duckdb"
+    conn = connect(warehouse)
+    ingest_landing(conn, landing)
+    conn.execute("ALTER TABLE raw.files DROP COLUMN quarantined_by_currency")
+    conn.close()
+    conn = connect(warehouse, read_only=True)
+    [row] = files_behind(conn)["files_to_look_at"]
+    conn.close()
+    assert [(e["currency"], e["amount"]) for e in row["set_aside"]] == [("USD", Decimal("2.5"))]
+    [read] = files_read_since(warehouse, datetime(2000, 1, 1, tzinfo=UTC))
+    assert read["quarantined_by_currency"] is None
+    assert [n["reason"] for n in run_notices([read])][0].startswith("2 rows quarantined (their cost in the file: 2.5), e.g.")

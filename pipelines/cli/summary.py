@@ -10,7 +10,7 @@ from rich.text import Text
 from pipelines.text import for_terminal
 from pipelines.cli.hints import describe_table_command, open_warehouse_command
 from pipelines.report.figures import money, with_shown_shares
-from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts, table_exists
+from pipelines.warehouse.connection import connect, fetch_all, fetch_dicts, raw_files_source, table_exists
 
 SHOW_SKIPPED = 5  # unrecognised files listed by name; the rest are counted
 TABLES = ("raw.files", "raw.quarantine", "core.cost_lines", "core.gpu_samples", "core.gpu_minutes",
@@ -156,7 +156,7 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
                    p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
-            FROM raw.files AS f
+            FROM {raw_files_source(conn)} AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
                OR (f.kind = 'billing' AND f.status = 'superseded' AND f.delivery_id LIKE 'file:%'
@@ -312,7 +312,7 @@ def run_notices(files: list[dict]) -> list[dict]:
                 "later dates). If they are parts of one month split by rows, load them with the export's manifest or folder "
                 "layout (README: The ledger)")})
         if n := r["rows_quarantined"]:
-            money = f" (their cost in the file: {set_aside_text(r)})" if r["quarantined_total"] else ""
+            money = f" (their cost in the file: {text})" if (text := set_aside_text(r)) else ""
             reason = f"{n:,} row{'' if n == 1 else 's'} quarantined{money}" + (f", e.g. {r['first_reason']}" if r["first_reason"] else "")
             notices.append({"path": r["path"], "notice": "quarantined rows", "reason": reason})
         for warning in (r["detail"] or "").split("; warning: ")[1:]:
@@ -321,13 +321,13 @@ def run_notices(files: list[dict]) -> list[dict]:
 
 
 def set_aside_text(r: dict) -> str:
-    """Quarantined money in each currency its rows state (`100 USD; 700 CNY`); an amount whose
-    rows state no currency code, and a file an older version read, without one."""
-    by_currency = r.get("quarantined_by_currency")
-    if not by_currency:
-        return f"{r['quarantined_total'].normalize():f}"
-    return "; ".join(f"{e['amount'].normalize():f}" + (f" {e['currency']}" if e["currency"] else ", currency not known")
-                     for e in by_currency)
+    """Quarantined money in each currency its rows state (`100 USD; 700 CNY`), then any whose
+    currency its reader did not say (a file an older version read), as a bare amount; '' for none."""
+    by_currency = r.get("quarantined_by_currency") or []
+    parts = [f"{e['amount'].normalize():f}" + (f" {e['currency']}" if e["currency"] else ", currency not known")
+             for e in by_currency if e["amount"]]
+    unsaid = (r.get("quarantined_total") or 0) - sum((e["amount"] for e in by_currency), start=0)
+    return "; ".join(parts + ([f"{unsaid.normalize():f}"] if unsaid else []))
 
 
 def print_notices(console: Console, notices: list[dict]) -> None:

@@ -439,13 +439,12 @@ UNEXPECTED_CLIP = 80
 
 
 def set_aside_by_currency(ctx) -> list[dict] | None:
-    """The quarantined money by currency, for raw.files.quarantined_by_currency: None where none was
-    quarantined."""
-    if not ctx.quarantined_total and not any(ctx.quarantined_by_currency.values()):
-        return None
-    return [{"currency": currency, "amount": amount}
-            for currency, amount in sorted(ctx.quarantined_by_currency.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
-            if amount]
+    """The quarantined money by the currency its rows state, for raw.files.quarantined_by_currency;
+    None where the connector said no currency (the report then takes the loaded lines')."""
+    entries = [{"currency": currency, "amount": amount}
+               for currency, amount in sorted(ctx.quarantined_by_currency.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+               if amount]
+    return entries or None
 
 
 def _record(conn, rel, sha, size, connector, kind, status, loaded, quarantined, detail, now, totals=(None, None, None),

@@ -24,7 +24,7 @@ from models.tco import FLEET
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
-from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, table_exists
+from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, raw_files_source, table_exists
 
 TOP_FINDINGS = 10
 MAX_ANOMALY_CHARTS = 6
@@ -108,7 +108,8 @@ def files_behind(conn) -> dict:
     return {
         "files_counting": fetch_dicts(conn, "SELECT kind, count(DISTINCT path) AS files FROM raw.files "
                                             "WHERE status = 'loaded' GROUP BY kind ORDER BY files DESC, kind"),
-        "files_to_look_at": fetch_dicts(conn, (SQL_DIR / "queries" / "report_files.sql").read_text(),
+        "files_to_look_at": fetch_dicts(conn, (SQL_DIR / "queries" / "report_files.sql").read_text()
+                                        .replace("FROM raw.files", f"FROM {raw_files_source(conn)}"),
                                         {"limit": MAX_FILES_LISTED}),
     }
 

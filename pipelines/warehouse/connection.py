@@ -48,6 +48,18 @@ def table_exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
                 or fetch_all(conn, "SELECT 1 FROM duckdb_views() WHERE schema_name = ? AND view_name = ?", [schema, name]))
 
 
+QUARANTINED_BY_CURRENCY_TYPE = "STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[]"
+
+
+def raw_files_source(conn: duckdb.DuckDBPyConnection) -> str:
+    """`raw.files` as its readers query it: a warehouse an older version published, opened read-only
+    (a report, a failed run's summary), lacks the columns added since, which read as NULL."""
+    have = {name for (name,) in fetch_all(conn, "SELECT column_name FROM duckdb_columns() "
+                                                "WHERE schema_name = 'raw' AND table_name = 'files'")}
+    missing = [f"NULL::{dtype} AS {column}" for column, dtype in RAW_FILES_ADDED if column not in have]
+    return f"(SELECT *, {', '.join(missing)} FROM raw.files)" if missing and have else "raw.files"
+
+
 def sql_text(name: str) -> str:
     """The text of `sql/<schema>/<table>.sql` for a table named `schema.table`."""
     schema, table = name.split(".")
@@ -106,7 +118,7 @@ RAW_FILES_ADDED = (("source_total", "DECIMAL(38, 10)"), ("quarantined_total", "D
                    ("content_sha256", "VARCHAR"), ("file_mtime", "TIMESTAMPTZ"), ("layout_delivery_id", "VARCHAR"),
                    ("layout_export", "VARCHAR"), ("layout_period", "DATE"), ("layout_seq", "BIGINT"),
                    ("delivery_id", "VARCHAR"), ("delivery_note", "VARCHAR"), ("status_changed_at", "TIMESTAMPTZ"),
-                   ("quarantined_by_currency", "STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[]"))
+                   ("quarantined_by_currency", "STRUCT(currency VARCHAR, amount DECIMAL(38, 10))[]"))  # QUARANTINED_BY_CURRENCY_TYPE
 
 # One row per delivery manifest file version read (pipelines/ledger/deliveries.py: read_manifest).
 RAW_MANIFESTS_DDL = """

@@ -5,9 +5,11 @@
 -- money, as the file states it, is not in the figures), and a file that loaded with a warning (an
 -- invoice whose lines do not reach its total row). Money set aside is by the currency its rows
 -- state (raw.files.quarantined_by_currency); where a row states none that is a currency code, its
--- currency is not known, and it is added to no other money. (A file an older version read has no
--- such list: its money is in the currency its loaded lines bill in, where they bill in one.) The
--- totals by currency are over every file to look at, not only the $limit listed.
+-- currency is not known, and it is added to no other money. Money whose currency its reader did not
+-- say (a connector of an older kit, a file an older version read) is in the currency the file's
+-- loaded lines bill in, where they bill in one. The totals by currency are over every file to look
+-- at, not only the $limit listed. (The Python caller reads raw.files with the columns an older
+-- warehouse lacks as NULL: pipelines/warehouse/connection.py raw_files_source.)
 WITH newest AS (
     SELECT * FROM raw.files WHERE status <> 'manifest'
     QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC, status = 'loaded' DESC) = 1
@@ -28,13 +30,16 @@ currencies AS (
     GROUP BY ALL
 ),
 set_aside AS (
+    -- Each currency's amount, then the rest of quarantined_total, which no currency was said for.
     SELECT t.path, t.sha256, e.currency, e.amount
     FROM to_look_at AS t
     LEFT JOIN currencies AS c USING (path, sha256),
-    LATERAL (SELECT unnest(coalesce(t.quarantined_by_currency,
-                                    [{'currency': CASE WHEN c.currencies = 1 THEN c.currency END, 'amount': t.quarantined_total}]),
+    LATERAL (SELECT unnest(coalesce(t.quarantined_by_currency, [])
+                           || [{'currency': CASE WHEN c.currencies = 1 THEN c.currency END,
+                                'amount': coalesce(t.quarantined_total, 0)
+                                          - coalesce(list_sum(list_transform(t.quarantined_by_currency, lambda x: x.amount)), 0)}],
                            recursive := true)) AS e
-    WHERE t.quarantined_total <> 0 AND e.amount <> 0
+    WHERE e.amount <> 0
 ),
 by_file AS (
     SELECT path, sha256, list({'currency': currency, 'amount': amount} ORDER BY currency NULLS LAST) AS set_aside
@@ -65,5 +70,7 @@ FROM to_look_at AS t
 LEFT JOIN by_file AS b USING (path, sha256)
 LEFT JOIN reasons AS r USING (path, sha256)
 CROSS JOIN totals
-ORDER BY t.kind = 'billing' DESC NULLS LAST, abs(t.quarantined_total) DESC NULLS LAST, t.status = 'loaded', t.path
+-- Billing files first, those holding money set aside first of them (amounts in several currencies
+-- do not compare), then by rows quarantined.
+ORDER BY t.kind = 'billing' DESC NULLS LAST, b.set_aside IS NOT NULL DESC, t.rows_quarantined DESC, t.status = 'loaded', t.path
 LIMIT $limit
