@@ -281,15 +281,17 @@ def _column_number(letters: str) -> int:
 @dataclass(frozen=True)
 class SheetScan:
     """What one streamed pass over a sheet's XML finds: its extent as its cells' references say
-    (a stale or missing `<dimension>` cannot hide a stray cell far away) and whether any cell is
-    an error (`t="e"`)."""
+    (a stale or missing `<dimension>` cannot hide a stray cell far away), whether any cell is
+    an error (`t="e"`), and whether any formula stores no result, or stores 0 (which a workbook
+    left to Excel to compute does not mean): only then is the sheet's XML parsed for its cells."""
 
     last_row: int
     last_column: int
     first_row: int
     first_column: int
     has_errors: bool
-    has_formulas: bool = False
+    has_unvalued_formulas: bool = False
+    has_zero_formulas: bool = False
 
     @property
     def cells(self) -> int:
@@ -301,8 +303,12 @@ class SheetScan:
 _REF = {width: re.compile(rb"""\sr=["']([A-Z]{%d})(\d+)["']""" % width) for width in (3, 2, 1)}
 _ROW = re.compile(rb"""<(?:\w+:)?row\b[^>]*?\sr=["'](\d+)["']""")
 _ERROR = re.compile(rb"""\st=["']e["']""")
-_FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
-_OVERLAP = 64  # bytes carried from one chunk to the next: no attribute is cut unseen
+# A formula's end (`</f>`, or a shared formula's `<f .../>`), then the cell's end (no result stored)
+# or a stored 0.
+_FORMULA_END = rb"(?:</(?:\w+:)?f>|<(?:\w+:)?f\b[^>]*/>)\s*"
+_UNVALUED_FORMULA = re.compile(_FORMULA_END + rb"</(?:\w+:)?c>")
+_ZERO_FORMULA = re.compile(_FORMULA_END + rb"<(?:\w+:)?v>\s*-?0*(?:\.0*)?(?:[eE][-+]?\d+)?\s*</(?:\w+:)?v>")
+_OVERLAP = 512  # bytes carried from one chunk to the next: no attribute or formula's end is cut unseen
 
 
 @functools.lru_cache(maxsize=64)
@@ -311,12 +317,13 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
             first_row = first_column = None
             last_row = last_column = 0
-            has_errors = has_formulas = False
+            has_errors = unvalued = zeros = False
             carry = b""
             while chunk := fh.read(1 << 20):
                 text = carry + chunk
                 has_errors = has_errors or _ERROR.search(text) is not None
-                has_formulas = has_formulas or _FORMULA.search(text) is not None
+                unvalued = unvalued or _UNVALUED_FORMULA.search(text) is not None
+                zeros = zeros or _ZERO_FORMULA.search(text) is not None
                 rows = [int(r) for r in _ROW.findall(text)]
                 for width, pattern in _REF.items():  # same-width letters compare as numbers do
                     if refs := pattern.findall(text):
@@ -328,7 +335,7 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
                 carry = text[-_OVERLAP:]
     except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError):
         return None
-    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors, has_formulas)
+    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors, unvalued, zeros)
 
 
 def scan_part(path: Path, part: str | None) -> SheetScan | None:
@@ -385,27 +392,35 @@ def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: b
       written (a text formula's empty result too).
     Most sheets have neither, and the scan says so before any parse."""
     scan = scan_part(path, part)
-    if scan is None or not (scan.has_errors or scan.has_formulas):
+    if scan is None or not (scan.has_errors or scan.has_unvalued_formulas or (left_to_excel and scan.has_zero_formulas)):
         return {}
     cells: dict[int, dict[int, str]] = {}
+    row_number = column = 0  # where a cell without its (optional) `r` reference stands: by position
     try:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
-            for _, element in ElementTree.iterparse(fh):
-                if element.tag == f"{_MAIN}c":
-                    value, formula = element.find(f"{_MAIN}v"), element.find(f"{_MAIN}f")
-                    stored = value.text if value is not None else None
-                    text = None
-                    if element.get("t") == "e":
-                        text = stored or "#ERROR"
-                    elif formula is not None and (value is None or (left_to_excel and element.get("t") in (None, "n")
-                                                                    and _is_zero(stored or ""))):
-                        text = _not_computed(formula.text)
-                    if text is not None and (found := _CELL.fullmatch(element.get("r") or "")):
-                        row, column = int(found.group(2)) - 1, _column_number(found.group(1)) - 1 - first_column
-                        cells.setdefault(row, {})[column] = text
-                    element.clear()
-                elif element.tag == f"{_MAIN}row":
-                    element.clear()  # its cells are read: keep no row of a large sheet
+            for event, element in ElementTree.iterparse(fh, events=("start", "end")):
+                if element.tag == f"{_MAIN}row":
+                    if event == "start":
+                        number = element.get("r")
+                        row_number, column = (int(number) if number and number.isdigit() else row_number + 1), 0
+                    else:
+                        element.clear()  # its cells are read: keep no row of a large sheet
+                    continue
+                if event != "end" or element.tag != f"{_MAIN}c":
+                    continue
+                found = _CELL.fullmatch(element.get("r") or "")
+                row, column = (int(found.group(2)), _column_number(found.group(1))) if found else (row_number, column + 1)
+                value, formula = element.find(f"{_MAIN}v"), element.find(f"{_MAIN}f")
+                stored = value.text if value is not None else None
+                text = None
+                if element.get("t") == "e":
+                    text = stored or "#ERROR"
+                elif formula is not None and (value is None or (left_to_excel and element.get("t") in (None, "n")
+                                                                and _is_zero(stored or ""))):
+                    text = _not_computed(formula.text)
+                if text is not None and row >= 1:
+                    cells.setdefault(row - 1, {})[column - 1 - first_column] = text
+                element.clear()
     except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, NotImplementedError):
         return {}
     return cells

@@ -299,7 +299,7 @@ def _is_header(lines: "CompleteLines", names: list[str], encoding: str, delimite
         fields = next(csv.reader([lines.tail.decode(encoding, errors="replace")], delimiter=delimiter), [])
     except csv.Error:
         return False
-    return not lines.stream_cut and [f.strip().lstrip("\ufeff") for f in fields] == names
+    return not lines.stream_cut and [f.lstrip("\ufeff").strip() for f in fields] == names
 
 
 def _python_frames(path: Path, source_file: str, names: list[str], null_values: Sequence[str], delimiter: str,
@@ -370,7 +370,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
             # quoted values, so a count could start below the header and lose lines unseen.
             header_passed = False
             for _, fields, _ in records:
-                if [f.strip().lstrip("\ufeff") for f in fields] == names:
+                if [f.lstrip("\ufeff").strip() for f in fields] == names:
                     header_passed = True
                     break
         if not header_passed and _is_header(lines, names, encoding, delimiter):

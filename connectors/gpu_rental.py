@@ -262,6 +262,11 @@ class GpuRentalConnector(Connector):
                 (~self._currency().is_in(ISO4217).fill_null(False),
                  pl.format("currency '{}' is not an ISO 4217 code", self._currency().fill_null(""))),
                 *([] if computed.hours else [(failed("__f_hours", pl.col("__hours")), "hours is not a number")]),
+                # An id, name or text cell holding a spreadsheet's error or a formula it never
+                # computed would load as that text (an account '#N/A', keying a delivery).
+                *((spreadsheet_error(pl.col(column)), pl.format(f"{field} '{{}}' is a spreadsheet's error, not a value",
+                                                                short_value(column)))
+                  for field, column in self.columns.items() if column in frame.columns),
             ])
             totals.add_lines(frame["__amount"])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"),
@@ -323,6 +328,17 @@ class GpuRentalConnector(Connector):
                       or [pl.lit(None).alias("none")]).struct.json_encode().alias("x_ExtraColumns"),
             ROW_NUMBER,
         )
+
+
+# What Excel writes in a cell whose formula failed, and what a workbook's formula it never computed
+# reads as (connectors/_spreadsheet.py): no value, in a CSV exported from Excel too.
+SPREADSHEET_ERRORS = ("#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A", "#GETTING_DATA", "#SPILL!",
+                      "#CALC!", "#FIELD!", "#BLOCKED!", "#CONNECT!", "#BUSY!", "#UNKNOWN!")
+
+
+def spreadsheet_error(cell: pl.Expr) -> pl.Expr:
+    text = cell.str.strip_chars()
+    return (text.str.to_uppercase().is_in(SPREADSHEET_ERRORS) | text.str.starts_with("#NOT COMPUTED")).fill_null(False)
 
 
 class TotalRows:

@@ -592,3 +592,56 @@ def test_legacy_excel_and_opendocument_spreadsheets_say_what_to_do(tmp_path):
         archive.writestr(zipfile.ZipInfo("mimetype"), "application/vnd.oasis.opendocument.spreadsheet")
         archive.writestr("content.xml", "<office:document-content/>", compress_type=zipfile.ZIP_DEFLATED)
     assert detect(ods).reason == "an OpenDocument spreadsheet (.ods): not read; save it as .xlsx or export the sheet as CSV"
+
+
+def test_a_cell_without_its_reference_is_found_by_position_and_an_uncomputed_text_formula_is_no_id(tmp_path):
+    """A cell's `r` reference is optional: an uncomputed formula (or an error) in a cell without one
+    was missed, and its stored 0 loaded as the line's money. And a formula never computed, or
+    Excel's error, in an id or text column loaded as that text (an account '#N/A')."""
+    import re
+
+    rows = [HEADER.split(","), cells("ins-a", SEPT_1, ("=8*24*1.85", 0)), cells("ins-b", SEPT_1, 100.0)]
+    no_refs = rewrite_sheet(workbook(tmp_path / "no_refs.xlsx", {"S": rows}), lambda xml: re.sub(r'(<c) r="[A-Z]+\d+"', r"\1", xml))
+    ctx = read_context(no_refs.name)
+    loaded = pa.Table.from_batches(list(detect(no_refs).connector.read(no_refs, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-b"]
+    assert [q["reason"] for q in ctx.quarantined] == ["sheet 'S' row 2: amount '#NOT COMPUTED: =8*24*1.85' is not a number"]
+
+    text_formula = cells("ins-c", SEPT_1, 10.0)
+    text_formula[2] = ('="u-"&"7"', 0)  # the account, as a library writes a formula: no result
+    error_id = cells("ins-d", SEPT_1, 20.0)
+    error_id[3] = ("=VLOOKUP(1,A1:A2,2,0)", "#N/A")
+    path = workbook(tmp_path / "ids.xlsx", {"S": [HEADER.split(","), text_formula, error_id, cells("ins-e", SEPT_1, 30.0)]})
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-e"]
+    assert [q["reason"] for q in ctx.quarantined] == [
+        "sheet 'S' row 2: account_id '#NOT COMPUTED: =\"u-\"&\"7\"' is a spreadsheet's error, not a value",
+        "sheet 'S' row 3: resource_id '#N/A' is a spreadsheet's error, not a value"]
+
+
+def test_a_csv_exported_from_a_sheet_with_an_error_in_an_id_quarantines_that_line(tmp_path):
+    path = tmp_path / "账单.csv"
+    path.write_text("\n".join([HEADER, LINES[0].replace(",B-1,", ",#N/A,", 1), *LINES[1:]]) + "\n", encoding="utf-8")
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-r"]
+    assert [q["reason"] for q in ctx.quarantined] == ["invoice_id '#N/A' is a spreadsheet's error, not a value",
+                                                      "start '昨天' is not a time"]
+
+
+def test_only_a_sheet_with_an_error_or_an_uncomputed_formula_is_parsed_for_its_cells(tmp_path):
+    """Parsing a sheet's XML doubled a 100,000-line workbook's read; a sheet whose formulas all
+    store their results (Excel's own files; a total row's =SUM) is not parsed."""
+    from connectors._spreadsheet import _cells_as_written, scan_part, sheet_parts
+
+    rows = [HEADER.split(","), cells("ins-a", SEPT_1, ("=8*24*1.85", 355.2)), ["合计"] + [None] * 12 + [("=SUM(N2:N2)", 355.2)]]
+    computed = rewrite_part(workbook(tmp_path / "excel.xlsx", {"S": rows}), "xl/workbook.xml",
+                            lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
+    part = sheet_parts(computed)["S"]
+    scan = scan_part(computed, part)
+    assert (scan.has_errors, scan.has_unvalued_formulas, scan.has_zero_formulas) == (False, False, False)
+    zero = workbook(tmp_path / "zero.xlsx", {"S": [HEADER.split(","), cells("ins-a", SEPT_1, ("=0*1.85", 0))]})
+    assert scan_part(zero, part).has_zero_formulas and not scan_part(zero, part).has_unvalued_formulas
+    assert _cells_as_written(zero, part, 0, left_to_excel=False) == {}
+    assert _cells_as_written(zero, part, 0, left_to_excel=True) == {1: {13: "#NOT COMPUTED: =0*1.85"}}

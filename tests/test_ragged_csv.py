@@ -206,6 +206,10 @@ def test_an_export_of_its_header_alone_without_a_newline_has_no_rows(tmp_path, c
     assert sorted((o.path.split(".")[0], o.status, o.rows_loaded, o.rows_quarantined) for o in outcomes) == [
         ("cur", "loaded", 0, 0), ("smi", "loaded", 0, 0)]
     assert fetch_all(conn, "SELECT count(*) FROM raw.quarantine") == [(0,)]
+    bom = tmp_path / "bom.csv"  # a BOM, then a space before the first name
+    bom.write_bytes(b"\xef\xbb\xbf " + HEADER.rstrip("\n").encode())
+    rows, ctx = read(bom)
+    assert (rows, ctx.quarantined) == ([], [])
     titled = tmp_path / "titled.csv"  # an invoice's header below its title (the mapping connector's reading)
     titled.write_text("Usage report for September\n" + HEADER.rstrip("\n"))
     ctx = read_context("titled.csv")
