@@ -112,13 +112,15 @@ def find_workbook_headers(path: Path, wanted) -> list[tuple[str, int]]:
 
 
 def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[str, int]],
-                               decimal_separator: str = ".", unmerged: Iterable[str] = ()) -> Iterator[pl.DataFrame]:
+                               decimal_separator: str = ".", unmerged: Iterable[str] = (),
+                               where: bool = False) -> Iterator[pl.DataFrame]:
     """The rows under each sheet's header (sheet, header row; see `find_workbook_headers`) as
     frames of text, numbered across the sheets in SOURCE_ROW; ConnectorError when the workbook
     cannot be read or a header names a column twice. Number cells are written with
     `decimal_separator`, so a reader told the file writes `1234,5` reads them as it reads text.
     A merged range's value is given to each cell it spans but in the `unmerged` columns (an
-    amount: money merged across a group's rows is the group's once, never once a row)."""
+    amount: money merged across a group's rows is the group's once, never once a row). With `where`,
+    each frame also says where each row is (column WHERE: `sheet 'S' row 9`, the row Excel shows)."""
     try:
         parts = sheet_parts(path)
         for name, _ in sheets:
@@ -176,7 +178,8 @@ def stream_workbook_as_strings(path: Path, source_file: str, sheets: list[tuple[
                 for column, text in zip(columns, texts, strict=False):
                     column.append(text)
                 numbers.append(number)
-                wheres.append(f"sheet {sheet_name!r} row {index + 1}")  # the row Excel shows
+                if where:
+                    wheres.append(f"sheet {sheet_name!r} row {index + 1}")  # the row Excel shows
                 if len(numbers) == FRAME_ROWS:
                     yield _frame(names, columns, numbers, wheres)
             if numbers:
@@ -282,8 +285,8 @@ def _column_number(letters: str) -> int:
 class SheetScan:
     """What one streamed pass over a sheet's XML finds: its extent as its cells' references say
     (a stale or missing `<dimension>` cannot hide a stray cell far away), whether any cell is
-    an error (`t="e"`), and whether any formula stores no result, or stores 0 (which a workbook
-    left to Excel to compute does not mean): only then is the sheet's XML parsed for its cells."""
+    an error (`t="e"`), whether any formula stores no result, and whether it has formulas at all
+    (a workbook left to Excel stores 0 for them): only then is the sheet's XML parsed for its cells."""
 
     last_row: int
     last_column: int
@@ -291,7 +294,7 @@ class SheetScan:
     first_column: int
     has_errors: bool
     has_unvalued_formulas: bool = False
-    has_zero_formulas: bool = False
+    has_formulas: bool = False
 
     @property
     def cells(self) -> int:
@@ -303,11 +306,12 @@ class SheetScan:
 _REF = {width: re.compile(rb"""\sr=["']([A-Z]{%d})(\d+)["']""" % width) for width in (3, 2, 1)}
 _ROW = re.compile(rb"""<(?:\w+:)?row\b[^>]*?\sr=["'](\d+)["']""")
 _ERROR = re.compile(rb"""\st=["']e["']""")
-# A formula's end (`</f>`, or a shared formula's `<f .../>`), then the cell's end (no result stored)
-# or a stored 0.
-_FORMULA_END = rb"(?:</(?:\w+:)?f>|<(?:\w+:)?f\b[^>]*/>)\s*"
-_UNVALUED_FORMULA = re.compile(_FORMULA_END + rb"</(?:\w+:)?c>")
-_ZERO_FORMULA = re.compile(_FORMULA_END + rb"<(?:\w+:)?v>\s*-?0*(?:\.0*)?(?:[eE][-+]?\d+)?\s*</(?:\w+:)?v>")
+# Any formula; and a formula's end (`</f>`, or a shared formula's `<f .../>`) followed by the cell's
+# end or an empty `<v/>` (openpyxl's): no result stored. In a workbook left to Excel any formula has
+# its cell read from the XML (a stored 0 is no result there); elsewhere only these.
+_FORMULA = re.compile(rb"<(?:\w+:)?f[\s>/]")
+_FORMULA_END = rb"(?:</(?:\w+:)?f\s*>|<(?:\w+:)?f\b[^>]*/>)\s*"
+_UNVALUED_FORMULA = re.compile(_FORMULA_END + rb"(?:</(?:\w+:)?c\s*>|<(?:\w+:)?v\s*/>|<(?:\w+:)?v\s*>\s*</(?:\w+:)?v\s*>)")
 _OVERLAP = 512  # bytes carried from one chunk to the next: no attribute or formula's end is cut unseen
 
 
@@ -317,13 +321,13 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
         with zipfile.ZipFile(path) as archive, archive.open(part) as fh:
             first_row = first_column = None
             last_row = last_column = 0
-            has_errors = unvalued = zeros = False
+            has_errors = unvalued = formulas = False
             carry = b""
             while chunk := fh.read(1 << 20):
                 text = carry + chunk
                 has_errors = has_errors or _ERROR.search(text) is not None
                 unvalued = unvalued or _UNVALUED_FORMULA.search(text) is not None
-                zeros = zeros or _ZERO_FORMULA.search(text) is not None
+                formulas = formulas or _FORMULA.search(text) is not None
                 rows = [int(r) for r in _ROW.findall(text)]
                 for width, pattern in _REF.items():  # same-width letters compare as numbers do
                     if refs := pattern.findall(text):
@@ -335,7 +339,7 @@ def _scan_part(path: str, version: tuple, part: str) -> SheetScan | None:
                 carry = text[-_OVERLAP:]
     except (KeyError, zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError):
         return None
-    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors, unvalued, zeros)
+    return SheetScan(last_row, last_column, first_row or 1, first_column or 1, has_errors, unvalued, formulas)
 
 
 def scan_part(path: Path, part: str | None) -> SheetScan | None:
@@ -387,12 +391,12 @@ def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: b
       mapping's default);
     - formulas without a computed result, which calamine reads as empty or 0 (a workbook written by
       a library leaves them to Excel): a line's amount would load as nothing or as 0. A formula
-      storing no result (no `<v>`), or a numeric 0 in a workbook `left_to_excel`, reads
-      `#NOT COMPUTED`, so its line is quarantined naming it. Any other stored result is taken as
-      written (a text formula's empty result too).
+      storing no result (no `<v>`, or an empty one for a number), or a numeric 0 in a workbook
+      `left_to_excel`, reads `#NOT COMPUTED`, so its line is quarantined naming it. Any other stored
+      result is taken as written (a text formula's empty result too).
     Most sheets have neither, and the scan says so before any parse."""
     scan = scan_part(path, part)
-    if scan is None or not (scan.has_errors or scan.has_unvalued_formulas or (left_to_excel and scan.has_zero_formulas)):
+    if scan is None or not (scan.has_errors or scan.has_unvalued_formulas or (left_to_excel and scan.has_formulas)):
         return {}
     cells: dict[int, dict[int, str]] = {}
     row_number = column = 0  # where a cell without its (optional) `r` reference stands: by position
@@ -415,8 +419,7 @@ def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: b
                 text = None
                 if element.get("t") == "e":
                     text = stored or "#ERROR"
-                elif formula is not None and (value is None or (left_to_excel and element.get("t") in (None, "n")
-                                                                and _is_zero(stored or ""))):
+                elif formula is not None and _not_a_result(element.get("t"), value, stored, left_to_excel):
                     text = _not_computed(formula.text)
                 if text is not None and row >= 1:
                     cells.setdefault(row - 1, {})[column - 1 - first_column] = text
@@ -424,6 +427,16 @@ def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: b
     except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, NotImplementedError):
         return {}
     return cells
+
+
+def _not_a_result(kind: str | None, value, stored: str | None, left_to_excel: bool) -> bool:
+    """Whether a formula cell's stored value (its `<v>`, of type `kind`) is no computed result: none
+    at all (an inline string's `<is>` is one), an empty `<v/>` for a number (openpyxl's; a text
+    formula's empty result is one), or a numeric 0 in a workbook left to Excel."""
+    if value is None:
+        return kind != "inlineStr"
+    numeric = kind in (None, "n")
+    return numeric and (not (stored or "").strip() or (left_to_excel and _is_zero(stored or "")))
 
 
 def _is_zero(text: str) -> bool:
@@ -445,7 +458,9 @@ def _column_names(header: list[str], source_file: str, sheet: str, header_row: i
 
 def _frame(names: list[str], columns: list[list[str | None]], numbers: list[int], wheres: list[str]) -> pl.DataFrame:
     frame = pl.DataFrame({n: c for n, c in zip(names, columns, strict=True)}, schema={n: pl.String for n in names})
-    frame = frame.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64), pl.Series(WHERE, wheres, dtype=pl.String))
+    frame = frame.with_columns(pl.Series(ROW_NUMBER, numbers, dtype=pl.Int64))
+    if wheres:
+        frame = frame.with_columns(pl.Series(WHERE, wheres, dtype=pl.String))
     for column in (*columns, numbers, wheres):
         column.clear()
     return frame

@@ -701,8 +701,9 @@ def split_rejected(frame: pl.DataFrame, reason: pl.Expr, ctx: ReadContext, conne
     """
     frame = frame.with_columns(_reasons(frame, reason))
     if WHERE in frame.columns:  # `sheet 'Sep' row 14: amount is empty`: findable in the workbook
-        frame = frame.with_columns(pl.when(pl.col("__reason").is_not_null())
-                                   .then(pl.format("{}: {}", pl.col(WHERE), pl.col("__reason"))).alias("__reason"))
+        frame = frame.with_columns(pl.when(pl.col("__reason").is_not_null() & pl.col(WHERE).is_not_null())
+                                   .then(pl.format("{}: {}", pl.col(WHERE), pl.col("__reason")))
+                                   .otherwise(pl.col("__reason")).alias("__reason"))
     rejected = frame.filter(pl.col("__reason").is_not_null())
     if amount is not None:
         stated = frame.select(amount.sum()).item()

@@ -180,7 +180,7 @@ class GpuRentalConnector(Connector):
             header_line = sheets[0][1] + 1
             # Money merged across rows is its group's once: the amount column is never filled.
             frames = stream_workbook_as_strings(path, ctx.source_file, sheets, self.mapping.numbers.decimal_separator,
-                                                unmerged=[self.columns["amount"]])
+                                                unmerged=[self.columns["amount"]], where=True)
             formats = (*formats, *WORKBOOK_TIME_FORMATS) if formats else formats  # the way its date cells are written
         else:
             header_line = self.header_line(head) or 1
@@ -266,7 +266,7 @@ class GpuRentalConnector(Connector):
                 # computed would load as that text (an account '#N/A', keying a delivery).
                 *((spreadsheet_error(pl.col(column)), pl.format(f"{field} '{{}}' is a spreadsheet's error, not a value",
                                                                 short_value(column)))
-                  for field, column in self.columns.items() if column in frame.columns),
+                  for field, column in self.columns.items() if field in TEXT_FIELDS and column in frame.columns),
             ])
             totals.add_lines(frame["__amount"])
             accepted = split_rejected(frame, reason, ctx, self.name, source_columns, amount=pl.col("__amount"),
@@ -334,6 +334,11 @@ class GpuRentalConnector(Connector):
 # reads as (connectors/_spreadsheet.py): no value, in a CSV exported from Excel too.
 SPREADSHEET_ERRORS = ("#NULL!", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#N/A", "#GETTING_DATA", "#SPILL!",
                       "#CALC!", "#FIELD!", "#BLOCKED!", "#CONNECT!", "#BUSY!", "#UNKNOWN!")
+
+
+# The fields a spreadsheet's error would load as text (ids keying deliveries, names, labels); the
+# others are parsed, and an error in them is no number or time (an optional unit price is tolerated).
+TEXT_FIELDS = ("provider", "invoice_id", "account_id", "resource_id", "resource_name", "region", "gpu_model")
 
 
 def spreadsheet_error(cell: pl.Expr) -> pl.Expr:

@@ -160,8 +160,9 @@ def unread_spreadsheet(path: Path, head: bytes) -> str | None:
     to do. In an .xls the reader cannot tell an error cell (`#N/A`) from an empty one, which a
     mapping's default would fill (a USD line read as the default CNY); .ods is not supported."""
     if head.startswith(OLE2_MAGIC):
-        return ("an Excel 97-2003 workbook (.xls) or another OLE2 document: not read, since its error cells "
-                "read as empty; save it as .xlsx (Excel: File > Save As) or export the sheet as CSV")
+        return ("an Excel 97-2003 workbook (.xls), a password-protected workbook, or another OLE2 document: not "
+                "read (an .xls's error cells read as empty); save it as .xlsx without a password (Excel: File > Save "
+                "As) or export the sheet as CSV")
     if head.startswith(ZIP_MAGIC) and ODS_MEDIA_TYPE in head[:200]:
         return "an OpenDocument spreadsheet (.ods): not read; save it as .xlsx or export the sheet as CSV"
     return None

@@ -585,7 +585,7 @@ def test_legacy_excel_and_opendocument_spreadsheets_say_what_to_do(tmp_path):
 
     xls = tmp_path / "账单.xls"
     xls.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504))
-    assert detect(xls).reason.startswith("an Excel 97-2003 workbook (.xls) or another OLE2 document: not read")
+    assert detect(xls).reason.startswith("an Excel 97-2003 workbook (.xls), a password-protected workbook, or another OLE2")
     assert "save it as .xlsx" in detect(xls).reason
     ods = tmp_path / "bill.ods"
     with zipfile.ZipFile(ods, "w") as archive:
@@ -640,8 +640,76 @@ def test_only_a_sheet_with_an_error_or_an_uncomputed_formula_is_parsed_for_its_c
                             lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
     part = sheet_parts(computed)["S"]
     scan = scan_part(computed, part)
-    assert (scan.has_errors, scan.has_unvalued_formulas, scan.has_zero_formulas) == (False, False, False)
+    assert (scan.has_errors, scan.has_unvalued_formulas, scan.has_formulas) == (False, False, True)
+    assert _cells_as_written(computed, part, 0, left_to_excel=False) == {}
     zero = workbook(tmp_path / "zero.xlsx", {"S": [HEADER.split(","), cells("ins-a", SEPT_1, ("=0*1.85", 0))]})
-    assert scan_part(zero, part).has_zero_formulas and not scan_part(zero, part).has_unvalued_formulas
+    assert scan_part(zero, part).has_formulas and not scan_part(zero, part).has_unvalued_formulas
     assert _cells_as_written(zero, part, 0, left_to_excel=False) == {}
     assert _cells_as_written(zero, part, 0, left_to_excel=True) == {1: {13: "#NOT COMPUTED: =0*1.85"}}
+
+
+@pytest.mark.parametrize("shape", ["<f>8*24*1.85</f><v/>", "<f>8*24*1.85</f><v></v>", "<f>8*24*1.85</f ><v>0</v>",
+                                   "<f>8*24*1.85</f><v>+0</v>", "<f>8*24*1.85</f><v >0</v>",
+                                   "<f>8*24*1.85</f><!-- a note --><v>0</v>"])
+def test_every_shape_of_a_formula_left_to_excel_is_quarantined_not_read_as_zero(tmp_path, shape):
+    """openpyxl stores an empty `<v/>`; XML allows spaces in tags and comments between them. Each
+    is a formula whose result the workbook leaves to Excel, never 0 money or an empty cell."""
+    from connectors._spreadsheet import _scan_part
+
+    _scan_part.cache_clear()
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), cells("ins-a", SEPT_1, ("=8*24*1.85", 0)),
+                                                   cells("ins-b", SEPT_1, 100.0)]})
+    path = rewrite_sheet(path, lambda xml: xml.replace("<f>8*24*1.85</f><v>0</v>", shape))
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [r["ResourceId"] for r in loaded] == ["ins-b"]
+    assert [q["reason"] for q in ctx.quarantined] == ["sheet 'S' row 2: amount '#NOT COMPUTED: =8*24*1.85' is not a number"]
+
+
+def test_an_empty_currency_formula_takes_no_default_and_an_inline_string_result_is_one(tmp_path):
+    """An openpyxl currency formula (`<v/>`) read as empty took the mapping's CNY: a USD line loaded
+    as CNY. A formula whose result is an inline string has stored that result."""
+    row = cells("ins-a", SEPT_1, 50.0)
+    row[14] = ('=IF(1=1,"USD","CNY")', 0)
+    inline = cells("ins-b", SEPT_1, 20.0)
+    inline[14] = ('="USD"', 0)
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), row, inline, cells("ins-c", SEPT_1, 1.0)]})
+    path = rewrite_sheet(path, lambda xml: xml.replace('<f>IF(1=1,"USD","CNY")</f><v>0</v>', '<f>IF(1=1,"USD","CNY")</f><v/>')
+                         .replace('<c r="O3"><f>"USD"</f><v>0</v></c>', '<c r="O3" t="inlineStr"><f>"USD"</f><is><t>USD</t></is></c>'))
+    path = rewrite_part(path, "xl/workbook.xml", lambda xml: xml.replace(' fullCalcOnLoad="1"', ""))
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BillingCurrency"]) for r in loaded] == [("ins-b", "USD"), ("ins-c", "CNY")]
+    assert [q["reason"] for q in ctx.quarantined] == [
+        "sheet 'S' row 2: currency '#NOT COMPUTED: =IF(1=1,\"USD\",\"CNY\")' is not an ISO 4217 code"]
+
+
+def test_an_error_in_the_optional_unit_price_leaves_the_line_loaded(tmp_path):
+    """A zero-hour or credit line's price computed as amount / hours is `#DIV/0!`: the price is
+    optional, so the line loads as with any price it cannot read (its list cost is its amount)."""
+    path = tmp_path / "账单.csv"
+    path.write_text("\n".join([HEADER, line("355.20"), line("100.00", "ins-b").replace(",24,1.85,", ",24,#DIV/0!,")]) + "\n",
+                    encoding="utf-8")
+    ctx = read_context(path.name)
+    loaded = pa.Table.from_batches(list(detect(path).connector.read(path, ctx)), schema=COST_LINE).to_pylist()
+    assert [(r["ResourceId"], r["BilledCost"]) for r in loaded] == [("ins-a", Decimal("355.2")), ("ins-b", Decimal("100"))]
+    assert ctx.quarantined == []
+
+
+def test_a_row_without_its_place_keeps_its_reason_and_a_workbook_frame_says_where_only_when_asked(tmp_path):
+    """A reason opened with a null place was null, and the row loaded; and a kit 1.3 connector
+    reading a workbook's frames gets no column it did not ask for."""
+    import polars as pl
+
+    from connectors.kit import SOURCE_ROW, WHERE, find_workbook_headers, first_reason, parse_decimal, split_rejected, \
+        stream_workbook_as_strings
+
+    frame = pl.DataFrame({"amount": ["1.00", "oops", "oops"], SOURCE_ROW: [1, 2, 3], WHERE: ["sheet 'S' row 2", "sheet 'S' row 3", None]})
+    ctx = read_context("x.xlsx")
+    amount = parse_decimal("amount", 38, 10)
+    kept = split_rejected(frame, first_reason([(amount.is_null(), "amount is not a number")]), ctx, "t", ["amount"], amount=amount)
+    assert kept[SOURCE_ROW].to_list() == [1]
+    assert [q["reason"] for q in ctx.quarantined] == ["sheet 'S' row 3: amount is not a number", "amount is not a number"]
+    path = workbook(tmp_path / "账单.xlsx", {"S": [HEADER.split(","), cells("ins-a", SEPT_1, 1.0)]})
+    sheets = find_workbook_headers(path, ["金额"])
+    assert WHERE not in next(stream_workbook_as_strings(path, path.name, sheets)).columns

@@ -207,7 +207,9 @@ def ingest_landing(
     settled: dict[int, FileOutcome] = {}  # by position: outcomes are listed in landing order
     # Paths with a version that failed or counts for nothing: if such a path holds a version read
     # before it again, that version is what the path holds (see _settle_returned).
-    unsettled = {path for (path,) in fetch_all(conn, f"SELECT DISTINCT path FROM raw.files WHERE status IN ({UNSETTLED_SQL})")}
+    unsettled = {path for (path,) in fetch_all(conn, f"""
+        SELECT path FROM raw.files WHERE status <> 'manifest'
+        QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC) = 1 AND status IN ({UNSETTLED_SQL})""")}
     returned: list[tuple[str, str, datetime]] = []
     done_count = 0
 
