@@ -379,10 +379,13 @@ def left_to_excel(path: Path) -> bool:
     return calc is not None and calc.get("fullCalcOnLoad") in ("1", "true")
 
 
+# What an uncomputed formula cell reads as: like an error cell, no number and no text a mapping's
+# default stands in for, naming the formula (`#NOT COMPUTED: =A2*B2`).
+NOT_COMPUTED = "#NOT COMPUTED"
+
+
 def _not_computed(formula: str | None) -> str:
-    """What an uncomputed formula cell reads as: like an error cell, no number and no text a
-    mapping's default stands in for, naming the formula (`#NOT COMPUTED: =A2*B2`)."""
-    return f"#NOT COMPUTED: ={formula}" if formula else "#NOT COMPUTED"
+    return f"{NOT_COMPUTED}: ={formula}" if formula else NOT_COMPUTED
 
 
 def _cells_as_written(path: Path, part: str, first_column: int, left_to_excel: bool) -> dict[int, dict[int, str]]:

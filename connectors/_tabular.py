@@ -293,13 +293,18 @@ def _records(lines: CompleteLines, encoding: str, delimiter: str, source_file: s
         first = reader.line_num + 1
 
 
+def _names(fields: list[str], names: list[str]) -> bool:
+    """Whether a record's fields are the header's `names` (as read: BOM and spaces stripped)."""
+    return [f.lstrip("\ufeff").strip() for f in fields] == names
+
+
 def _is_header(lines: "CompleteLines", names: list[str], encoding: str, delimiter: str) -> bool:
     """Whether what follows the file's last newline, read to its end, is the header line itself."""
     try:
         fields = next(csv.reader([lines.tail.decode(encoding, errors="replace")], delimiter=delimiter), [])
     except csv.Error:
         return False
-    return not lines.stream_cut and [f.lstrip("\ufeff").strip() for f in fields] == names
+    return not lines.stream_cut and _names(fields, names)
 
 
 def _python_frames(path: Path, source_file: str, names: list[str], null_values: Sequence[str], delimiter: str,
@@ -370,7 +375,7 @@ def _python_frames(path: Path, source_file: str, names: list[str], null_values: 
             # quoted values, so a count could start below the header and lose lines unseen.
             header_passed = False
             for _, fields, _ in records:
-                if [f.lstrip("\ufeff").strip() for f in fields] == names:
+                if _names(fields, names):
                     header_passed = True
                     break
         if not header_passed and _is_header(lines, names, encoding, delimiter):

@@ -19,7 +19,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from models.currencies import ISO4217
+from models.currencies import is_iso4217
 from models.schemas import QUARANTINE, SCHEMAS
 
 KINDS = tuple(SCHEMAS)  # billing, telemetry, workload, storage
@@ -147,7 +147,6 @@ def money_sum(values) -> Decimal:
 
 # `declare_money`'s currency when the connector does not say it (a connector of kit 1.3).
 NOT_SAID: Final = "<not said>"
-_ISO4217 = frozenset(ISO4217)
 
 
 @dataclass
@@ -186,7 +185,7 @@ class ReadContext:
         self.source_total = MONEY_CONTEXT.add(self.source_total, Decimal(stated))
         self.quarantined_total = MONEY_CONTEXT.add(self.quarantined_total, Decimal(quarantined))
         if Decimal(quarantined) != 0 and currency is not NOT_SAID:
-            code = currency if currency in _ISO4217 else None
+            code = currency if is_iso4217(currency) else None
             held = self.quarantined_by_currency.get(code, Decimal(0))
             self.quarantined_by_currency[code] = MONEY_CONTEXT.add(held, Decimal(quarantined))
 

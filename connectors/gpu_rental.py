@@ -19,6 +19,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 from connectors.kit import (
+    NOT_COMPUTED,
     ROW_NUMBER,
     WHERE,
     cell_reason,
@@ -343,7 +344,7 @@ TEXT_FIELDS = ("provider", "invoice_id", "account_id", "resource_id", "resource_
 
 def spreadsheet_error(cell: pl.Expr) -> pl.Expr:
     text = cell.str.strip_chars()
-    return (text.str.to_uppercase().is_in(SPREADSHEET_ERRORS) | text.str.starts_with("#NOT COMPUTED")).fill_null(False)
+    return (text.str.to_uppercase().is_in(SPREADSHEET_ERRORS) | text.str.starts_with(NOT_COMPUTED)).fill_null(False)
 
 
 class TotalRows:

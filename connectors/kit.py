@@ -65,6 +65,7 @@ from connectors._tabular import (
     to_canonical,
 )
 from connectors._spreadsheet import (
+    NOT_COMPUTED,
     WORKBOOK_TIME_FORMATS,
     find_workbook_headers,
     is_workbook,
@@ -92,7 +93,7 @@ from models.gpus import gpu_model_expr
 from models.schemas import LINEAGE_FIELDS, MONEY_TYPE, PRICE_TYPE, QUANTITY_TYPE, SCHEMAS, UTC_TIMESTAMP
 
 API_VERSION = "1.4"  # 1.1: parse_utc_series; 1.2: Connector.reads_concurrently; 1.3: find_header_line, money_sum, workbooks;
-# 1.4: split_rejected(currency=), declare_money(currency=), WHERE
+# 1.4: split_rejected(currency=), declare_money(currency=), WHERE, NOT_COMPUTED
 
 # The column of a frame that holds each record's row in the source file (1 = the first data row).
 SOURCE_ROW = ROW_NUMBER
@@ -166,7 +167,7 @@ __all__ = [
     "Connector", "ConnectorError", "ReadContext", "CompleteLines", "TruncatedTail",
     "schema_of", "header_fields", "find_header_line", "first_lines_fields", "read_head", "open_maybe_gzip", "open_text", "read_whole", "text_lines", "DECOMPRESSION_ERRORS", "is_parquet", "printable",
     "stream_csv_as_strings", "stream_parquet_as_strings", "stream_workbook_as_strings", "is_workbook",
-    "find_workbook_headers", "workbook_problems", "WORKBOOK_TIME_FORMATS", "number_rows", "quarantine_tail",
+    "find_workbook_headers", "workbook_problems", "WORKBOOK_TIME_FORMATS", "NOT_COMPUTED", "number_rows", "quarantine_tail",
     "parse_money", "parse_decimal", "money_sum", "parse_utc", "parse_utc_series", "parse_unit", "failed", "short_value", "cell_reason",
     "gpu_model_expr", "normalise_host", "first_reason", "split_rejected", "to_canonical",
 ]

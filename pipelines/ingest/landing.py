@@ -211,6 +211,12 @@ def ingest_landing(
         SELECT path FROM raw.files WHERE status <> 'manifest'
         QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC) = 1 AND status IN ({UNSETTLED_SQL})""")}
     returned: list[tuple[str, str, datetime]] = []
+
+    def seen_again(rel: str, version: tuple[str, datetime]) -> None:
+        """A file version read before, which its path holds (again): not read."""
+        summary.already_loaded += 1
+        if rel in unsettled:
+            returned.append((rel, *version))
     done_count = 0
 
     def settle(position: int, path: Path, outcome: FileOutcome, started: float) -> None:
@@ -238,9 +244,7 @@ def ingest_landing(
             if done := fetch_all(conn, f"SELECT sha256, ingested_at FROM raw.files WHERE path = ? AND size_bytes = ? "
                                        f"AND file_mtime = ? AND status IN ({DONE_SQL})",
                                  [rel, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC)]):
-                summary.already_loaded += 1
-                if rel in unsettled:
-                    returned.append((rel, *done[0]))
+                seen_again(rel, done[0])
                 continue
             started = time.perf_counter()
             digest = digest_of(path)
@@ -250,9 +254,7 @@ def ingest_landing(
                 [rel, digest.sha256],
             )
             if done:
-                summary.already_loaded += 1
-                if rel in unsettled:
-                    returned.append((rel, *done[0]))
+                seen_again(rel, done[0])
                 continue
             step = _start_file(conn, path, rel, digest, timezone, connectors, batch_time, position)
             if isinstance(step, FileOutcome):
