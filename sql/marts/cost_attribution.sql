@@ -82,18 +82,44 @@ classified AS (
       ON c.gpu_count > 0 AND NOT c.pays_for_gpu_hours AND u.resource_key = coalesce(c.ResourceId, c.ResourceName)
      AND u.ChargePeriodStart = c.ChargePeriodStart AND u.ChargePeriodEnd = c.ChargePeriodEnd
 ),
+gpu_charges AS (
+    -- The GPU charges that workloads and telemetry split, with the hosts their resource may be: its
+    -- id's and its name's.
+    SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, ResourceId,
+           norm_host(ResourceId) AS id_host, norm_host(ResourceName) AS name_host
+    FROM classified
+    WHERE tag_phase IS NULL AND paid_gpu_seconds > 0
+),
+charge_hosts AS (
+    -- One row per GPU charge and host it may be, so workloads and telemetry are joined on equality
+    -- (a join on `host IN (id's, name's)` compares every charge with every minute on Spark).
+    SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, id_host AS host FROM gpu_charges WHERE id_host IS NOT NULL
+    UNION
+    SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, name_host AS host FROM gpu_charges WHERE name_host IS NOT NULL
+),
 charge_workloads AS (
-    -- Workloads on the charged resource inside the charge period.
+    -- Workloads on the charged resource inside the charge period: on its host, or else (a workload
+    -- on another host) naming its resource id.
     SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
            w.gpu_cards IS NULL AS unsized,
            greatest(w.started_at, c.ChargePeriodStart) AS held_from,
            least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
-    FROM classified AS c
+    FROM charge_hosts AS c
     JOIN core.workloads AS w
-      ON (w.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName)) OR w.resource_id = c.ResourceId)
+      ON w.host = c.host
      AND w.started_at < c.ChargePeriodEnd
      AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
-    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
+    UNION ALL
+    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
+           w.gpu_cards IS NULL AS unsized,
+           greatest(w.started_at, c.ChargePeriodStart) AS held_from,
+           least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
+    FROM gpu_charges AS c
+    JOIN core.workloads AS w
+      ON w.resource_id = c.ResourceId
+     AND NOT coalesce(w.host IN (c.id_host, c.name_host), false)
+     AND w.started_at < c.ChargePeriodEnd
+     AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
 ),
 held AS (
     -- GPU-seconds each workload held on the charged resource inside the charge period, in cards as the
@@ -112,11 +138,11 @@ busy_gpus AS (
     -- charge counts GPUs; busy_devices counting a MIG instance as one, as the workloads holding it do.
     SELECT c.x_ChargeId, m.minute, any_value(c.gpu_count) AS gpu_count,
            sum(m.coverage * m.gpu_share) AS busy_gpus, sum(m.coverage) AS busy_devices
-    FROM classified AS c
+    FROM charge_hosts AS c
     JOIN core.gpu_minutes AS m
-      ON m.host IN (norm_host(c.ResourceId), norm_host(c.ResourceName))
+      ON m.host = c.host
      AND m.minute >= c.ChargePeriodStart AND m.minute < c.ChargePeriodEnd
-    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0 AND m.busy_fraction >= $idle_busy_threshold
+    WHERE m.busy_fraction >= $idle_busy_threshold
     GROUP BY c.x_ChargeId, m.minute
 ),
 busy_minutes AS (
