@@ -39,12 +39,15 @@ by_currency AS (
 busy AS (
     -- The busy side, per UTC hour, host and workload (marts.gpu_busy_by_workload_hour, built per day).
     -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in;
-    -- kept in whole 10^-9 GPU-minutes, so every figure below is rounded from the exact sum.
-    SELECT p.period, b.phase, CAST(sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) * 1000000000 AS HUGEINT) AS busy_nano_minutes
-    FROM marts.gpu_busy_by_workload_hour AS b
-    CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
-    WHERE b.phase IS NOT NULL
-    GROUP BY ALL
+    -- kept in whole 10^-9 GPU-minutes, so every figure below is rounded from the exact sum. Whole busy
+    -- GPU-seconds are rounded here once: the money rate below divides by them (written inside it,
+    -- the rounding was copied into each step of Spark's exact division, 130,000 characters of SQL).
+    SELECT *, rounded_quotient(busy_nano_minutes * 60, 1000000000) AS busy_gpu_seconds
+    FROM (SELECT p.period, b.phase, CAST(sum(CAST(b.busy_gpu_minutes AS DECIMAL(38, 9))) * 1000000000 AS HUGEINT) AS busy_nano_minutes
+          FROM marts.gpu_busy_by_workload_hour AS b
+          CROSS JOIN unnest(['all', strftime(b.day, '%Y-%m')]) AS p(period)
+          WHERE b.phase IS NOT NULL
+          GROUP BY ALL)
 ),
 periods AS (
     SELECT period FROM cost UNION SELECT period FROM busy UNION SELECT 'all'
@@ -69,9 +72,8 @@ SELECT
     -- busy ÷ paid in hundredths of a percent = nano-minutes × 60 × 10^4 ÷ (10^9 × paid seconds)
     CAST(rounded_quotient(u.busy_nano_minutes * 6, c.gpu_seconds_paid * 10000) AS DOUBLE) / 100 AS utilization_pct,
     -- A money rate: whole 10^-10 units divided by whole busy GPU-seconds, never through a float.
-    CASE WHEN rounded_quotient(u.busy_nano_minutes * 60, 1000000000) > 0 THEN
-        from_units(to_units(c.cost_reporting) * 3600 // rounded_quotient(u.busy_nano_minutes * 60, 1000000000))
-    END AS cost_per_busy_gpu_hour,
+    CASE WHEN u.busy_gpu_seconds > 0 THEN from_units(to_units(c.cost_reporting) * 3600 // u.busy_gpu_seconds) END
+        AS cost_per_busy_gpu_hour,
     r.util_low AS typical_util_pct_low,
     r.util_high AS typical_util_pct_high,
     r.share_low AS typical_share_pct_low,
