@@ -254,13 +254,20 @@ class SparkEngine:
         self._register(conn, {t for q in model.queries for t in referenced_tables(q)}, inputs or {}, folder)
         texts, temps = [], []
         try:
-            for step in model.steps or (spark_sql.Step("model", table, model.query),):
+            for step in spark_steps(model):
                 if step.kind == "drop":
                     spark.catalog.dropTempView(step.name)
                     continue
                 sql, args = self.translate(table, params, step.query)
                 texts.append(sql)
                 df = self._run(sql, args)
+                if step.kind == "cte":
+                    # A CTE read more than once (spark_sql.shared_ctes), written once and read back.
+                    target = folder / "_temp" / table / f"cte_{step.name}"
+                    df.write.mode("overwrite").parquet(str(target))
+                    spark.read.parquet(str(target)).createOrReplaceTempView(step.name)
+                    temps.append(step.name)
+                    continue
                 if step.kind == "temp":
                     # A temp table of the file (core.cost_lines_conformed) → a Spark temp view,
                     # materialized as Parquet once: the later statement reads it several times
@@ -347,6 +354,19 @@ class SparkEngine:
         finally:
             conn.execute("SET preserve_insertion_order = false").fetchall()
         return conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+
+
+def spark_steps(model) -> list:
+    """The model's statements as Spark runs them: each query's CTEs read more than once first, as
+    temp views of their own (spark_sql.shared_ctes), then the rest of it."""
+    steps = []
+    for step in model.steps or (spark_sql.Step("model", model.table, model.query),):
+        if step.kind in ("model", "temp"):
+            views, rest = spark_sql.shared_ctes(step.query)
+            steps.extend(spark_sql.Step("cte", name, query) for name, query in views)
+            step = spark_sql.Step(step.kind, step.name, rest)
+        steps.append(step)
+    return steps
 
 
 def run_models(conn, engine: SparkEngine, settings, tables: list[str] | None = None) -> list[BuildStats]:

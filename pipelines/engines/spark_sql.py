@@ -914,6 +914,69 @@ def parse_model(table: str, text: str | None = None) -> Model:
     return Model(table, models[0].query, params, tuple(steps))
 
 
+# A CTE computed this many times or more, as Spark inlines it (every read, times the times its reader
+# is computed), is written once instead. Fewer: writing and reading it back costs more than
+# computing it again (core.gpu_minutes' CTEs, read twice or three times: 10 % slower written).
+SHARED_CTE_COMPUTATIONS = 4
+
+
+def shared_ctes(query: exp.Expression) -> tuple[list[tuple[str, exp.Expression]], exp.Expression]:
+    """The query's CTEs that Spark would compute SHARED_CTE_COMPUTATIONS times or more, each as a
+    query of its own, and what is left of the query once they are temp views of the same names.
+
+    Spark inlines a CTE at every read, and again each time what reads it is computed: in
+    marts.cost_attribution, `classified` (a JSON lookup per charge) was computed over 20 times, and
+    the model took 33 s of the demo's Spark build (15 s written once). A CTE written as a view is
+    computed once. Each view's query keeps the CTEs before it that are not views themselves. A
+    recursive WITH, and a CTE with a WITH of its own or whose name a nested WITH takes again, stay
+    inline."""
+    key = next((k for k in query.args if k.startswith("with")), None)
+    with_ = query.args.get(key) if key else None
+    if with_ is None or with_.args.get("recursive"):
+        return [], query
+    ctes = list(with_.expressions)
+    names = [c.alias.lower() for c in ctes]
+    nested = {c.alias.lower() for w in query.find_all(exp.With) if w is not with_ for c in w.expressions}
+    macros = load_macros()
+
+    def reads_in(tree: exp.Expression) -> list[str]:
+        return [t.name.lower() for t in expand_macros(tree.copy(), macros).find_all(exp.Table)
+                if t.args.get("db") is None and t.name.lower() in names]
+
+    main = query.copy()
+    main.set(key, None)
+    readers: dict[str, list[str]] = {n: [] for n in names}  # each read of a CTE, by the CTE (or "") reading it
+    for name in reads_in(main):
+        readers[name].append("")
+    for cte in ctes:
+        for name in reads_in(cte.this):
+            readers[name].append(cte.alias.lower())
+    # A CTE can read only those before it: from the last back, each reader's count is known.
+    computed: dict[str, int] = {"": 1}
+    shared: set[str] = set()
+    for cte in reversed(ctes):
+        name = cte.alias.lower()
+        computed[name] = sum(1 if r in shared else computed[r] for r in readers[name])
+        if computed[name] >= SHARED_CTE_COMPUTATIONS and name not in nested \
+                and not any(k.startswith("with") and v is not None for k, v in cte.this.args.items()):
+            shared.add(name)
+    if not shared:
+        return [], query
+    views, kept = [], []
+    for cte in ctes:
+        if cte.alias.lower() in shared:
+            body = cte.this.copy()
+            if kept:
+                body.set(next((k for k in body.args if k.startswith("with")), "with_"),
+                         exp.With(expressions=[c.copy() for c in kept]))
+            views.append((cte.alias, body))
+        else:
+            kept.append(cte)
+    rest = query.copy()
+    rest.set(key, exp.With(expressions=[c.copy() for c in kept]) if kept else None)
+    return views, rest
+
+
 def transpile_model(model: Model, columns_of: ColumnsOf | None = None) -> str:
     """The Spark SQL of a model's own query (see `transpile_query`)."""
     return transpile_query(model.query, columns_of)
