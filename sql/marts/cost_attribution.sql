@@ -98,28 +98,23 @@ charge_hosts AS (
     SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, name_host AS host FROM gpu_charges WHERE name_host IS NOT NULL
 ),
 charge_workloads AS (
-    -- Workloads on the charged resource inside the charge period: on its host, or else (a workload
-    -- on another host) naming its resource id.
-    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
-           w.gpu_cards IS NULL AS unsized,
-           greatest(w.started_at, c.ChargePeriodStart) AS held_from,
-           least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
-    FROM charge_hosts AS c
-    JOIN core.workloads AS w
-      ON w.host = c.host
-     AND w.started_at < c.ChargePeriodEnd
-     AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
-    UNION ALL
-    SELECT c.x_ChargeId, w.workload_id, w.phase, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
-           w.gpu_cards IS NULL AS unsized,
-           greatest(w.started_at, c.ChargePeriodStart) AS held_from,
-           least(coalesce(w.ended_at, c.ChargePeriodEnd), c.ChargePeriodEnd) AS held_to
-    FROM gpu_charges AS c
-    JOIN core.workloads AS w
-      ON w.resource_id = c.ResourceId
-     AND NOT coalesce(w.host IN (c.id_host, c.name_host), false)
-     AND w.started_at < c.ChargePeriodEnd
-     AND coalesce(w.ended_at, c.ChargePeriodEnd) > c.ChargePeriodStart
+    -- Workloads on the charged resource inside the charge period: on one of its hosts, or else (on
+    -- another host) naming its resource id; two joins on equality, no pair in both.
+    SELECT x_ChargeId, workload_id, phase, gpu_count, workload_cards(gpu_cards, gpu_count) AS gpu_cards,
+           gpu_cards IS NULL AS unsized,
+           greatest(started_at, ChargePeriodStart) AS held_from,
+           least(coalesce(ended_at, ChargePeriodEnd), ChargePeriodEnd) AS held_to
+    FROM (SELECT c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd,
+                 w.workload_id, w.phase, w.gpu_count, w.gpu_cards, w.started_at, w.ended_at
+          FROM charge_hosts AS c
+          JOIN core.workloads AS w ON w.host = c.host
+          UNION ALL
+          SELECT c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd,
+                 w.workload_id, w.phase, w.gpu_count, w.gpu_cards, w.started_at, w.ended_at
+          FROM gpu_charges AS c
+          JOIN core.workloads AS w
+            ON w.resource_id = c.ResourceId AND NOT coalesce(w.host IN (c.id_host, c.name_host), false))
+    WHERE started_at < ChargePeriodEnd AND coalesce(ended_at, ChargePeriodEnd) > ChargePeriodStart
 ),
 held AS (
     -- GPU-seconds each workload held on the charged resource inside the charge period, in cards as the
