@@ -53,6 +53,16 @@ def run_pipeline(landing: Path, warehouse: Path, as_of=None, **settings):
         return run_graph(FinopsSettings(landing_dir=str(landing), **settings), warehouse, instance=instance, as_of=as_of)
 
 
+def warehouse_from_files(root: Path, files: dict[str, str], **settings) -> Path:
+    """`root/wh.duckdb`, built by one whole-graph run over `root/landing` holding `files` (name → text)."""
+    landing = root / "landing"
+    landing.mkdir()
+    for name, text in files.items():
+        (landing / name).write_text(text)
+    assert run_pipeline(landing, root / "wh.duckdb", **settings).success
+    return root / "wh.duckdb"
+
+
 @dataclass
 class DemoRun:
     out: Path

@@ -16,7 +16,7 @@ from decimal import Decimal
 import pytest
 
 from pipelines.warehouse.connection import connect, fetch_all
-from tests.conftest import run_pipeline
+from tests.conftest import warehouse_from_files
 
 CHARGES = (
     "BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
@@ -34,13 +34,8 @@ pt-b,pretraining,gpu-b,,8,2026-09-01T10:00:00Z,2026-09-01T10:30:00Z
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
-    root = tmp_path_factory.mktemp("matching")
-    landing = root / "landing"
-    landing.mkdir()
-    (landing / "charges.csv").write_text(CHARGES)
-    (landing / "jobs.csv").write_text(WORKLOADS)
-    assert run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD").success
-    return root / "wh.duckdb"
+    return warehouse_from_files(tmp_path_factory.mktemp("matching"), {"charges.csv": CHARGES, "jobs.csv": WORKLOADS},
+                                reporting_currency="USD")
 
 
 def test_workloads_hold_a_charge_by_its_hosts_or_its_resource_id_and_once_when_both(warehouse):

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from pipelines.warehouse.connection import connect, fetch_all
-from tests.conftest import run_pipeline
+from tests.conftest import run_pipeline, warehouse_from_files
 
 SQL_DIR = __import__("pathlib").Path(__file__).resolve().parent.parent / "sql"
 
@@ -40,13 +40,8 @@ ft-1,finetuning,gpu-day,8,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory):
-    root = tmp_path_factory.mktemp("consumed")
-    landing = root / "landing"
-    landing.mkdir()
-    (landing / "charges.csv").write_text(CHARGES)
-    (landing / "jobs.csv").write_text(WORKLOADS)
-    assert run_pipeline(landing, root / "wh.duckdb", reporting_currency="USD").success
-    return root / "wh.duckdb"
+    return warehouse_from_files(tmp_path_factory.mktemp("consumed"), {"charges.csv": CHARGES, "jobs.csv": WORKLOADS},
+                                reporting_currency="USD")
 
 
 def query(warehouse, sql):

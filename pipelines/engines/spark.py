@@ -261,23 +261,19 @@ class SparkEngine:
                 sql, args = self.translate(table, params, step.query)
                 texts.append(sql)
                 df = self._run(sql, args)
-                if step.kind == "cte":
-                    # A CTE read more than once (spark_sql.shared_ctes), written once and read back.
-                    target = folder / "_temp" / table / f"cte_{step.name}"
-                    df.write.mode("overwrite").parquet(str(target))
-                    spark.read.parquet(str(target)).createOrReplaceTempView(step.name)
-                    temps.append(step.name)
-                    continue
-                if step.kind == "temp":
-                    # A temp table of the file (core.cost_lines_conformed) → a Spark temp view,
-                    # materialized as Parquet once: the later statement reads it several times
-                    # (a self-join on rowid) and must see the same rows, and the same ids, each time.
-                    # DuckDB's rowid becomes a real column (ROWID, spark_sql.rw_rowid), numbered by
-                    # monotonically_increasing_id: unique, not consecutive, which is all a join key needs.
-                    from pyspark.sql import functions as F
+                if step.kind in ("cte", "temp"):
+                    # A CTE read many times (spark_sql.shared_ctes), or a temp table of the file
+                    # (core.cost_lines_conformed) → a Spark temp view, materialized as Parquet once,
+                    # so what reads it sees the same rows each time. A temp table's DuckDB rowid (its
+                    # later statement self-joins on it) becomes a real column (ROWID,
+                    # spark_sql.rw_rowid), numbered by monotonically_increasing_id: unique, not
+                    # consecutive, which is all a join key needs.
+                    if step.kind == "temp":
+                        from pyspark.sql import functions as F
 
-                    target = folder / "_temp" / table / step.name
-                    df.withColumn(ROWID, F.monotonically_increasing_id()).write.mode("overwrite").parquet(str(target))
+                        df = df.withColumn(ROWID, F.monotonically_increasing_id())
+                    target = folder / "_temp" / table / (f"cte_{step.name}" if step.kind == "cte" else step.name)
+                    df.write.mode("overwrite").parquet(str(target))
                     spark.read.parquet(str(target)).createOrReplaceTempView(step.name)
                     temps.append(step.name)
                     continue
