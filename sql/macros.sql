@@ -31,6 +31,18 @@ CREATE OR REPLACE MACRO utc_day(ts) AS CAST(timezone('UTC', ts) AS DATE);
 CREATE OR REPLACE MACRO utc_minute(ts) AS timezone('UTC', date_trunc('minute', timezone('UTC', ts)));
 -- The first whole UTC minute at or after ts.
 CREATE OR REPLACE MACRO utc_minute_ceil(ts) AS CASE WHEN utc_minute(ts) = ts THEN ts ELSE utc_minute(ts) + INTERVAL 1 MINUTE END;
+-- Oracle states a tenancy's charges in two forms, its cost reports (connector oci_cost: the tenancy
+-- is the billing account) and its FOCUS reports (the tenancy is the sub-account). The tenancy of
+-- an Oracle line in either form, NULL for any other line.
+CREATE OR REPLACE MACRO oracle_tenancy(provider, connector, billing_account, sub_account) AS CASE
+    WHEN provider = 'Oracle' AND connector = 'oci_cost' THEN billing_account
+    WHEN provider = 'Oracle' AND connector = 'focus' THEN sub_account
+END;
+-- Which form a tenancy's UTC day counts through where both hold lines of it: the one whose lines
+-- reach further into the day (the other is behind: a cost report not yet delivered, a FOCUS day
+-- file of the morning), the cost reports when they reach as far.
+CREATE OR REPLACE MACRO oracle_day_form(own_reach, focus_reach) AS
+    CASE WHEN focus_reach > coalesce(own_reach, '-infinity'::TIMESTAMPTZ) THEN 'focus' ELSE 'oci_cost' END;
 -- A list of UTC days a partitioned model builds ('YYYY-MM-DD'; '*' every day, 'unknown' rows
 -- without a timestamp) as a range: its first day, its last, and whether it leaves no day out.
 -- Written over the list alone, so DuckDB folds them to constants and pushes `ts >= first AND

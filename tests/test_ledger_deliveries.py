@@ -744,32 +744,3 @@ def test_a_header_only_file_is_loaded_with_nothing_in_it_not_superseded(tmp_path
     run(landing, warehouse)
     status, note = file_verdicts(warehouse)["empty.csv"]
     assert status == "loaded" and note.startswith("delivery file:")
-
-
-def test_the_run_warns_when_oracles_cost_reports_and_focus_reports_both_count(tmp_path, monkeypatch):
-    """A bucket synced whole holds `reports/cost-csv/` and `FOCUS Reports/`: the same charges, but
-    the FOCUS reports state a billing account number where the cost reports state the tenancy, so
-    the ledger cannot tell; the run says the month may be counted twice."""
-    from typer.testing import CliRunner
-
-    from pipelines.cli.main import app
-
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    landing = tmp_path / "landing"
-    (landing / "reports" / "cost-csv").mkdir(parents=True)
-    shutil.copy(sample(OCI), landing / "reports" / "cost-csv" / "0001000000123456.csv")
-    (landing / "FOCUS Reports" / "2023" / "11" / "13").mkdir(parents=True)
-    with open(landing / "FOCUS Reports" / "2023" / "11" / "13" / "focus.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["ProviderName", "BillingAccountId", "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart",
-                         "ChargePeriodEnd", "BilledCost", "EffectiveCost", "BillingCurrency", "ChargeCategory", "ServiceName"])
-        writer.writerow(["Oracle", "20209880", "2023-11-01T00:00:00Z", "2023-12-01T00:00:00Z", "2023-11-13T05:00:00Z",
-                         "2023-11-13T06:00:00Z", "1.00", "1.00", "USD", "Usage", "Compute"])
-    with open(sample(OCI), newline="") as fh:
-        tenancy = next(csv.DictReader(fh))["lineItem/tenantId"]
-    args = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--reports", str(tmp_path / "reports")]
-    result = CliRunner().invoke(app, args, terminal_width=400)
-    assert result.exit_code == 0, result.output[-2000:]
-    assert (f"two forms: FOCUS Reports/2023/11/13/focus.csv — Oracle 2023-11 counts through both its own export (billing "
-            f"account {tenancy}, e.g. reports/cost-csv/0001000000123456.csv) and a FOCUS export (billing account "
-            "20209880)") in result.output, result.output[-2000:]

@@ -178,49 +178,55 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
         conn.close()
 
 
-# Months Oracle's own cost reports and FOCUS reports both count: the cost reports name the tenancy,
-# the FOCUS reports a billing account number, so the ledger cannot tell whether they are the same
-# charges, and the run says so while one of them is new. (Other providers state one account in both
-# forms, and the ledger's family rule keeps one.)
-TWO_FORMS = """
-WITH counted AS (  -- the counting slices' lines by provider, account and month (Oracle's state no billing period)
-    SELECT fs.line_provider AS provider, fs.line_account AS account, f.path, f.connector, f.ingested_at,
-           coalesce(CAST(fs.line_period AS DATE), CAST(date_trunc('month', fs.min_charge_start) AS DATE)) AS month
-    FROM raw.file_slices AS fs
-    JOIN raw.files AS f USING (path, sha256)
-    JOIN raw.delivery_slices AS s
-      ON s.delivery_id = f.delivery_id AND s.counts AND s.line_provider IS NOT DISTINCT FROM fs.line_provider
-     AND s.line_account IS NOT DISTINCT FROM fs.line_account AND s.line_period IS NOT DISTINCT FROM fs.line_period
-    WHERE f.kind = 'billing' AND f.status IN ('loaded', 'incomplete') AND fs.line_provider = 'Oracle'
+# Oracle's cost reports and FOCUS reports of a tenancy are the same charges in two forms, and each
+# UTC day both hold counts through one of them (core.billing_lines, macro oracle_day_form). The
+# files this run read whose lines of some days count through the other form, and which days: the
+# same rule over the lines of the files that count.
+ORACLE_FORMS = """
+WITH oracle AS (
+    SELECT c.x_SourceFile AS path, c.x_Connector AS connector, f.ingested_at,
+           oracle_tenancy(c.ProviderName, c.x_Connector, c.BillingAccountId, c.SubAccountId) AS tenancy,
+           utc_day(c.ChargePeriodStart) AS day, c.ChargePeriodEnd
+    FROM raw.cost_lines AS c
+    JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
+    WHERE c.ProviderName = 'Oracle' AND c.x_Connector IN ('oci_cost', 'focus') AND f.status IN ('loaded', 'incomplete')
+),
+days AS (
+    SELECT tenancy, day, oracle_day_form(max(ChargePeriodEnd) FILTER (WHERE connector = 'oci_cost'),
+                                         max(ChargePeriodEnd) FILTER (WHERE connector = 'focus')) AS form
+    FROM oracle WHERE tenancy IS NOT NULL AND day IS NOT NULL
+    GROUP BY ALL HAVING count(DISTINCT connector) = 2
 )
-SELECT provider, month,
-       string_agg(DISTINCT account, ', ' ORDER BY account) FILTER (WHERE connector = 'focus') AS focus_accounts,
-       string_agg(DISTINCT account, ', ' ORDER BY account) FILTER (WHERE connector <> 'focus') AS own_accounts,
-       min(path) FILTER (WHERE connector = 'focus') AS focus_path, min(path) FILTER (WHERE connector <> 'focus') AS own_path
-FROM counted WHERE month IS NOT NULL
-GROUP BY provider, month
-HAVING bool_or(connector = 'focus') AND bool_or(connector <> 'focus') AND max(ingested_at) >= $since
-ORDER BY provider, month
+SELECT o.path, any_value(o.connector) AS connector, any_value(o.tenancy) AS tenancy,
+       min(o.day) AS first_day, max(o.day) AS last_day, count(DISTINCT o.day) AS days
+FROM oracle AS o JOIN days AS d USING (tenancy, day)
+WHERE o.ingested_at >= $since AND d.form <> o.connector
+GROUP BY o.path
+ORDER BY o.path
 """
 
 
-def two_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
-    """Notices for each month of Oracle's counted through both its cost reports and FOCUS reports
-    where this run read one of their files."""
+def oracle_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
+    """Notices for the Oracle files this run read whose lines of some days count through the
+    tenancy's other form (its cost reports, its FOCUS reports)."""
     if not warehouse.exists():
         return []
     conn = connect(warehouse, read_only=True)
     try:
-        if not table_exists(conn, "raw.file_slices"):
+        if not table_exists(conn, "raw.files") or not table_exists(conn, "raw.cost_lines"):
             return []
-        rows = fetch_dicts(conn, TWO_FORMS, {"since": since})
+        rows = fetch_dicts(conn, ORACLE_FORMS, {"since": since})
     finally:
         conn.close()
-    return [{"path": r["focus_path"], "notice": "two forms", "reason": (
-        f"{r['provider']} {r['month']:%Y-%m} counts through both its own export (billing account "
-        f"{r['own_accounts']}, e.g. {r['own_path']}) and a FOCUS export (billing account {r['focus_accounts']}); if they "
-        "are the same charges (Oracle's cost reports and FOCUS reports of one tenancy), the month is counted twice: "
-        "keep one of the two folders in the landing folder (README: The ledger)")} for r in rows]
+    notices = []
+    for r in rows:
+        other = "cost reports" if r["connector"] == "focus" else "FOCUS reports"
+        days = (f"{r['first_day']:%Y-%m-%d}" if r["days"] == 1 else
+                f"{r['days']} days from {r['first_day']:%Y-%m-%d} to {r['last_day']:%Y-%m-%d}")
+        notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+            f"its lines of {days} count through Oracle's {other} of tenancy {r['tenancy']}, which reach as far "
+            "into those days: the same charges in the other form (README: The ledger)")})
+    return notices
 
 
 def _wholly_quarantined(r: dict) -> bool:
