@@ -329,8 +329,13 @@ class AzureCostConnector(Connector):
                 pl.when(committed | unused).then(pl.lit("Committed")).when(get("pricing_model") == "Spot").then(pl.lit("Dynamic"))
                   .when(charge_type == "Usage").then(pl.lit("Standard")).alias("PricingCategory"),
                 pl.col("__day").alias("ChargePeriodStart"), pl.col("__day").dt.offset_by("1d").alias("ChargePeriodEnd"),
-                billing_period_day("period_start", get, fields).alias("BillingPeriodStart"),
-                exclusive_end(billing_period_day("period_end", get, fields)).alias("BillingPeriodEnd"),
+                # Pay-as-you-go's legacy layout states no billing period: the charge's calendar month
+                # (UTC), as core.cost_lines fills it, so the ledger sees each month-to-date export
+                # restate the month (a line without a period would count beside its restatement).
+                pl.coalesce(billing_period_day("period_start", get, fields),
+                            pl.col("__day").dt.truncate("1mo")).alias("BillingPeriodStart"),
+                pl.coalesce(exclusive_end(billing_period_day("period_end", get, fields)),
+                            pl.col("__day").dt.truncate("1mo").dt.offset_by("1mo")).alias("BillingPeriodEnd"),
                 pl.coalesce(get("billing_account"), get("subscription")).alias("BillingAccountId"),
                 get("billing_account_name").alias("BillingAccountName"),
                 get("subscription").alias("SubAccountId"), get("subscription_name").alias("SubAccountName"),

@@ -222,3 +222,33 @@ def test_prices_are_billing_money_and_a_zero_or_discounted_price_is_none(tmp_pat
     camel, _ = read_all(sample("billing/azure_export_header_variants_opencost/EnterpriseCamel.csv"))
     (line,) = camel.to_pylist()  # states effectivePrice and PayGPrice, no UnitPrice: a list price, no contracted one
     assert (line["ListUnitPrice"], line["ContractedUnitPrice"], line["ListCost"]) == (Decimal("0.004"), None, Decimal("0.012"))
+
+
+def test_a_pay_as_you_go_month_to_date_export_restated_counts_once(tmp_path):
+    """Pay-as-you-go's legacy layout states no billing period. Each day's month-to-date export
+    restates the month: the charge's calendar month is its period, so the next day's export (one
+    line restated to 0.5) replaces the day before's, and no line counts twice."""
+    from pipelines.warehouse.connection import connect, fetch_all
+    from tests.conftest import run_pipeline
+
+    path = sample("billing/azure_payg_legacy_costreport_koku.csv")
+    table, _ = read_all(path)
+    assert {(str(s)[:10], str(e)[:10]) for s, e in zip(table["BillingPeriodStart"].to_pylist(),
+                                                      table["BillingPeriodEnd"].to_pylist())} == {("2019-07-01", "2019-08-01")}
+    text = path.read_text(encoding="utf-8-sig")
+    restated = text.replace(",0.00010368,", ",0.5,")
+    assert restated != text
+    landing = tmp_path / "landing" / "costexports" / "payg-daily" / "20190701-20190731"
+    landing.mkdir(parents=True)
+    (landing / "payg-daily_0728.csv").write_text(text)
+    assert run_pipeline(tmp_path / "landing", tmp_path / "wh.duckdb").success
+    (landing / "payg-daily_0729.csv").write_text(restated)
+    assert run_pipeline(tmp_path / "landing", tmp_path / "wh.duckdb").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        lines, total = fetch_all(conn, "SELECT count(*), sum(EffectiveCost) FROM core.cost_lines")[0]
+        statuses = dict(fetch_all(conn, "SELECT regexp_extract(path, '[^/]+$'), status FROM raw.files"))
+    finally:
+        conn.close()
+    assert (lines, total) == (3, own_total(path) - Decimal("0.00010368") + Decimal("0.5"))
+    assert statuses == {"payg-daily_0728.csv": "superseded", "payg-daily_0729.csv": "loaded"}
