@@ -1,4 +1,5 @@
--- core.gpu_samples: one GPU (or MIG instance) at one instant, from every telemetry file loaded.
+-- core.gpu_samples: one GPU (or MIG instance) at one instant, from every telemetry file loaded
+-- (and the earlier versions of a file written again at its path).
 -- Sources that export one metric per series (Prometheus) arrive as partial rows: rows of the same
 -- GPU and instant merge into one, and the same sample exported twice counts once. Where several
 -- busy signals exist at one instant, the best kind ($util_kinds, best first) is kept.
@@ -23,7 +24,9 @@ WITH loaded AS NOT MATERIALIZED (
     SELECT s.*, epoch_us(s.ts) // 86400000000 AS day_no
     FROM raw.gpu_samples AS s
     JOIN raw.files AS f
-      ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status = 'loaded'
+      -- A telemetry file is a log: a version written again at its path (nvidia-smi restarted with -f)
+      -- keeps the samples of the one before it (`replaced`); at an instant both give, the newer wins.
+      ON f.path = s.x_SourceFile AND f.sha256 = s.x_SourceSha256 AND f.status IN ('loaded', 'replaced')
     -- $sample_days: the UTC days to build (the lake's day folders, YYYY-MM-DD; 'unknown': no
     -- timestamp); ['*'] builds every day. Days are tested as a range DuckDB pushes into the Parquet
     -- scan, which then skips every other day's files; a day's text is formatted per sample only
@@ -69,8 +72,10 @@ file_order AS (
     -- the busy signal's kind goes above it at 2^80.
     -- The merge costs more than any_value did (2.4M rows, every instant seen twice: 5.7 → 8.3 s on one
     -- thread); the samples alone at their instant never reach it.
-    SELECT path AS x_SourceFile, sha256 AS x_SourceSha256, row_number() OVER (ORDER BY path, sha256) AS file_no
-    FROM raw.files WHERE status = 'loaded'
+    -- Versions of one path: the one it holds now first, then the older ones, newest first.
+    SELECT path AS x_SourceFile, sha256 AS x_SourceSha256,
+           row_number() OVER (ORDER BY path, status = 'replaced', ingested_at DESC, sha256) AS file_no
+    FROM raw.files WHERE status IN ('loaded', 'replaced')
 ),
 merging AS (
     -- Only the rows of the instants seen twice: the others never meet file_order.

@@ -15,7 +15,9 @@ WITH loaded AS (
     SELECT w.*
     FROM raw.workloads AS w
     JOIN raw.files AS f
-      ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status = 'loaded'
+      -- A workload file is a log: a dump written again at its path (a daily sacct export to one
+      -- name) keeps the jobs of the one before it (`replaced`); a job both list, as the newer has it.
+      ON f.path = w.x_SourceFile AND f.sha256 = w.x_SourceSha256 AND f.status IN ('loaded', 'replaced')
 ),
 versions AS (
     -- Each file's copy of a workload, judged whole: ended on every node it names, its last end, and
