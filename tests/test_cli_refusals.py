@@ -92,6 +92,8 @@ def refusals(tmp_path: Path) -> list[tuple[list[str], str]]:
         ([*run, "--reporting-currency", "dollars"], "'dollars' is not an ISO 4217 currency code"),
         ([*run, "--reporting-currency", "U5D"], "is not an ISO 4217 currency code"),
         ([*run, "--reporting-currency", "XYZ"], "'XYZ' is not an ISO 4217 currency code"),
+        # An ISO code no rate reaches: every reported amount would be empty.
+        ([*run, "--reporting-currency", "ARS"], "--reporting-currency ARS: no exchange rate reaches it"),
         (["findings", "--kind", "bogus", "--warehouse", wh], "'bogus' is not a finding kind; one of: egress"),
         (["findings", "--limit", "0", "--warehouse", wh], "--limit"),
         (["run", "--landing", str(tmp_path / "nowhere"), "--warehouse", wh], "does not exist"),

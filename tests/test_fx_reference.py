@@ -206,3 +206,14 @@ def test_without_a_cache_folder_every_new_warehouse_derives_its_rates(tmp_path, 
     for name in ("first", "second"):
         assert fx_in_new_warehouse(tmp_path, name)[0]["built"] == "whole table"
     assert not list(tmp_path.rglob("*fx_rates*"))
+
+
+def test_the_currencies_a_rate_reaches_are_the_ecbs_and_a_treasurys_own(tmp_path):
+    """`finops run --reporting-currency` is refused for a currency no rate reaches (ARS): the ECB's
+    reference rates, or the currencies the user's own table (--fx-rates) names."""
+    from pipelines.ingest.fx_reference import rated_currencies
+
+    assert {"EUR", "USD", "CNY", "JPY", "GBP"} <= rated_currencies() and "ARS" not in rated_currencies()
+    own = tmp_path / "rates.csv"
+    own.write_text("rate_date,from_currency,to_currency,rate,source\n2026-09-01,USD,ars,970.5,treasury\n")
+    assert "ARS" in rated_currencies(str(own))

@@ -343,6 +343,14 @@ def run(
                               price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
                               tco_params_file=str(tco_params.resolve()) if tco_params else None,
                               reports_dir=str(reports), webhook_url=webhook_url)
+    from pipelines.ingest.fx_reference import rated_currencies
+
+    if settings.reporting_currency.upper() not in (rated := rated_currencies(settings.fx_rates_file)):
+        # Every reported amount would be empty (no rate), and the findings' cost thresholds meaningless.
+        typer.echo(f"finops run: --reporting-currency {settings.reporting_currency.upper()}: no exchange rate reaches it. "
+                   f"The ECB's reference rates cover {', '.join(sorted(rated))}; for another, give your own rates with "
+                   "--fx-rates FILE (rate_date,from_currency,to_currency,rate,source)", err=True)
+        raise typer.Exit(EXIT_USAGE)
     sql_engine = None
     if engine == "spark":
         from pipelines.engines.resource import SqlEngineResource

