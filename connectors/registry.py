@@ -119,6 +119,8 @@ def detect(path: Path, connectors: tuple[Connector, ...] | None = None) -> Detec
         return Detection(None, "empty file")
     if (reason := archive_reason(path, head)) is not None:
         return Detection(None, reason)
+    if (reason := encoding_reason(head)) is not None:
+        return Detection(None, reason)
     mappings = []  # mapping connectors that claim the file, in order: (columns required, order, connector)
     for order, connector in enumerate(connectors):
         try:
@@ -188,6 +190,22 @@ def archive_reason(path: Path, head: bytes) -> str | None:
     return f"a zip archive of {what} ({printable(members[0])}): unzip it into the landing folder" if what else None
 
 
+def encoding_reason(head: bytes) -> str | None:
+    """Why a UTF-16 text file is read by no connector (Excel's "Unicode Text", PowerShell's
+    `Out-File`): every reader takes UTF-8, and read as such it would look cut short or unknown."""
+    utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 8 and head[1:8:2] == b"\x00" * 4)
+    if not utf16:
+        return None
+    return "UTF-16 text: save it as UTF-8 (Excel: CSV UTF-8; PowerShell: -Encoding utf8) and land it again"
+
+
+def separated_by_semicolons(head: bytes) -> bool:
+    """Whether the header's fields are separated by ';' rather than ',' (a CSV saved with a
+    spreadsheet's regional settings)."""
+    first = head.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0]
+    return first.count(b";") >= 2 and first.count(b",") == 0
+
+
 def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:
     """Why no connector took the file, naming the one whose header it came closest to."""
     best = None
@@ -199,7 +217,9 @@ def closest_match(head: bytes, connectors: tuple[Connector, ...]) -> str:
         if missing and (best is None or len(missing) < len(best[1])):
             best = (connector, missing)
     reason = "no connector recognises its content (header)"
-    if best and len(best[1]) <= 3:
+    if separated_by_semicolons(head):
+        reason += "; its fields are separated by ';' (saved with a spreadsheet's regional settings?): save it comma-separated"
+    elif best and len(best[1]) <= 3:
         reason += f"; closest: {best[0].name}, missing {', '.join(best[1])}"
     broken = invalid_mappings(connectors)
     if broken:  # the file may be the one a broken mapping was written for

@@ -61,3 +61,22 @@ def test_unrecognised_and_empty_files_say_why(tmp_path):
     other.write_text("cluster,jobs\nseren,10\n")
     assert registry.detect(empty).reason == "empty file"
     assert registry.detect(other).reason == "no connector recognises its content (header)"
+
+
+def test_a_utf16_file_and_a_semicolon_separated_one_say_what_to_do(tmp_path):
+    """Excel's "Unicode Text" and PowerShell write UTF-16; a spreadsheet with regional settings
+    saves CSV with ';'. Either was left unrecognised with no hint (or a UTF-16 Azure export was
+    refused as cut short): the reason now says how to save it."""
+    from tests.conftest import sample
+
+    text = sample("billing/azure_ea_actual_cost_focusconverters_fixture.csv").read_text(encoding="utf-8-sig")
+    for name, encoding in (("utf16.csv", "utf-16"), ("utf16le.csv", "utf-16-le")):
+        (tmp_path / name).write_bytes(text.encode(encoding))
+        detection = registry.detect(tmp_path / name)
+        assert detection.connector is None and detection.reason.startswith("UTF-16 text: save it as UTF-8"), detection
+    lines = text.splitlines()
+    semicolons = tmp_path / "regional.csv"
+    semicolons.write_text("\n".join(line.replace(",", ";") for line in lines[:3]) + "\n")
+    assert registry.detect(semicolons).reason == (
+        "no connector recognises its content (header); its fields are separated by ';' (saved with a spreadsheet's "
+        "regional settings?): save it comma-separated")
