@@ -106,3 +106,14 @@ def test_the_daily_cost_grain_names_the_service_category(warehouse, table):
     key += ["billing_period_start"] if "billing month" in grain else []
     duplicates = f"SELECT count(*) FROM (SELECT {', '.join(key)} FROM {table} GROUP BY ALL HAVING count(*) > 1)"
     assert warehouse.execute(duplicates).fetchall() == [(0,)]
+
+
+def test_the_cost_per_busy_gpu_hour_says_when_busy_hours_are_unknown():
+    """GPU charges without telemetry for them: the note said 'over — busy of 8 paid GPU-hours'."""
+    from pipelines.report.daily import gpu_hours_note
+
+    k = {"gpu_cost": Decimal("13.00"), "paid_gpu_hours": 8.0, "busy_gpu_hours": None, "day": date(2024, 10, 2)}
+    assert gpu_hours_note(k, "USD") == ("GPU spend 13.00 USD over 8 paid GPU-hours, Oct 1–2; busy hours unknown: "
+                                        "no GPU telemetry for them")
+    assert gpu_hours_note({**k, "busy_gpu_hours": 2.5}, "USD") == "GPU spend 13.00 USD over 2 busy of 8 paid GPU-hours, Oct 1–2"
+    assert gpu_hours_note({**k, "gpu_cost": None, "paid_gpu_hours": None}, "USD") == "no GPU charge billed, Oct 1–2"

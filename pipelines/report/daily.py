@@ -499,10 +499,19 @@ def kpi_cards(data: dict) -> list[dict]:
          "note": f"{leaks} leak{'' if leaks == 1 else 's'} to act on, below" + (f"; {k['unrated_leaks']} without an FX rate" if k["unrated_leaks"] else "")},
         {"label": "Idle share", "value": percent(k["idle_share_pct"]),
          "note": f"of the spend of {month_to(k['day'])} paid for GPUs nothing ran on ({money(k['idle_cost'], cur)})"},
-        {"label": "Cost per busy GPU-hour", "value": money(k["cost_per_busy_gpu_hour"], cur),
-         "note": f"GPU spend {money(k['gpu_cost'], cur)} over {number(k['busy_gpu_hours'], 0)} busy of "
-                 f"{number(k['paid_gpu_hours'], 0)} paid GPU-hours, {month_to(k['day'])}"},
+        {"label": "Cost per busy GPU-hour", "value": money(k["cost_per_busy_gpu_hour"], cur), "note": gpu_hours_note(k, cur)},
     ]
+
+
+def gpu_hours_note(k: dict, cur: str) -> str:
+    """The GPU spend over the hours it paid for, busy where telemetry says; without telemetry for
+    them, busy hours are unknown, not a dash in the sentence."""
+    spend, paid, month = money(k["gpu_cost"], cur), number(k["paid_gpu_hours"], 0), month_to(k["day"])
+    if k.get("paid_gpu_hours") is None:
+        return f"no GPU charge billed, {month}"
+    if k.get("busy_gpu_hours") is None:
+        return f"GPU spend {spend} over {paid} paid GPU-hours, {month}; busy hours unknown: no GPU telemetry for them"
+    return f"GPU spend {spend} over {number(k['busy_gpu_hours'], 0)} busy of {paid} paid GPU-hours, {month}"
 
 
 def without_rate_note(kpis: dict) -> str:
