@@ -190,6 +190,11 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         # of the garbage collector's passes, which otherwise walk it again and again (0.4 of a small
         # run's 1.1 s of collections). Not in a process that runs more than this command (tests).
         gc.freeze()
+    if (before := run_state.last_timezone(warehouse)) and before != settings.timezone:
+        # A file is read once (its content is its identity): another zone changes only the files read from now on.
+        console.print(Text(f"--timezone {settings.timezone}: the files this warehouse already read keep the times they were "
+                           f"read with ({before}); only new files are read in {settings.timezone}. To read every file in it, "
+                           "build a new warehouse over the landing folder.", style="yellow"), soft_wrap=True)
     run_state.forget(warehouse)
     if console.is_terminal:
         # Long loads show which file, how many rows and how fast; a pipe or log file gets none of it.
@@ -213,7 +218,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         # A backfill builds the telemetry days of its range only: the new files' other days are left
         # for the next run, which must not take the backfill for a complete run and stop as having
         # nothing new. It recorded nothing (forgotten above), so that run runs the graph.
-        run_state.record(warehouse, fingerprint)
+        run_state.record(warehouse, fingerprint, settings.timezone)
     summary = summary_dict(warehouse)
     print_summary(console, summary, warehouse, elapsed)
     for label, style, names in (("check warned: ", "yellow", outcome.warned_checks), ("check failed: ", "red", outcome.failed_checks)):

@@ -72,14 +72,23 @@ def _identity(warehouse: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def record(warehouse: Path, fingerprint_: str) -> None:
-    """After a run that published: what it was run with, and the file it published."""
+def record(warehouse: Path, fingerprint_: str, timezone: str | None = None) -> None:
+    """After a run that published: what it was run with (and the time zone it read local times
+    in), and the file it published."""
     path = _state_path(warehouse)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps({"fingerprint": fingerprint_, "warehouse": _identity(warehouse), "path": str(warehouse.resolve()),
-                               "recorded_at": datetime.now(UTC).isoformat(timespec="seconds")}))
+                               "timezone": timezone, "recorded_at": datetime.now(UTC).isoformat(timespec="seconds")}))
     os.replace(tmp, path)
+
+
+def last_timezone(warehouse: Path) -> str | None:
+    """The time zone the last complete run read local times in (None: unknown)."""
+    try:
+        return json.loads(_state_path(warehouse).read_text()).get("timezone")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def forget(warehouse: Path) -> None:
