@@ -38,11 +38,11 @@ CREATE OR REPLACE MACRO oracle_tenancy(provider, connector, billing_account, sub
     WHEN provider = 'Oracle' AND connector = 'oci_cost' THEN billing_account
     WHEN provider = 'Oracle' AND connector = 'focus' THEN sub_account
 END;
--- Which form a tenancy's UTC day counts through where both hold lines of it: the one whose lines
--- reach further into the day (the other is behind: a cost report not yet delivered, a FOCUS day
--- file of the morning), the cost reports when they reach as far.
-CREATE OR REPLACE MACRO oracle_day_form(own_reach, focus_reach) AS
-    CASE WHEN focus_reach > coalesce(own_reach, '-infinity'::TIMESTAMPTZ) THEN 'focus' ELSE 'oci_cost' END;
+-- Which form a tenancy's hour of charges counts through where both hold lines starting in it: the
+-- one holding more of them (the other is behind: a cost report not yet delivered, a FOCUS report
+-- of the morning, a line arriving late), the cost reports when they hold as many.
+CREATE OR REPLACE MACRO oracle_hour_form(own_lines, focus_lines) AS
+    CASE WHEN focus_lines > coalesce(own_lines, 0) THEN 'focus' ELSE 'oci_cost' END;
 -- A list of UTC days a partitioned model builds ('YYYY-MM-DD'; '*' every day, 'unknown' rows
 -- without a timestamp) as a range: its first day, its last, and whether it leaves no day out.
 -- Written over the list alone, so DuckDB folds them to constants and pushes `ts >= first AND

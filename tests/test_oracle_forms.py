@@ -100,8 +100,8 @@ def test_a_day_in_both_forms_counts_once_through_the_cost_reports(tmp_path, monk
     focus = write_focus(landing, "13", [focus_row(r) for r in rows])
     output = run(tmp_path, landing, monkeypatch)
     assert counted(tmp_path) == (own_total().quantize(MICRO), {"oci_cost": 506}) == (Decimal("2.523589"), {"oci_cost": 506})
-    assert (f"counts in part: {focus} — its lines of 2023-11-13 count through Oracle's cost reports of tenancy "
-            f"{rows[0]['lineItem/tenantId']}") in output, output[-3000:]
+    assert (f"counts in part: {focus} — its lines of 7 hours from 2023-11-13 05:00 to 2023-11-13 11:00 (UTC) count "
+            f"through Oracle's cost reports of tenancy {rows[0]['lineItem/tenantId']}") in output, output[-3000:]
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
         assert fetch_dicts(conn, "SELECT status FROM raw.files WHERE path = ?", [focus]) == [{"status": "loaded"}]
@@ -137,18 +137,21 @@ def test_a_sync_moved_mid_month_counts_every_day_once(tmp_path, monkeypatch, fir
     assert counted(tmp_path) == ((2 * own_total() + 3).quantize(MICRO), expected_forms)
 
 
-def test_the_form_reaching_further_into_a_day_counts_for_it(tmp_path, monkeypatch):
-    """The cost reports hold the 13th up to 07:00 (the next one not yet delivered); the FOCUS
-    report holds the whole day: it counts for the 13th, and nothing of the day twice."""
+def test_each_hour_counts_through_the_form_holding_more_of_its_lines(tmp_path, monkeypatch):
+    """The cost reports hold the 13th up to 07:00 (the next one not yet delivered) and one line
+    of 10:00 that arrived late; the FOCUS report holds the whole day. Each hour counts through the
+    form with more of its lines: 05:00-07:00 the cost reports (a tie), 07:00-12:00 the FOCUS
+    report, so nothing of the day is lost or counted twice."""
     landing = tmp_path / "landing"
     rows = own_rows()
     early = [r for r in rows if r["lineItem/intervalUsageStart"] < "2023-11-13T07"]
+    late = next(r for r in rows if r["lineItem/intervalUsageStart"].startswith("2023-11-13T10"))
     assert 0 < len(early) < len(rows)
-    write_own(landing, OWN, early)
+    write_own(landing, OWN, [*early, late])
     write_focus(landing, "13", [focus_row(r) for r in rows])
     output = run(tmp_path, landing, monkeypatch)
-    assert counted(tmp_path) == (own_total().quantize(MICRO), {"focus": 506})
-    assert f"counts in part: {OWN} — its lines of 2023-11-13 count through Oracle's FOCUS reports" in output
+    assert counted(tmp_path) == (own_total().quantize(MICRO), {"oci_cost": len(early), "focus": 506 - len(early)})
+    assert f"counts in part: {OWN} — its lines of 2023-11-13 10:00 (UTC) count through Oracle's FOCUS reports" in output
 
 
 def test_tenancies_sharing_a_subscription_each_count(tmp_path, monkeypatch):

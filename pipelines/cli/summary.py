@@ -1,6 +1,6 @@
 """The terminal summary of a run, read back from the warehouse."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -179,28 +179,28 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
 
 
 # Oracle's cost reports and FOCUS reports of a tenancy are the same charges in two forms, and each
-# UTC day both hold counts through one of them (core.billing_lines, macro oracle_day_form). The
-# files this run read whose lines of some days count through the other form, and which days: the
-# same rule over the lines of the files that count.
+# UTC hour both hold counts through one of them (core.billing_lines, macro oracle_hour_form). The
+# files this run read whose lines of some hours count through the other form, and which: the same
+# rule over the lines of the files that count.
 ORACLE_FORMS = """
 WITH oracle AS (
     SELECT c.x_SourceFile AS path, c.x_Connector AS connector, f.ingested_at,
            oracle_tenancy(c.ProviderName, c.x_Connector, c.BillingAccountId, c.SubAccountId) AS tenancy,
-           utc_day(c.ChargePeriodStart) AS day, c.ChargePeriodEnd
+           epoch_us(c.ChargePeriodStart) // 3600000000 AS hour_no, c.ChargePeriodStart
     FROM raw.cost_lines AS c
     JOIN raw.files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
     WHERE c.ProviderName = 'Oracle' AND c.x_Connector IN ('oci_cost', 'focus') AND f.status IN ('loaded', 'incomplete')
 ),
-days AS (
-    SELECT tenancy, day, oracle_day_form(max(ChargePeriodEnd) FILTER (WHERE connector = 'oci_cost'),
-                                         max(ChargePeriodEnd) FILTER (WHERE connector = 'focus')) AS form
-    FROM oracle WHERE tenancy IS NOT NULL AND day IS NOT NULL
+hours AS (
+    SELECT tenancy, hour_no, oracle_hour_form(count(*) FILTER (WHERE connector = 'oci_cost'),
+                                              count(*) FILTER (WHERE connector = 'focus')) AS form
+    FROM oracle WHERE tenancy IS NOT NULL AND hour_no IS NOT NULL
     GROUP BY ALL HAVING count(DISTINCT connector) = 2
 )
 SELECT o.path, any_value(o.connector) AS connector, any_value(o.tenancy) AS tenancy,
-       min(o.day) AS first_day, max(o.day) AS last_day, count(DISTINCT o.day) AS days
-FROM oracle AS o JOIN days AS d USING (tenancy, day)
-WHERE o.ingested_at >= $since AND d.form <> o.connector
+       min(o.ChargePeriodStart) AS first_start, max(o.ChargePeriodStart) AS last_start, count(DISTINCT o.hour_no) AS hours
+FROM oracle AS o JOIN hours AS h USING (tenancy, hour_no)
+WHERE o.ingested_at >= $since AND h.form <> o.connector
 GROUP BY o.path
 ORDER BY o.path
 """
@@ -221,11 +221,11 @@ def oracle_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
     notices = []
     for r in rows:
         other = "cost reports" if r["connector"] == "focus" else "FOCUS reports"
-        days = (f"{r['first_day']:%Y-%m-%d}" if r["days"] == 1 else
-                f"{r['days']} days from {r['first_day']:%Y-%m-%d} to {r['last_day']:%Y-%m-%d}")
+        first, last = r["first_start"].astimezone(UTC), r["last_start"].astimezone(UTC)
+        span = f"{first:%Y-%m-%d %H:00}" if r["hours"] == 1 else f"{r['hours']} hours from {first:%Y-%m-%d %H:00} to {last:%Y-%m-%d %H:00}"
         notices.append({"path": r["path"], "notice": "counts in part", "reason": (
-            f"its lines of {days} count through Oracle's {other} of tenancy {r['tenancy']}, which reach as far "
-            "into those days: the same charges in the other form (README: The ledger)")})
+            f"its lines of {span} (UTC) count through Oracle's {other} of tenancy {r['tenancy']}, which hold as many of "
+            "those hours' lines: the same charges in the other form (README: The ledger)")})
     return notices
 
 

@@ -9,8 +9,8 @@
 --   * incremental sources append, and a line seen again counts once, its newest version winning:
 --     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
 --     Oracle by lineItem/referenceNo;
---   * Oracle's two forms of a tenancy's charges (cost reports, FOCUS reports) count once a day:
---     each UTC day both hold counts through the one reaching further into it.
+--   * Oracle's two forms of a tenancy's charges (cost reports, FOCUS reports) count once: each
+--     hour both hold counts through the one holding more of its lines.
 -- A view: core.cost_lines reads it once per build; nothing else needs its rows stored.
 CREATE OR REPLACE VIEW core.billing_lines AS
 WITH readers AS (
@@ -47,7 +47,7 @@ content_slices AS (
     QUALIFY row_number() OVER (PARTITION BY dc.content, s.line_provider, s.line_account, s.line_period, s.line_invoice
                                ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
 ),
--- Read twice (the lines, and Oracle's tenancy-days below): scanned again, not copied.
+-- Read twice (the lines, and Oracle's tenancy-hours below): scanned again, not copied.
 counted AS NOT MATERIALIZED (
     SELECT c.*, cs.delivery_id AS x_DeliveryId, cs.export_name AS x_ExportName,
            cs.created_at AS x_DeliveryCreatedAt, cs.complete AS x_DeliveryComplete, cs.mode AS delivery_mode,
@@ -84,15 +84,16 @@ numbered AS (
     SELECT *, row_number() OVER (PARTITION BY x_SourceSha256, line_key ORDER BY x_SourceRow) AS key_ordinal
     FROM keyed
 ),
--- Oracle's cost reports and FOCUS reports of one tenancy are the same charges in two forms, and a
--- bucket synced whole holds both: each tenancy and UTC day that both hold counts through one of
--- them (oracle_day_form), so a month whose sync moved from one folder to the other mid-month
--- counts each day once and loses none. Only Oracle's lines are read (the lake's provider folder).
-oracle_days AS (
+-- Oracle's cost reports and FOCUS reports of one tenancy are the same charges in two forms (Oracle
+-- maps one line to one line), and a bucket synced whole holds both: each tenancy and UTC hour that
+-- both hold lines starting in counts through one of them (oracle_hour_form), so a month whose sync
+-- moved from one folder to the other mid-month counts each hour once and loses none. Only Oracle's
+-- lines are read (the lake's provider folder).
+oracle_hours AS (
     SELECT oracle_tenancy(ProviderName, x_Connector, BillingAccountId, SubAccountId) AS tenancy,
-           utc_day(ChargePeriodStart) AS day,
-           oracle_day_form(max(ChargePeriodEnd) FILTER (WHERE x_Connector = 'oci_cost'),
-                           max(ChargePeriodEnd) FILTER (WHERE x_Connector = 'focus')) AS form
+           epoch_us(ChargePeriodStart) // 3600000000 AS hour_no,  -- the UTC hour, whatever the session's zone
+           oracle_hour_form(count(*) FILTER (WHERE x_Connector = 'oci_cost'),
+                            count(*) FILTER (WHERE x_Connector = 'focus')) AS form
     FROM counted
     WHERE ProviderName = 'Oracle' AND x_Connector IN ('oci_cost', 'focus') AND ChargePeriodStart IS NOT NULL
     GROUP BY ALL
@@ -100,9 +101,9 @@ oracle_days AS (
 )
 SELECT n.* EXCLUDE (delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
 FROM numbered AS n
-LEFT JOIN oracle_days AS o
+LEFT JOIN oracle_hours AS o
   ON o.tenancy = oracle_tenancy(n.ProviderName, n.x_Connector, n.BillingAccountId, n.SubAccountId)
- AND o.day = CASE WHEN n.ProviderName = 'Oracle' THEN utc_day(n.ChargePeriodStart) END
+ AND o.hour_no = CASE WHEN n.ProviderName = 'Oracle' THEN epoch_us(n.ChargePeriodStart) // 3600000000 END
 WHERE o.form IS NULL OR o.form = n.x_Connector
 QUALIFY line_key IS NULL OR delivery_mode <> 'incremental'
      OR row_number() OVER (PARTITION BY ProviderName, line_key, key_ordinal
