@@ -214,6 +214,10 @@ def test_the_currencies_a_rate_reaches_are_the_ecbs_and_a_treasurys_own(tmp_path
     from pipelines.ingest.fx_reference import rated_currencies
 
     assert {"EUR", "USD", "CNY", "JPY", "GBP"} <= rated_currencies() and "ARS" not in rated_currencies()
+    assert "RUB" not in rated_currencies()  # in the history's header, but unquoted since 2022: no current rate
     own = tmp_path / "rates.csv"
     own.write_text("rate_date,from_currency,to_currency,rate,source\n2026-09-01,USD,ars,970.5,treasury\n")
     assert "ARS" in rated_currencies(str(own))
+    broken = tmp_path / "broken.csv"
+    broken.write_text("day,pair,rate\n2026-09-01,USDARS,970.5\n")
+    assert rated_currencies(str(broken)) is None  # the run reports the table itself

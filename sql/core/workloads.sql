@@ -12,7 +12,7 @@
 -- advertises a slice as nvidia.com/gpu); readers then count gpu_count cards.
 CREATE OR REPLACE TABLE core.workloads AS
 WITH loaded AS (
-    SELECT w.*
+    SELECT w.*, f.status = 'replaced' AS replaced
     FROM raw.workloads AS w
     JOIN raw.files AS f
       -- A workload file is a log: a dump written again at its path (a daily sacct export to one
@@ -22,7 +22,7 @@ WITH loaded AS (
 versions AS (
     -- Each file's copy of a workload, judged whole: ended on every node it names, its last end, and
     -- whether it sizes its MIG instances (gpu_cards).
-    SELECT workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt,
+    SELECT workload_id, x_SourceFile, x_SourceSha256, x_IngestedAt, any_value(replaced) AS replaced,
            bool_and(ended_at IS NOT NULL) AS ended_everywhere, max(ended_at) AS last_end,
            bool_or(gpu_cards IS NOT NULL) AS sizes_cards
     FROM loaded
@@ -38,11 +38,12 @@ newest_version AS (
     FROM versions
     QUALIFY row_number() OVER (
         PARTITION BY workload_id
-        ORDER BY ended_everywhere DESC, last_end DESC, sizes_cards DESC, x_IngestedAt DESC, x_SourceFile DESC
+        -- A copy in a file's current version over one in a version written over (a corrected dump wins).
+        ORDER BY replaced, ended_everywhere DESC, last_end DESC, sizes_cards DESC, x_IngestedAt DESC, x_SourceFile DESC
     ) = 1
 ),
 current AS (
-    SELECT w.*
+    SELECT w.* EXCLUDE (replaced)
     FROM loaded AS w
     SEMI JOIN newest_version USING (workload_id, x_SourceFile, x_SourceSha256)
     -- A file naming one node twice: its newest line (an ended one over a running one, then the later line).
