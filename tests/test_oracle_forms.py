@@ -163,3 +163,16 @@ def test_tenancies_sharing_a_subscription_each_count(tmp_path, monkeypatch):
     write_focus(landing, "13", [focus_row(r, tenancy=OTHER_TENANCY, cost="0.01") for r in rows], folder="tenancy-b/")
     run(tmp_path, landing, monkeypatch)
     assert counted(tmp_path) == ((own_total() + Decimal("5.06")).quantize(MICRO), {"oci_cost": 506, "focus": 506})
+
+
+def test_two_tenancies_focus_reports_of_one_subscription_both_count(tmp_path, monkeypatch):
+    """Each tenancy's bucket holds its own `FOCUS Reports/`, and both state the subscription they
+    share as billing account: two day files of the 13th, one a tenancy, are no restatement of
+    each other (one superseded the other before)."""
+    landing = tmp_path / "landing"
+    rows = own_rows()
+    write_focus(landing, "13", [focus_row(r) for r in rows], folder="tenancy-a/")
+    write_focus(landing, "13", [focus_row(r, tenancy=OTHER_TENANCY, cost="0.01") for r in rows], folder="tenancy-b/")
+    output = run(tmp_path, landing, monkeypatch)
+    assert counted(tmp_path) == ((own_total() + Decimal("5.06")).quantize(MICRO), {"focus": 1012})
+    assert "superseded" not in output

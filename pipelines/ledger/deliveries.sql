@@ -178,7 +178,9 @@ WITH slices AS (
            arg_min(fs.last_start_end, {'start': -epoch_us(fs.max_charge_start), 'end': fs.last_start_end})
                FILTER (WHERE fs.last_start_end IS NOT NULL) AS last_start_end,
            -- Azure's actual and amortized datasets are two exports of one scope (merged in core.cost_lines).
-           any_value(fs.dataset) AS dataset
+           any_value(fs.dataset) AS dataset,
+           -- The sub-accounts its lines bill (Oracle's FOCUS reports: the tenancy, below).
+           list_distinct(flatten(list(list_transform(fs.sub_account_reach, lambda r: r.id)))) AS sub_accounts
     FROM ledger_delivery_contents AS dc
     JOIN ledger_readers AS r USING (content)
     JOIN raw.file_slices AS fs ON fs.path = r.path AND fs.sha256 = r.sha256
@@ -215,6 +217,11 @@ keyed AS (
            CASE WHEN d.source = 'file' THEN coalesce(s.dataset, '') ELSE d.export_name || coalesce('#' || s.dataset, '') END AS export_name,
            coalesce(d.scope, CASE WHEN d.source = 'layout' THEN (SELECT e.scope FROM export_scopes AS e
                                                                WHERE e.export_name = d.export_name) END,
+                    -- Oracle's FOCUS reports are a tenancy's (its bucket's), and tenancies share a
+                    -- subscription, the billing account they state: a day file of one tenancy is no
+                    -- restatement of another's.
+                    CASE WHEN d.connector = 'focus' AND s.line_provider = 'Oracle' AND len(s.sub_accounts) = 1
+                         THEN s.line_account || ' tenancy ' || s.sub_accounts[1] END,
                     s.line_account) AS scope,
            coalesce(d.billing_period, CAST(s.line_period AS DATE)) AS billing_period,
            mode = 'incremental' OR coalesce(d.billing_period, CAST(s.line_period AS DATE)) IS NULL AS always_counts
