@@ -39,8 +39,11 @@ SERIES_PER_BATCH = 2000  # series whose baselines are computed together (bounds 
 @dataclass(frozen=True)
 class AnomalyRules:
     min_z: float = 3.5
-    # Smallest absolute change worth an alert, per metric (reporting currency, GPU-hours, GB).
+    # Smallest absolute change worth an alert, per metric (money, GPU-hours, GB).
     floors: dict[str, float] = field(default_factory=lambda: {"cost": 10.0, "gpu_hours": 8.0, "egress_gb": 50.0})
+    # The currency the cost floor is stated in; None: the reporting currency the series are in.
+    # pipelines/analysis/anomalies.py converts it before scoring.
+    cost_floor_currency: str | None = None
     min_day_share: float = 0.005
     min_relative: float = 0.20
     weekday_min_weeks: int = 4

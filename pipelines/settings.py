@@ -88,17 +88,21 @@ class FinopsSettings(ConfigurableResource):
     # Under a day: a day's GPU-minutes read only the days beside it (sql/core/gpu_minutes.sql).
     telemetry_max_gap_s: int = Field(default=900, gt=0, le=86400, description="Longest gap (seconds) one sample may stand "
                                      "for, whatever the series' interval; longer gaps are missing.")
-    severity_high: float = Field(default=500.0, description="Avoidable cost (reporting currency) from which a finding is high.")
-    severity_medium: float = Field(default=50.0, description="Avoidable cost (reporting currency) from which a finding is medium.")
+    # The money thresholds below are stated in thresholds_currency and converted into the reporting
+    # currency, so "high" means the same leak whether the report is in USD or KRW.
+    thresholds_currency: str = Field(default="USD", description="Currency severity_high, severity_medium, min_finding_cost "
+                                     "and anomaly_min_cost_change are stated in; converted into the reporting currency.")
+    severity_high: float = Field(default=500.0, description="Avoidable cost (thresholds_currency) from which a finding is high.")
+    severity_medium: float = Field(default=50.0, description="Avoidable cost (thresholds_currency) from which a finding is medium.")
     inference_target_util: float = Field(default=0.6, description="Utilization autoscaled inference should run at.")
     inference_valley_busy: float = Field(default=0.10, description="Busy GPUs under which an inference hour is a valley.")
     inference_min_ratio: float = Field(default=4.0, description="Peak/valley ratio from which inference counts as over-provisioned.")
-    min_finding_cost: float = Field(default=0.10, description="Smallest wasted cost (reporting currency) listed in findings.hidden_costs.")
+    min_finding_cost: float = Field(default=0.10, description="Smallest wasted cost (thresholds_currency) listed in findings.hidden_costs.")
 
     # Anomaly detection (models/anomalies.py; documented in the README).
     planned_runs_file: str | None = Field(default=None, description="YAML calendar of planned runs whose spend is expected.")
     anomaly_min_z: float = Field(default=3.5, description="Robust z-score (MAD-scaled) from which a day can be anomalous.")
-    anomaly_min_cost_change: float = Field(default=10.0, description="Smallest cost change alerted (reporting currency).")
+    anomaly_min_cost_change: float = Field(default=10.0, description="Smallest cost change alerted (thresholds_currency).")
     anomaly_min_gpu_hours_change: float = Field(default=8.0, description="Smallest GPU-hours change alerted.")
     anomaly_min_egress_gb_change: float = Field(default=50.0, description="Smallest egress change alerted (GB).")
     anomaly_min_day_share: float = Field(default=0.005, description="Smallest change alerted, as a share of the day's total.")
@@ -122,7 +126,8 @@ class FinopsSettings(ConfigurableResource):
         return AnomalyRules(min_z=self.anomaly_min_z, min_day_share=self.anomaly_min_day_share,
                             min_relative=self.anomaly_min_relative,
                             floors={"cost": self.anomaly_min_cost_change, "gpu_hours": self.anomaly_min_gpu_hours_change,
-                                    "egress_gb": self.anomaly_min_egress_gb_change})
+                                    "egress_gb": self.anomaly_min_egress_gb_change},
+                            cost_floor_currency=check_currency(self.thresholds_currency))
 
     def sql_params(self) -> dict[str, object]:
         return {
@@ -145,6 +150,7 @@ class FinopsSettings(ConfigurableResource):
             "idle_min_minutes": self.idle_min_minutes,
             "telemetry_gap_factor": self.telemetry_gap_factor,
             "telemetry_max_gap_s": self.telemetry_max_gap_s,
+            "thresholds_currency": check_currency(self.thresholds_currency),
             "severity_high": self.severity_high,
             "severity_medium": self.severity_medium,
             "min_finding_cost": self.min_finding_cost,

@@ -6,7 +6,7 @@ run re-scores the `rescore_days` up to it, so a restated day is judged again.
 """
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -14,7 +14,8 @@ import polars as pl
 import pyarrow as pa
 
 from models.anomalies import KEY, MICROS, AnomalyRules, PlannedRun, episodes, reconcile, score
-from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text, widen_column
+from pipelines.warehouse.connection import (SQL_DIR, fetch_dicts, fetch_value, run_sql_file, sql_text, table_exists,
+                                           widen_column)
 
 USAGE_UNITS = {"gpu_hours": "GPU-hours", "egress_gb": "GB"}
 STILL = 0.05  # a usage or unit-price change under 5 % counts as unchanged when naming the driver
@@ -33,6 +34,19 @@ class Window:
 def window_for(as_of: date, lag_days: int = 2, rescore_days: int = 30) -> Window:
     scored = as_of - timedelta(days=lag_days)
     return Window(scored, scored - timedelta(days=rescore_days - 1))
+
+
+def rules_in_currency(conn, rules: AnomalyRules, currency: str, day: date) -> AnomalyRules:
+    """`rules` with the cost floor converted into `currency` (the series' reporting currency) at the
+    newest rate on or before `day` in core.fx_rates. With no rate between the two the floor is read
+    as an amount of `currency`, as it was before it had a currency of its own."""
+    stated = rules.cost_floor_currency
+    if stated is None or stated == currency:
+        return replace(rules, cost_floor_currency=None)
+    rate = None if not table_exists(conn, "core.fx_rates") else fetch_value(conn, (SQL_DIR / "queries" / "threshold_rate.sql").read_text(),
+                       {"from_currency": stated, "to_currency": currency, "day": day})
+    floors = rules.floors if rate is None else {**rules.floors, "cost": rules.floors.get("cost", 0.0) * float(rate)}
+    return replace(rules, floors=floors, cost_floor_currency=None)
 
 
 def load_series(conn, key: dict | None = None) -> pl.DataFrame:
@@ -176,6 +190,7 @@ def detect(conn, as_of: date, rules: AnomalyRules, planned: list[PlannedRun], cu
     if latest is not None and window.scored_day < latest:
         return DetectionResult(window, 0, 0, 0, [], [], skipped=(
             f"scored day {window.scored_day} is before the latest scored day {latest}: anomalies only move forward"))
+    rules = rules_in_currency(conn, rules, currency, window.scored_day)
     series = load_series(conn)
     scores = score(series, window.days, rules, planned)
     fresh = [{**ep, **explain(conn, ep, scores, series, rules, currency)} for ep in episodes(scores)]

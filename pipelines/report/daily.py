@@ -22,7 +22,7 @@ from connectors.base import printable
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
 from models.tco import FLEET
 from pipelines.analysis import tco
-from pipelines.analysis.anomalies import Window, load_series, window_for
+from pipelines.analysis.anomalies import Window, load_series, rules_in_currency, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
 from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, fetch_value, raw_files_source, table_exists
 
@@ -226,7 +226,9 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
             continue
         charted.add(panel_key)
         one = load_series(conn, {k: a[k] for k in KEY}).filter(pl.col("metric") == a["metric"])
-        scored = score(one, window.days, options.rules, list(options.planned)).sort("day")
+        # A cost anomaly's unit is its reporting currency, the one its floor is converted into.
+        rules = rules_in_currency(conn, options.rules, a["unit"], window.scored_day) if a["metric"] == "cost" else options.rules
+        scored = score(one, window.days, rules, list(options.planned)).sort("day")
         out.append({"anomaly_id": a["anomaly_id"], "unit": a["unit"],
                     "title": f"{a['service']} · {PHASE_LABELS.get(a['phase'], a['phase'])} · {METRIC_LABELS.get(a['metric'], a['metric'])}",
                     "days": scored["day"].to_list(),

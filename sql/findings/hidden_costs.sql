@@ -9,9 +9,12 @@
 -- (`details`, money as exact decimal strings), largest first.
 -- Money: each detail is converted at the rate of its own start day (ASOF, at most
 -- $max_rate_age_days old) and the finding's reporting amounts are the sums; one detail without a
--- rate leaves them NULL and the finding 'unrated'. Severity: high from $severity_high avoidable
--- (reporting currency), medium from $severity_medium, else low. Findings that wasted less than
--- $min_finding_cost are left out (their details stay in the per-kind tables).
+-- rate leaves them NULL and the finding 'unrated'. Severity: high from $severity_high avoidable,
+-- medium from $severity_medium, else low. Findings that wasted less than $min_finding_cost are left
+-- out (their details stay in the per-kind tables). The three are stated in $thresholds_currency
+-- (USD unless set) and converted into the reporting currency at the rate of the finding's start day,
+-- so a leak is as severe in a KRW report as in a USD one; with no rate between the two currencies
+-- they are read as amounts of the reporting currency.
 -- finding_id is stable across runs: kind, subkind, thing, month and currency.
 CREATE OR REPLACE TABLE findings.hidden_costs AS
 WITH all_findings AS (
@@ -103,6 +106,15 @@ described AS (
                       WHEN mig_resources = resources THEN CASE WHEN resources = 1 THEN 'MIG instance' ELSE 'MIG instances' END
                       ELSE 'GPUs and MIG instances' END AS idle_noun
           FROM grouped)
+),
+thresholded AS (
+    -- 1 unit of the thresholds' currency in the reporting currency, on the finding's start day.
+    SELECT d.*,
+           CASE WHEN $thresholds_currency = $reporting_currency THEN CAST(1 AS DECIMAL(38, 12))
+                ELSE coalesce(t.rate, CAST(1 AS DECIMAL(38, 12))) END AS threshold_rate
+    FROM described AS d
+    ASOF LEFT JOIN core.fx_rates AS t
+      ON t.from_currency = $thresholds_currency AND t.to_currency = $reporting_currency AND t.rate_date <= utc_day(d.period_start)
 )
 SELECT
     finding_id,
@@ -113,8 +125,8 @@ SELECT
     wasted_cost_reporting, avoidable_cost_reporting, $reporting_currency AS reporting_currency,
     CASE
         WHEN avoidable_cost_reporting IS NULL THEN 'unrated'  -- no FX rate: the amount cannot be compared with the thresholds
-        WHEN avoidable_cost_reporting >= $severity_high THEN 'high'
-        WHEN avoidable_cost_reporting >= $severity_medium THEN 'medium'
+        WHEN avoidable_cost_reporting >= $severity_high * threshold_rate THEN 'high'
+        WHEN avoidable_cost_reporting >= $severity_medium * threshold_rate THEN 'medium'
         ELSE 'low'
     END AS severity,
     price_source,
@@ -122,6 +134,6 @@ SELECT
                 'wasted_gpu_hours', round(wasted_gpu_hours, 4), 'gb', round(gb, 3), 'downloads', downloads,
                 'details', details) AS evidence,
     recommendation
-FROM described
-WHERE wasted_cost_reporting IS NULL OR wasted_cost_reporting >= $min_finding_cost
+FROM thresholded
+WHERE wasted_cost_reporting IS NULL OR wasted_cost_reporting >= $min_finding_cost * threshold_rate
 ORDER BY rank;
