@@ -387,9 +387,15 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
             conn.unregister("incoming_quarantine")
         if connector.kind == "billing" and loaded:
             record_file_slices(conn, rel, sha, written.parquet_glob(), connector.invoices_are_deliveries)
+        # A billing version without a line that counts (header only: an export written before its
+        # data; or every row quarantined) names no charge, so it retracts none: the version before
+        # it keeps counting until content with lines replaces it.
+        if connector.kind == "billing" and loaded == 0 and _loaded_versions(conn, rel, sha):
+            detail += "; no lines: the version read before it keeps counting"
         _record(conn, rel, sha, size, connector.name, connector.kind, status, loaded, quarantined, detail, now, totals,
                 **reading.extra)
-        _replace_older_versions(conn, rel, sha)
+        if loaded or connector.kind != "billing":
+            _replace_older_versions(conn, rel, sha)
         # Rows into the table before the registry names them: a crash between the two leaves
         # folders no registry names (swept by the next run), never a registered file without rows.
         written.publish(lake)
@@ -417,6 +423,12 @@ def _settle_returned(conn, returned: list[tuple[str, str, datetime]], now: datet
                    detail = detail || '; replaced: the path holds the version read before it again (' || ? || ')'
                WHERE path = ? AND sha256 <> ? AND status IN ({UNSETTLED_SQL}) AND ingested_at > ?""",
             [now, sha[:12], rel, sha, ingested_at])
+
+
+def _loaded_versions(conn, rel: str, sha: str) -> int:
+    """Versions of the path other than `sha` whose lines count."""
+    return fetch_all(conn, "SELECT count(*) FROM raw.files WHERE path = ? AND sha256 <> ? "
+                           "AND status IN ('loaded', 'incomplete', 'superseded') AND rows_loaded > 0", [rel, sha])[0][0]
 
 
 def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None = None) -> None:
