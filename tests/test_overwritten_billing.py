@@ -20,15 +20,26 @@ def line(cost: str, start: str, end: str, resource: str = "ins-a") -> str:
 SEPTEMBER = HEADER + line("100.00", "2026-09-01T00:00:00Z", "2026-09-02T00:00:00Z")
 
 
-def rewrite(tmp_path, first: str, then: str) -> tuple[list, list]:
-    """Run over `first` at latest.csv, rewrite it as `then`, run again: the counted total and the
-    path's versions."""
+# With the billing period stated, as a GPU cloud's invoice mapping states it.
+PERIODS = {"2026-09": "2026-10", "2026-10": "2026-11", "2026-11": "2026-12"}
+
+
+def billed(cost: str, month: str, invoice: str = "") -> str:
+    return line(cost, f"{month}-01T00:00:00Z", f"{month}-02T00:00:00Z").rstrip("\n") + (
+        f",{month}-01T00:00:00Z,{PERIODS[month]}-01T00:00:00Z,{invoice}\n")
+
+
+BILLED = HEADER.rstrip("\n") + ",BillingPeriodStart,BillingPeriodEnd,InvoiceId\n"
+
+
+def rewrite(tmp_path, first: str, *then: str) -> tuple[list, list]:
+    """Run over `first` at latest.csv, rewrite it as each of `then` in turn, running after each:
+    the counted total by billing month and the path's versions."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "latest.csv").write_text(first)
-    assert run_pipeline(landing, tmp_path / "wh.duckdb").success
-    (landing / "latest.csv").write_text(then)
-    assert run_pipeline(landing, tmp_path / "wh.duckdb").success
+    for text in (first, *then):
+        (landing / "latest.csv").write_text(text)
+        assert run_pipeline(landing, tmp_path / "wh.duckdb").success
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
         counted = fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
@@ -53,3 +64,43 @@ def test_a_restated_month_at_the_same_path_replaces_it(tmp_path):
     counted, versions = rewrite(tmp_path, SEPTEMBER, HEADER + line("90.00", "2026-09-01T00:00:00Z", "2026-09-02T00:00:00Z"))
     assert counted == [("2026-09", Decimal("90.0000000000"))]
     assert versions == [("replaced", 1), ("loaded", 1)]
+
+
+def test_next_months_invoice_written_over_this_ones_leaves_it_counting(tmp_path):
+    """October's invoice at latest.csv, then November's over it: October used to vanish, exit 0."""
+    counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09"), BILLED + billed("5.00", "2026-10"))
+    assert counted == [("2026-09", Decimal("100.0000000000")), ("2026-10", Decimal("5.0000000000"))]
+    assert versions == [("loaded", 1), ("loaded", 1)]
+
+
+def test_a_rolling_export_replaces_the_months_it_restates_only(tmp_path):
+    """September and October, then October restated with November; then October restated again."""
+    counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09") + billed("7.00", "2026-10"),
+                                BILLED + billed("8.00", "2026-10") + billed("5.00", "2026-11"),
+                                BILLED + billed("9.00", "2026-10") + billed("6.00", "2026-11"))
+    assert counted == [("2026-09", Decimal("100.0000000000")), ("2026-10", Decimal("9.0000000000")),
+                       ("2026-11", Decimal("6.0000000000"))]
+    assert versions == [("loaded", 2), ("replaced", 2), ("loaded", 2)]
+
+
+def test_a_restated_month_with_its_period_stated_replaces_it(tmp_path):
+    counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09"), BILLED + billed("90.00", "2026-09"))
+    assert counted == [("2026-09", Decimal("90.0000000000"))]
+    assert versions == [("replaced", 1), ("loaded", 1)]
+
+
+def test_a_good_copy_over_a_broken_download_settles_it(tmp_path):
+    """A cut download fails; the whole file lands at its path: the failed version is `replaced`, so
+    the checks and the run summary stop naming it every day after."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "latest.csv").write_bytes(SEPTEMBER.encode() + b"1.0,\xe9\n")  # not UTF-8: the run fails it
+    run_pipeline(landing, tmp_path / "wh.duckdb")
+    (landing / "latest.csv").write_text(SEPTEMBER)
+    outcome = run_pipeline(landing, tmp_path / "wh.duckdb")
+    assert "raw/files:no_failed_files" not in outcome.warned_checks
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT status, rows_loaded FROM raw.files ORDER BY ingested_at") == [("replaced", 0), ("loaded", 1)]
+    finally:
+        conn.close()

@@ -433,15 +433,51 @@ def _loaded_versions(conn, rel: str, sha: str) -> int:
 
 def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None = None) -> None:
     """New content at a path already loaded is a re-export of that file (or the provider's
-    overwritten manifest): it replaces the old version, which no longer counts. Versions whose
-    content is `keep_content` are kept."""
+    overwritten manifest): it replaces the old version, which no longer counts; a version that
+    failed, was refused or unrecognised (a broken download the good copy replaced) is settled, so
+    the checks and the summary stop naming it. Versions whose content is `keep_content` are kept.
+
+    A billing file uploaded as it is (no folder layout names its delivery) is replaced only where
+    the new version restates it: every billing period (and invoice, where invoices are deliveries)
+    of the old version's lines is one the new version's lines hold. An export job writing one name
+    (`latest.csv`: October, then November) leaves October counting; the ledger then treats the two
+    versions as it treats two uploads."""
     conn.execute(
-        """UPDATE raw.files SET status = 'replaced', detail = detail || '; replaced by ' || ?
+        f"""UPDATE raw.files AS o SET status = 'replaced', detail = detail || '; replaced by ' || ?
            WHERE path = ? AND sha256 <> ?
-             AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest')
-             AND coalesce(content_sha256, sha256) IS DISTINCT FROM ?""",
-        [sha[:12], rel, sha, keep_content],
+             AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest',
+                            'failed', 'unrecognized', 'refused')
+             AND coalesce(content_sha256, sha256) IS DISTINCT FROM ?
+             AND NOT ({_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT})""",
+        [sha[:12], rel, sha, keep_content, rel, sha],
     )
+    kept = fetch_all(conn, f"""
+        SELECT DISTINCT strftime(fs.line_period, '%Y-%m') AS period
+        FROM raw.files AS o JOIN raw.file_slices AS fs ON fs.path = o.path AND fs.sha256 = o.sha256
+        WHERE o.path = ? AND o.sha256 <> ? AND o.status IN ('loaded', 'incomplete', 'superseded') AND o.rows_loaded > 0
+          AND ({_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT})
+        ORDER BY period""", [rel, sha, rel, sha])
+    if kept:
+        conn.execute("UPDATE raw.files SET detail = detail || ? WHERE path = ? AND sha256 = ?",
+                     ["; the version before it keeps counting: this one does not restate its billing periods "
+                      + ", ".join(p for (p,) in kept if p), rel, sha])
+
+
+# Whether the older version `o` of a billing file, uploaded as it is, has lines of a billing period
+# (and invoice) that the new version at its path (bound: path, sha256) holds none of. The new
+# version's slices are its content's (a duplicate's are its twin's).
+_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT = """
+    o.kind = 'billing' AND o.layout_delivery_id IS NULL AND EXISTS (
+        SELECT 1 FROM raw.file_slices AS os
+        WHERE os.path = o.path AND os.sha256 = o.sha256
+          AND NOT EXISTS (
+              SELECT 1 FROM raw.file_slices AS ns JOIN raw.files AS nf ON nf.path = ns.path AND nf.sha256 = ns.sha256
+              WHERE coalesce(nf.content_sha256, nf.sha256) IN (
+                        SELECT coalesce(content_sha256, sha256) FROM raw.files WHERE path = ? AND sha256 = ?)
+                AND ns.line_provider IS NOT DISTINCT FROM os.line_provider
+                AND ns.line_account IS NOT DISTINCT FROM os.line_account
+                AND ns.line_period IS NOT DISTINCT FROM os.line_period
+                AND (NOT coalesce(os.by_invoice, false) OR ns.line_invoice IS NOT DISTINCT FROM os.line_invoice)))"""
 
 
 def _unexpected(exc: Exception) -> str:
