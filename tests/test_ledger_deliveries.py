@@ -179,6 +179,29 @@ def test_a_delivery_in_two_parts_is_incomplete_until_its_second_part_arrives(tmp
     conn.close()
 
 
+def test_a_bucket_prefix_synced_into_a_folder_of_another_name_keeps_its_deliveries(tmp_path, provider_totals):
+    """`aws s3 sync s3://bucket/cur/ landing/aws`: the manifests' keys (cur/…) and the landing paths
+    (aws/…) share no tail but their last three segments. Before, no part matched its manifest, every
+    delivery counted through its folder as complete, and half a restatement replaced the whole
+    month (15,368.26 USD fell to 7,933.88 in a daily run, exit 0)."""
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    a, b, rows, half = two_deliveries()
+    a.place(landing / "aws")
+    run(landing, warehouse)
+    first = totals(warehouse)
+    assert close(first[0], provider_totals[CUR][0]) and first[1] == len(rows)
+    b.place_manifests(landing / "aws")
+    b.place_part(landing / "aws", 1)  # part 2 comes with the next sync
+    run(landing, warehouse)
+    assert totals(warehouse) == first
+    conn = connect(warehouse, read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT delivery_id, parts_seen, complete, status FROM raw.deliveries ORDER BY delivery_id") == [
+            (f"aws-cur:{ASSEMBLY_A}", 2, True, "current"), (f"aws-cur:{ASSEMBLY_B}", 1, False, "incomplete")]
+    finally:
+        conn.close()
+
+
 ORDERS = {
     "old-then-new-then-old-copy": ["a", "b", "copy"],
     "new-then-old-then-old-copy": ["b", "a", "copy"],

@@ -15,25 +15,29 @@ CREATE OR REPLACE TEMP TABLE ledger_manifest_parts AS
 SELECT delivery_id, created_at, file_mtime, unnest(parts) AS part FROM raw.manifests;
 
 -- A file is a part its manifest lists when the key and the landing path agree on their tail (the
--- landing folder may be the bucket or any prefix of it). Several manifests listing one key (an
--- export that overwrites its files): the newest manifest's delivery.
+-- landing folder may be the bucket or any prefix of it), or on their last three segments (a bucket
+-- prefix synced into a folder of another name: s3://bucket/cur/ into landing/aws/ keeps the billing
+-- period, the assembly or run id and the file name). Several manifests listing one key (an export
+-- that overwrites its files): the newest manifest's delivery.
 CREATE OR REPLACE TEMP TABLE ledger_file_parts AS
 -- Joined on the paths' last two segments (or, where either has one, the file name), which each way
 -- of agreeing implies equal: a hash join, not every file against every part (an Azure export names
 -- every run's parts alike, part_0_0001.csv: 104,160 files took over five minutes).
-WITH files AS (SELECT *, nullif(regexp_extract(path, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(path, '[^/]*$') AS name
+WITH files AS (SELECT *, nullif(regexp_extract(path, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(path, '[^/]*$') AS name,
+                      nullif(regexp_extract(path, '[^/]+/[^/]+/[^/]+$'), '') AS tail3
                FROM ledger_files),
-     parts AS (SELECT *, nullif(regexp_extract(part, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(part, '[^/]*$') AS name
+     parts AS (SELECT *, nullif(regexp_extract(part, '[^/]+/[^/]+$'), '') AS tail2, regexp_extract(part, '[^/]*$') AS name,
+                      nullif(regexp_extract(part, '[^/]+/[^/]+/[^/]+$'), '') AS tail3
                FROM ledger_manifest_parts),
      matched AS (
-         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime
+         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime, f.tail3 = mp.tail3 AS same_tail3
          FROM files AS f JOIN parts AS mp ON mp.tail2 = f.tail2
          UNION ALL
-         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime
+         SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime, false
          FROM files AS f JOIN parts AS mp ON mp.name = f.name AND (mp.tail2 IS NULL OR f.tail2 IS NULL))
 SELECT path, sha256, delivery_id, part
 FROM matched
-WHERE part = path OR ends_with(part, '/' || path) OR ends_with(path, '/' || part)
+WHERE part = path OR ends_with(part, '/' || path) OR ends_with(path, '/' || part) OR coalesce(same_tail3, false)
 QUALIFY dense_rank() OVER (PARTITION BY path, sha256
                            ORDER BY coalesce(created_at, file_mtime) DESC NULLS LAST, delivery_id DESC) = 1;
 
