@@ -3,6 +3,8 @@ month, a view over the current ones, superseded and orphaned builds removed, and
 sees what the warehouse sees."""
 
 import shutil
+import subprocess
+import sys
 from decimal import Decimal
 
 import duckdb
@@ -82,16 +84,40 @@ def test_a_new_month_adds_a_folder_and_a_restated_month_replaces_only_its_own(tm
     second = builds(warehouse)
     assert {p: f for p, f in second.items() if p != "2023-12"} == first
     assert totals(warehouse) == (lines + 1281, cost + Decimal(cost_of_cur(warehouse, "2023-11")))
-    # December restated (a line's cost changed, the same export path): December gets a new build, the
-    # one it replaces is removed once the new warehouse is published, and nothing else moves.
+    # December restated (a line's cost changed, the same export path): December gets a new build, and
+    # nothing else moves. The build it replaces stays one run longer: a connection opened before the
+    # swap (a notebook left open over the daily run) still reads the state it opened.
     december = landing / "billing" / "2023-12" / "cur.csv"
     text = december.read_text()
     december.write_text(text + text.splitlines()[1] + "\n")
-    run(tmp_path, landing, warehouse)
+    # A reader in another process (DuckDB shares one instance per file within a process).
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(warehouse)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip() == "open"
+        run(tmp_path, landing, warehouse)
+        out, err = reader.communicate("query\n", timeout=60)
+    finally:
+        reader.kill()
+    assert out.split() == [str(lines + 1281), str(cost + Decimal(cost_of_cur(warehouse, "2023-11")))], err
     third = builds(warehouse)
     assert third["2023-12"] != second["2023-12"]
     assert {p: f for p, f in third.items() if p != "2023-12"} == first
-    assert folders_on_disk(warehouse) == set(third.values())
+    assert folders_on_disk(warehouse) == set(third.values()) | {second["2023-12"]}
+    # The next run that publishes removes it, and keeps what it replaces itself one run.
+    write_cur_month(sample(CUR), landing / "billing" / "2024-01" / "cur.csv", "2024-01")
+    run(tmp_path, landing, warehouse)
+    assert second["2023-12"] not in folders_on_disk(warehouse)
+    assert folders_on_disk(warehouse) == set(builds(warehouse).values()) | set(third.values())
+
+
+READER = """
+import sys, duckdb
+conn = duckdb.connect(sys.argv[1], read_only=True)
+print("open", flush=True)
+sys.stdin.readline()
+print(*conn.execute("SELECT count(*), sum(EffectiveCost) FROM core.cost_lines").fetchone())
+"""
 
 
 def cost_of_cur(warehouse, month: str) -> Decimal:

@@ -132,17 +132,33 @@ def referenced_folders(warehouse: Path) -> set[str] | None:
         conn.close()
 
 
-def remove_unreferenced(warehouse: Path) -> list[Path]:
-    """Delete the build folders that the published `warehouse` does not read: builds superseded by
-    its last run, and what a killed run left. The caller holds the writer lock."""
+# The builds the warehouse published before the last one read: kept one run longer, so a connection
+# opened before a run's swap (a notebook, a dashboard) still finds the Parquet files its views name.
+PREVIOUS_BUILDS = "previous-builds.txt"
+
+
+def remove_unreferenced(warehouse: Path, previous: set[str] | None = None) -> list[Path]:
+    """Delete the build folders that neither the published `warehouse` nor the one it replaced read:
+    builds two runs old, and what a killed run left. `previous`: the replaced file's folders, given
+    by the run that just published (recorded beside the lake for the next run's start); None: the
+    ones recorded. The caller holds the writer lock."""
     referenced = referenced_folders(warehouse)
     if referenced is None:
         return []
     lake = lake_of(warehouse)
+    record = lake / PREVIOUS_BUILDS
+    if previous is None:
+        try:
+            previous = set(record.read_text().split()) if record.exists() else set()
+        except OSError:
+            previous = set()
+    elif lake.exists():
+        record.write_text("".join(f"{folder}\n" for folder in sorted(previous - referenced)))
+    keep = referenced | previous
     removed = []
     # <schema>/<table>/<period>/build=<token>; the raw tables' folders are file=<sha256>, never build=.
     for folder in lake.glob(f"*/*/*/{BUILD_PREFIX}*") if lake.exists() else ():
-        if folder.relative_to(lake).as_posix() not in referenced:
+        if folder.relative_to(lake).as_posix() not in keep:
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
             if not any(folder.parent.iterdir()):

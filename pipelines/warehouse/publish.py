@@ -239,9 +239,10 @@ class StagedWrite:
         """Publish (or throw away) the staging file, then release the lock. Returns whether it published."""
         try:
             if publish_it:
+                replaced = lake_tables.referenced_folders(self.warehouse) or set()
                 self.published = publish(self.staging, self.warehouse)
-                if self.published:  # the builds the new file superseded
-                    lake_tables.remove_unreferenced(self.warehouse)
+                if self.published:  # the builds the new file superseded, but those the replaced one read
+                    lake_tables.remove_unreferenced(self.warehouse, previous=replaced)
             else:
                 self.published = False
         finally:
