@@ -73,14 +73,21 @@ def test_next_months_invoice_written_over_this_ones_leaves_it_counting(tmp_path)
     assert versions == [("loaded", 1), ("loaded", 1)]
 
 
-def test_a_rolling_export_replaces_the_months_it_restates_only(tmp_path):
-    """September and October, then October restated with November; then October restated again."""
+def test_next_months_invoice_restated_at_the_same_path_replaces_only_itself(tmp_path):
+    """September, then October over it, then October restated over that."""
+    counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09"), BILLED + billed("5.00", "2026-10"),
+                                BILLED + billed("6.00", "2026-10"))
+    assert counted == [("2026-09", Decimal("100.0000000000")), ("2026-10", Decimal("6.0000000000"))]
+    assert versions == [("loaded", 1), ("replaced", 1), ("loaded", 1)]
+
+
+def test_a_version_sharing_a_month_with_the_one_before_replaces_it_whole(tmp_path):
+    """A re-export that restates October and drops September is a re-export: September goes (a
+    rolling window written to one name loses its oldest month, as before; see the README)."""
     counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09") + billed("7.00", "2026-10"),
-                                BILLED + billed("8.00", "2026-10") + billed("5.00", "2026-11"),
-                                BILLED + billed("9.00", "2026-10") + billed("6.00", "2026-11"))
-    assert counted == [("2026-09", Decimal("100.0000000000")), ("2026-10", Decimal("9.0000000000")),
-                       ("2026-11", Decimal("6.0000000000"))]
-    assert versions == [("loaded", 2), ("replaced", 2), ("loaded", 2)]
+                                BILLED + billed("8.00", "2026-10") + billed("5.00", "2026-11"))
+    assert counted == [("2026-10", Decimal("8.0000000000")), ("2026-11", Decimal("5.0000000000"))]
+    assert versions == [("replaced", 2), ("loaded", 2)]
 
 
 def test_a_restated_month_with_its_period_stated_replaces_it(tmp_path):

@@ -210,6 +210,11 @@ def ingest_landing(
     unsettled = {path for (path,) in fetch_all(conn, f"""
         SELECT path FROM raw.files WHERE status <> 'manifest'
         QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC) = 1 AND status IN ({UNSETTLED_SQL})""")}
+    # Paths where two billing versions count (another month's bill written over the one before):
+    # if such a path holds the earlier one again, the later one is no longer there either.
+    unsettled |= {path for (path,) in fetch_all(conn, """
+        SELECT path FROM raw.files WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded')
+        GROUP BY path HAVING count(*) > 1""")}
     returned: list[tuple[str, str, datetime]] = []
 
     def seen_again(rel: str, version: tuple[str, datetime]) -> None:
@@ -413,15 +418,18 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
 
 
 def _settle_returned(conn, returned: list[tuple[str, str, datetime]], now: datetime) -> None:
-    """A path whose newer version failed (or was unrecognised, refused, wholly quarantined) and
-    that holds a version read before it again (the bad download replaced by the good one): the
-    newer version is what the path no longer holds, `replaced`, as a re-export replaces a version.
+    """A path whose newer version failed (or was unrecognised, refused, wholly quarantined), or
+    holds another month's bill beside an earlier one, and that holds a version read before it
+    again (the bad download replaced by the good one; the overwrite undone): the newer version is
+    what the path no longer holds, `replaced`, as a re-export replaces a version.
     Otherwise it stayed the path's newest, and the report listed the path as failed for good."""
     for rel, sha, ingested_at in returned:
         conn.execute(
             f"""UPDATE raw.files SET status = 'replaced', status_changed_at = ?,
                    detail = detail || '; replaced: the path holds the version read before it again (' || ? || ')'
-               WHERE path = ? AND sha256 <> ? AND status IN ({UNSETTLED_SQL}) AND ingested_at > ?""",
+               WHERE path = ? AND sha256 <> ? AND ingested_at > ?
+                 AND (status IN ({UNSETTLED_SQL})
+                      OR (kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate')))""",
             [now, sha[:12], rel, sha, ingested_at])
 
 
@@ -437,47 +445,49 @@ def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None =
     failed, was refused or unrecognised (a broken download the good copy replaced) is settled, so
     the checks and the summary stop naming it. Versions whose content is `keep_content` are kept.
 
-    A billing file uploaded as it is (no folder layout names its delivery) is replaced only where
-    the new version restates it: every billing period (and invoice, where invoices are deliveries)
-    of the old version's lines is one the new version's lines hold. An export job writing one name
-    (`latest.csv`: October, then November) leaves October counting; the ledger then treats the two
-    versions as it treats two uploads."""
+    A billing file uploaded as it is (no folder layout names its delivery) is not replaced by a
+    version holding none of its billing periods (and invoices, where invoices are deliveries): an
+    export job writing one name (`latest.csv`: October, then November) leaves October counting,
+    the two versions then counting as two uploads of different months do."""
     conn.execute(
         f"""UPDATE raw.files AS o SET status = 'replaced', detail = detail || '; replaced by ' || ?
            WHERE path = ? AND sha256 <> ?
              AND status IN ('loaded', 'quarantined', 'incomplete', 'superseded', 'duplicate', 'manifest',
                             'failed', 'unrecognized', 'refused')
              AND coalesce(content_sha256, sha256) IS DISTINCT FROM ?
-             AND NOT ({_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT})""",
+             AND NOT ({_ANOTHER_MONTHS_BILL})""",
         [sha[:12], rel, sha, keep_content, rel, sha],
     )
     kept = fetch_all(conn, f"""
         SELECT DISTINCT strftime(fs.line_period, '%Y-%m') AS period
         FROM raw.files AS o JOIN raw.file_slices AS fs ON fs.path = o.path AND fs.sha256 = o.sha256
         WHERE o.path = ? AND o.sha256 <> ? AND o.status IN ('loaded', 'incomplete', 'superseded') AND o.rows_loaded > 0
-          AND ({_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT})
+          AND ({_ANOTHER_MONTHS_BILL})
         ORDER BY period""", [rel, sha, rel, sha])
     if kept:
         conn.execute("UPDATE raw.files SET detail = detail || ? WHERE path = ? AND sha256 = ?",
-                     ["; the version before it keeps counting: this one does not restate its billing periods "
+                     ["; the version before it keeps counting: this one holds none of its billing periods "
                       + ", ".join(p for (p,) in kept if p), rel, sha])
 
 
-# Whether the older version `o` of a billing file, uploaded as it is, has lines of a billing period
-# (and invoice) that the new version at its path (bound: path, sha256) holds none of. The new
-# version's slices are its content's (a duplicate's are its twin's).
-_HOLDS_SLICES_THE_NEW_VERSION_DOES_NOT = """
-    o.kind = 'billing' AND o.layout_delivery_id IS NULL AND EXISTS (
+# Whether the older version `o` of a billing file, uploaded as it is, holds lines of billing periods
+# (and invoices) only that the new version at its path (bound: path, sha256) holds none of: another
+# month's bill, not a restatement. The new version's slices are its content's (a duplicate's are its
+# twin's). Where the two share a period the old version is replaced whole, as any re-export.
+_ANOTHER_MONTHS_BILL = """
+    o.kind = 'billing' AND o.layout_delivery_id IS NULL
+    AND EXISTS (SELECT 1 FROM raw.file_slices AS os WHERE os.path = o.path AND os.sha256 = o.sha256)
+    AND NOT EXISTS (
         SELECT 1 FROM raw.file_slices AS os
+        JOIN raw.file_slices AS ns
+          ON ns.line_provider IS NOT DISTINCT FROM os.line_provider
+         AND ns.line_account IS NOT DISTINCT FROM os.line_account
+         AND ns.line_period IS NOT DISTINCT FROM os.line_period
+         AND (NOT coalesce(os.by_invoice, false) OR ns.line_invoice IS NOT DISTINCT FROM os.line_invoice)
+        JOIN raw.files AS nf ON nf.path = ns.path AND nf.sha256 = ns.sha256
         WHERE os.path = o.path AND os.sha256 = o.sha256
-          AND NOT EXISTS (
-              SELECT 1 FROM raw.file_slices AS ns JOIN raw.files AS nf ON nf.path = ns.path AND nf.sha256 = ns.sha256
-              WHERE coalesce(nf.content_sha256, nf.sha256) IN (
-                        SELECT coalesce(content_sha256, sha256) FROM raw.files WHERE path = ? AND sha256 = ?)
-                AND ns.line_provider IS NOT DISTINCT FROM os.line_provider
-                AND ns.line_account IS NOT DISTINCT FROM os.line_account
-                AND ns.line_period IS NOT DISTINCT FROM os.line_period
-                AND (NOT coalesce(os.by_invoice, false) OR ns.line_invoice IS NOT DISTINCT FROM os.line_invoice)))"""
+          AND coalesce(nf.content_sha256, nf.sha256) IN (
+              SELECT coalesce(content_sha256, sha256) FROM raw.files WHERE path = ? AND sha256 = ?))"""
 
 
 def _unexpected(exc: Exception) -> str:
