@@ -135,3 +135,25 @@ def test_a_credit_without_a_quantity_pays_for_what_its_charge_ran(tmp_path):
     assert net == [("pretraining", Decimal("0.00"))]
     assert query(tmp_path / "wh.duckdb", "SELECT host, price_per_gpu_hour, price_per_gpu_clock_hour FROM marts.gpu_hour_prices") == [
         ("gpu-half", Decimal("0.00"), Decimal("0.00"))]
+
+
+@pytest.mark.parametrize(("usage_tags", "credit_phase"), [
+    (['{"phase": "pretraining"}', '{"phase": "pretraining"}'], "pretraining"),
+    (['{"phase": "pretraining"}', '{"phase": "inference"}'], "idle"),  # tags disagree: split as the charge
+    (['{"phase": "pretraining"}', ""], "idle"),                          # one usage line untagged: no tag to follow
+])
+def test_an_untagged_refund_of_a_tagged_vms_usage_gives_back_that_phases_money(tmp_path, usage_tags, credit_phase):
+    """An Azure VM tagged for pre-training, no telemetry or workloads, refunded 300.00 with an untagged
+    line of the same day: the refund was booked as negative idle (an idle share of -2.3 %, pre-training
+    at 101.7 % of spend in the report)."""
+    header = HEADER.rstrip("\n") + ",Tags\n"
+    day = "2026-09-01T00:00:00Z,2026-09-02T00:00:00Z"
+    usage = "".join(f'400.00,400.00,USD,Usage,{day},Microsoft,VM,Compute,vm-{n},gpu-vm,,,A100,8,"{tag.replace(chr(34), chr(34) * 2)}"\n'
+                    for n, tag in enumerate(usage_tags))
+    credit = f'-300.00,-300.00,USD,Credit,{day},Microsoft,VM,Compute,vm-0,gpu-vm,,,A100,8,\n'
+    if credit_phase == "idle":  # one resource whose lines disagree, rather than two resources
+        usage = usage.replace("vm-1", "vm-0")
+    warehouse = warehouse_from_files(tmp_path, {"charges.csv": header + usage + credit})
+    parts = query(warehouse, """SELECT a.phase, a.method, sum(a.amount_billing) FROM marts.cost_attribution AS a
+                                JOIN core.cost_lines AS c USING (x_ChargeId) WHERE c.ChargeCategory = 'Credit' GROUP BY ALL""")
+    assert parts == [(credit_phase, "tag" if credit_phase != "idle" else "no_workload", Decimal("-300.00"))]

@@ -3,7 +3,9 @@
 -- time nobody held are both 'unattributed' (methods workload_overlap and busy_telemetry).
 --
 -- Order of evidence:
---   1. a phase tag on the charge (tag keys: $phase_tag_keys)                      → method 'tag'
+--   1. a phase tag on the charge (tag keys: $phase_tag_keys); an untagged credit or
+--      negation of a GPU charge: the tag its resource's usage lines of the same
+--      charge period all carry                                                   → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
 --      by GPU-seconds held (in cards: a MIG instance as its share of the card)    → 'workload_overlap'
 --      of the GPU-seconds paid (paid_gpu_seconds: the GPUs over the period, or the
@@ -57,20 +59,24 @@ WITH charges AS (
 ),
 usage_runs AS (
     -- What the GPU usage lines of each resource and charge period ran of what they could: a credit
-    -- or negation of theirs that states no quantity pays for the same share.
-    SELECT coalesce(ResourceId, ResourceName) AS resource_key, ChargePeriodStart,
-           coalesce(ChargePeriodEnd, ChargePeriodStart) AS ChargePeriodEnd,
-           sum(paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit)) AS ran,
-           sum(x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd)) AS could
-    FROM core.cost_lines
-    WHERE in_listed_months(BillingPeriodStart, $billing_months) AND x_GpuCount > 0
-      AND pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
-                             CapacityReservationStatus)
+    -- or negation of theirs that states no quantity pays for the same share. And the phase their
+    -- tags name, where they all name the same one: an untagged refund of a tagged VM's usage gives
+    -- back that phase's money, not idle time's.
+    SELECT coalesce(ResourceId, ResourceName) AS resource_key, ChargePeriodStart, ChargePeriodEnd,
+           sum(paid_gpu_seconds(gpu_count, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit)) AS ran,
+           sum(gpu_count * datediff('second', ChargePeriodStart, ChargePeriodEnd)) AS could,
+           CASE WHEN count(*) FILTER (WHERE tag_value IN ('pretraining', 'finetuning', 'inference')) = count(*)
+                     AND count(DISTINCT tag_value) = 1
+                THEN any_value(tag_value) END AS tag_phase
+    FROM charges
+    WHERE gpu_count > 0 AND pays_for_gpu_hours
     GROUP BY ALL
 ),
 classified AS (
     SELECT c.*,
-        CASE WHEN c.tag_value IN ('pretraining', 'finetuning', 'inference') THEN c.tag_value END AS tag_phase,
+        CASE WHEN c.tag_value IN ('pretraining', 'finetuning', 'inference') THEN c.tag_value
+             WHEN c.tag_value IS NULL THEN u.tag_phase END AS tag_phase,
+        c.tag_value IS NULL AND u.tag_phase IS NOT NULL AS tag_of_usage,
         -- Its GPUs over the charge period, or the part of it the consumed quantity says they ran (a
         -- credit: the part its usage lines ran).
         followed_paid_gpu_seconds(
@@ -226,7 +232,8 @@ unheld AS (
 whole_parts AS (
     SELECT x_ChargeId, tag_phase AS phase, 'tag' AS method,
            1 AS weight, 1 AS total_weight, CASE WHEN paid_gpu_seconds > 0 AND pays_for_gpu_hours THEN paid_gpu_seconds END AS gpu_seconds,
-           json_object('tag_phase', tag_phase) AS evidence,
+           CASE WHEN tag_of_usage THEN json_object('tag_phase', tag_phase, 'tagged', 'its resource''s usage lines')
+                ELSE json_object('tag_phase', tag_phase) END AS evidence,
            ChargePeriodStart, BillingPeriodStart, EffectiveCost, x_EffectiveCostReporting
     FROM classified WHERE tag_phase IS NOT NULL
     UNION ALL
