@@ -256,3 +256,18 @@ def test_the_purchasing_table_says_busy_hours_no_workload_held_are_sized_as_dema
     assert ("Busy GPU-hours no workload held are sized as demand of no known phase, recurring (A100-80GB: 86.4 in the "
             "measured period), less what workloads on hosts telemetry does not cover held") in page
     assert ("Measured utilization of A100-80GB" in page) is bool(held) and "No workload held the" not in page
+
+
+def test_a_phase_without_telemetry_shows_its_utilization_unknown_not_zero():
+    """Pre-training on a VM no telemetry covers: the mart's utilization is NULL (busy hours missing),
+    which the report and the terminal showed as 0.0 %. Idle time is 0 % busy by definition."""
+    phases = [{"phase": p, "reporting_currency": "USD", "cost_reporting": Decimal(c), "share_pct": None,
+               "gpu_hours_paid": paid, "gpu_hours_busy": 0.0, "utilization_pct": None,
+               "typical_util_pct_low": None, "typical_util_pct_high": None, "cost_per_busy_gpu_hour": None,
+               "cost_by_billing_currency": {}} for p, c, paid in (("pretraining", "900.00", 3456.0), ("idle", "100.00", 8.0))]
+    shown = {r["phase"]: r["utilization_shown"] for r in with_shown_shares(phases)}
+    assert shown == {"pretraining": None, "idle": Decimal("0.0")}
+    _, markdown, _ = render(report_data(spend_by_phase=with_shown_shares(phases)))
+    pretraining_row = next(line for line in markdown.splitlines() if line.startswith("| Pre-training"))
+    cells = [c.strip() for c in pretraining_row.split("|")]
+    assert cells[5:7] == ["0.0", "—"]  # busy GPU-hours seen: none; utilization: unknown (was 0.0 %)

@@ -117,3 +117,22 @@ def test_the_cost_per_busy_gpu_hour_says_when_busy_hours_are_unknown():
                                         "no GPU telemetry for them")
     assert gpu_hours_note({**k, "busy_gpu_hours": 2.5}, "USD") == "GPU spend 13.00 USD over 2 busy of 8 paid GPU-hours, Oct 1–2"
     assert gpu_hours_note({**k, "gpu_cost": None, "paid_gpu_hours": None}, "USD") == "no GPU charge billed, Oct 1–2"
+
+
+def test_the_forecast_waits_for_bills_not_yet_arrived(warehouse):
+    """Billed through the 2nd (948.00, then 384.00). A report about the 4th used to count the 3rd and 4th
+    as days of no spend in the run rate (1,332.00 over 4 days) and as days already past: its forecast
+    fell (9,990.00) though no bill had changed. Now every report until a new bill forecasts alike: the
+    mean of the billed days (666.00) for each of the 28 days after the last one."""
+    def kpis(day):
+        return fetch_dicts(warehouse, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": day})[0]
+
+    for day in (date(2026, 9, 2), date(2026, 9, 3), date(2026, 9, 4)):
+        k = kpis(day)
+        assert (k["mtd"], k["run_rate_per_day"], k["run_rate_days"], k["days_left"], k["forecast"]) == (
+            Decimal("1332.0000000000"), Decimal("666.0000000000"), 2, 28, Decimal("19980.0000000000")), day
+        assert k["last_billed"] == date(2026, 9, 2)
+    # A report about the 1st, when the 2nd is billed too, forecasts from the 1st (its scored day).
+    first = kpis(date(2026, 9, 1))
+    assert (first["run_rate_per_day"], first["days_left"], first["forecast"]) == (
+        Decimal("948.0000000000"), 29, Decimal("948.0000000000") * 30)

@@ -32,7 +32,16 @@ def with_shown_shares(rows: list[dict]) -> list[dict]:
     exact 13.647 % is 13.6 %, as the header's idle share says)."""
     total = sum((Decimal(r["cost_reporting"] or 0) for r in rows), Decimal(0))
     return [{**r, "share_shown": tenths_pct(r["cost_reporting"] or 0, total),
-             "utilization_shown": tenths_pct(r["gpu_hours_busy"], r["gpu_hours_paid"])} for r in rows]
+             "utilization_shown": utilization_shown(r)} for r in rows]
+
+
+def utilization_shown(row: dict) -> Decimal | None:
+    """Busy of paid GPU-hours, rounded once; None where the mart's utilization is unknown (a phase's
+    GPUs no telemetry covers: their busy hours are missing, not zero). Idle time is nobody's busy
+    time by definition: 0 of its paid hours."""
+    if "utilization_pct" in row and row["utilization_pct"] is None and row.get("phase") != "idle":
+        return None
+    return tenths_pct(row["gpu_hours_busy"], row["gpu_hours_paid"])
 
 
 def json_value(value) -> str:

@@ -2,8 +2,10 @@
 --   month-to-date spend (the 1st to $day) against the same point last month (the 1st to the same
 --   day of the month, or the month's last day when it is shorter), and the lines it leaves out for
 --   want of an FX rate, with what they cost in their billing currencies;
---   a forecast to month end: month-to-date plus the mean day of the last 7 days (fewer when the data
---   starts later) for each day left, so a fee booked on the 1st is not multiplied by the month;
+--   a forecast to month end: month-to-date plus the mean day of the last 7 billed days (fewer when the
+--   data starts later) for each day left after the last billed day, so a fee booked on the 1st is not
+--   multiplied by the month, and a day whose bills have not arrived yet (bills come a day or two late)
+--   is neither a day of no spend in the mean nor a day already counted;
 --   avoidable spend this month: findings.hidden_costs of $day's month (found by month);
 --   idle share and cost per busy GPU-hour for the 1st to $day, as month-to-date spend (the days after
 --   it, already billed when a past day's report is rebuilt, do not count): from the daily marts that
@@ -19,6 +21,11 @@ daily AS (
     SELECT day, sum(cost_reporting) AS cost, sum(lines_without_fx_rate) AS without_rate
     FROM marts.daily_cost GROUP BY day
 ),
+billed AS (
+    -- The newest day billed up to the scored day (the scored day itself when nothing is billed).
+    SELECT b.*, coalesce((SELECT max(day) FROM daily WHERE day <= b.day), b.day) AS last_billed
+    FROM bounds AS b
+),
 spend AS (
     SELECT b.*,
            least(b.prev_start + CAST(b.day - b.month_start AS INTEGER), b.month_start - 1) AS prev_same_day,
@@ -30,8 +37,10 @@ spend AS (
             FROM (SELECT billing_currency, sum(cost_billing) AS amount FROM marts.daily_cost
                   WHERE day BETWEEN b.month_start AND b.day AND cost_reporting IS NULL GROUP BY billing_currency))
                AS mtd_without_rate_billed,
-           (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.day - 6 AND b.day) AS last_7_days
-    FROM bounds AS b
+           (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN b.last_billed - 6 AND b.last_billed) AS last_7_days,
+           -- The days the forecast adds: after the last billed day, or the whole month when none of it is.
+           CAST(b.month_end - greatest(b.last_billed, b.month_start - 1) AS INTEGER) AS days_to_forecast
+    FROM billed AS b
 ),
 phases AS (
     -- GPU spend by line, not by phase: a phase's storage or purchase is no GPU spend, and the part of a
@@ -62,10 +71,12 @@ SELECT coalesce((SELECT any_value(reporting_currency) FROM marts.daily_cost),
        s.mtd, s.mtd_without_rate, s.mtd_without_rate_billed,
        (SELECT coalesce(sum(cost), 0) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_mtd,
        (SELECT count(*) FROM daily WHERE day BETWEEN s.prev_start AND s.prev_same_day) AS prev_days_billed,
-       CAST(s.month_end - s.day AS INTEGER) AS days_left,
-       CAST(least(7, greatest(1, s.day - s.first_day + 1)) AS INTEGER) AS run_rate_days,
-       from_units(to_units(s.last_7_days) // least(7, greatest(1, s.day - s.first_day + 1))) AS run_rate_per_day,
-       s.mtd + from_units(to_units(s.last_7_days) * (s.month_end - s.day) // least(7, greatest(1, s.day - s.first_day + 1))) AS forecast,
+       s.days_to_forecast AS days_left,
+       s.last_billed,
+       CAST(least(7, greatest(1, s.last_billed - s.first_day + 1)) AS INTEGER) AS run_rate_days,
+       from_units(to_units(s.last_7_days) // least(7, greatest(1, s.last_billed - s.first_day + 1))) AS run_rate_per_day,
+       s.mtd + from_units(to_units(s.last_7_days) * s.days_to_forecast
+                          // least(7, greatest(1, s.last_billed - s.first_day + 1))) AS forecast,
        l.avoidable AS avoidable_this_month, l.findings AS leaks_this_month, l.unrated AS unrated_leaks,
        p.month_cost, p.idle_cost,
        CASE WHEN p.month_cost > 0 THEN round(100.0 * p.idle_cost / p.month_cost, 1) END AS idle_share_pct,
