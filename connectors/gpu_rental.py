@@ -10,6 +10,7 @@ columns, monthly plans as Committed/Recurring, on-demand as Standard/Usage-Based
 """
 
 import codecs
+import difflib
 import os
 import re
 from collections.abc import Iterator
@@ -205,8 +206,16 @@ class GpuRentalConnector(Connector):
                 later = " under it" if headers_seen else ""
                 for field, column in self.columns.items():
                     if column not in frame.columns and column not in self.required:
+                        near = _nearest_column(field, column, source_columns)
+                        if field == "currency" and near:
+                            # A default currency standing in for a misspelt column bills every line in
+                            # the wrong currency (1,782,880 JPY read as USD): the file is refused.
+                            raise ConnectorError(ctx.source_file, f"columns.currency: the header has no column {column!r} "
+                                                 f"but has {near!r}; fix the mapping (its default currency would bill "
+                                                 f"every line in it)", line=header_line)
                         fallback = f"its default {self.defaults[field]!r} is used" if field in self.defaults else "it is left empty"
-                        ctx.warn(f"columns.{field}: {'a later' if later else 'the'} header has no column {column!r}; "
+                        hint = f" (did you mean {near!r}?)" if near else ""
+                        ctx.warn(f"columns.{field}: {'a later' if later else 'the'} header has no column {column!r}{hint}; "
                                  f"{fallback} on every line{later}")
                 headers_seen.add(tuple(source_columns))
             frame = frame.with_columns(pl.col(source_columns).str.strip_chars())
@@ -475,3 +484,16 @@ def mapping_connectors(paths: list[Path] | None = None) -> list[GpuRentalConnect
 
 def invalid_mappings(connectors) -> list[InvalidMapping]:
     return [c for c in connectors if isinstance(c, InvalidMapping)]
+
+
+def _nearest_column(field: str, column: str, header: list[str]) -> str | None:
+    """The header's column a mapping most likely meant by a `column` the header lacks: one spelt
+    nearly alike, or one named as the field itself (`currency`), ignoring case, spaces and marks."""
+    def plain(name: str) -> str:
+        return "".join(ch for ch in name.lower() if ch.isalnum())
+    by_plain = {plain(c): c for c in header}
+    for wanted in (plain(column), plain(field)):
+        if wanted in by_plain:
+            return by_plain[wanted]
+    close = difflib.get_close_matches(plain(column), list(by_plain), n=1, cutoff=0.8)
+    return by_plain[close[0]] if close else None

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 
+from connectors.base import ConnectorError
 from connectors.gpu_rental import GpuRentalConnector, MAPPINGS_DIR
 from connectors.registry import detect
 from models.schemas import COST_LINE
@@ -478,3 +479,24 @@ def test_a_number_not_written_as_the_mapping_says_is_quarantined_quoting_the_fil
     assert [q["reason"] for q in ctx.quarantined] == [
         "amount '12.34' is not a number", "amount '1.2.3,4' is not a number", "amount '1.234,56 €' is not a number",
         "hours is not a number"]
+
+
+def test_a_misspelt_currency_column_with_a_default_currency_refuses_the_file(tmp_path):
+    """`currency: curency` with `defaults: {currency: USD}` over a header holding `currency` (JPY on
+    every line): the default billed 1,782,880 JPY as USD, with a warning, exit 0. The file is refused
+    with the column the mapping most likely meant; a misspelt column of another field still warns."""
+    text = (MAPPINGS_DIR / "gpu_rental_generic.yaml").read_text()
+    mapping = tmp_path / "typo.yaml"
+    mapping.write_text(text.replace("name: gpu_rental_generic", "name: gpu_rental_typo")
+                       .replace("  currency: Currency", "  currency: Curency\ndefaults:\n  currency: USD"))
+    connector = GpuRentalConnector.from_file(mapping)
+    path = tmp_path / "invoice.csv"
+    path.write_text(GENERIC, encoding="utf-8")
+    with pytest.raises(ConnectorError, match="columns.currency: the header has no column 'Curency' but has 'Currency'"):
+        list(connector.read(path, read_context("invoice.csv")))
+    path.write_text(GENERIC.replace(",Region,", ",Regoin,"), encoding="utf-8")
+    mapping.write_text(text.replace("name: gpu_rental_generic", "name: gpu_rental_typo"))
+    ctx = read_context("invoice.csv")
+    list(GpuRentalConnector.from_file(mapping).read(path, ctx))
+    assert ctx.warnings == ["columns.region: the header has no column 'Region' (did you mean 'Regoin'?); "
+                            "it is left empty on every line"]
