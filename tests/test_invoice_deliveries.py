@@ -83,6 +83,15 @@ def test_an_invoice_sent_again_without_its_last_day_replaces_it_whole(tmp_path):
             "week46.csv": "superseded", "week46-resent.csv": "loaded"}
     finally:
         conn.close()
+    # The run says why, without advising to map the invoice id it maps already.
+    from datetime import UTC, datetime
+
+    from pipelines.cli.summary import files_read_since, run_notices
+
+    notices = run_notices(files_read_since(warehouse, datetime(2000, 1, 1, tzinfo=UTC)))
+    assert [(n["path"], n["reason"]) for n in notices] == [(
+        "week46.csv", "its lines no longer count: week46-resent.csv holds the same invoice again, and an invoice sent "
+                      "again replaces its own lines (README: The ledger)")]
 
 
 def test_a_run_names_the_plain_upload_another_one_replaced(tmp_path, monkeypatch):

@@ -153,6 +153,9 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                        (SELECT string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FROM ({WINNERS}) AS g
                         WHERE g.superseded = f.delivery_id) END AS superseded_by,
                    CASE WHEN f.status = 'superseded' THEN
+                       (SELECT bool_and(s.line_invoice IS NOT NULL) FROM raw.delivery_slices AS s
+                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts) END AS invoice_sent_again,
+                   CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
                    p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
@@ -287,6 +290,11 @@ def run_notices(files: list[dict]) -> list[dict]:
                 f"its lines no longer count: {by} the same provider, billing account and month, and one export counts "
                 "for each (a complete delivery first, an export before a plain upload, then the one whose charges reach "
                 "the latest day, then the one with more lines; README: The ledger)")})
+            continue
+        if r["status"] == "superseded" and r.get("superseded_by") and r.get("invoice_sent_again"):
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: {r['superseded_by']} holds the same invoice again, and an invoice "
+                "sent again replaces its own lines (README: The ledger)")})
             continue
         if r["status"] == "superseded" and r.get("superseded_by"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
