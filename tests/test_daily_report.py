@@ -524,3 +524,26 @@ def test_the_report_and_the_runs_notices_read_a_warehouse_an_older_version_publi
     [read] = files_read_since(warehouse, datetime(2000, 1, 1, tzinfo=UTC))
     assert read["quarantined_by_currency"] is None
     assert [n["reason"] for n in run_notices([read])][0].startswith("2 rows quarantined (their cost in the file: 2.5), e.g.")
+
+
+def test_an_egress_anomaly_beside_a_gpu_cost_anomaly_of_its_series_is_listed():
+    """A series' cost anomaly explained by its GPU-hours hid a 2,000 GB egress spike of the same series
+    and days from every report: only the usage the cost's explanation weighs is its driver."""
+    import duckdb
+
+    from pipelines.analysis.anomalies import window_for
+    from pipelines.report.daily import anomalies_in_window
+    from pipelines.warehouse.connection import sql_text
+
+    conn = duckdb.connect()
+    conn.execute("CREATE SCHEMA findings")
+    conn.execute(sql_text("findings.anomalies").split("-- merge")[0])
+    window = window_for(date(2026, 10, 17))
+    day = window.scored_day
+    conn.execute("""INSERT INTO findings.anomalies (anomaly_id, status, metric, provider, sub_account, service, phase, kind,
+                        direction, first_day, last_day, days, impact, explanation) VALUES
+                    ('cost', 'open', 'cost', 'AWS', 'a', 'EC2', 'unattributed', 'changed', 'up', ?, ?, 1, 500, ?),
+                    ('gpu', 'open', 'gpu_hours', 'AWS', 'a', 'EC2', 'unattributed', 'changed', 'up', ?, ?, 1, 60, NULL),
+                    ('egress', 'open', 'egress_gb', 'AWS', 'a', 'EC2', 'unattributed', 'changed', 'up', ?, ?, 1, 1900, NULL)""",
+                 [day, day, '{"usage_metric": "gpu_hours"}', day, day, day, day])
+    assert sorted(a["anomaly_id"] for a in anomalies_in_window(conn, window, [])) == ["cost", "egress"]

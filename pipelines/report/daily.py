@@ -195,12 +195,19 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         WHERE first_day <= ? AND last_day >= ?
         ORDER BY status = 'open' DESC, resolution = 'restated', abs(impact) DESC, anomaly_id""",
         [window.scored_day, window.first_day])
-    cost_spans = [(r["provider"], r["sub_account"], r["service"], r["phase"], r["first_day"], r["last_day"])
+    def usage_metric(r: dict) -> str | None:  # the usage a cost anomaly's explanation weighs
+        explanation = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else (r["explanation"] or {})
+        return explanation.get("usage_metric")
+
+    cost_spans = [(r["provider"], r["sub_account"], r["service"], r["phase"], r["first_day"], r["last_day"], usage_metric(r))
                   for r in rows if r["metric"] == "cost"]
-    # A usage anomaly during a cost anomaly of the same series is its driver, already in its explanation.
+    # A usage anomaly during a cost anomaly of the same series is its driver, already in its explanation;
+    # not where that explanation weighs another usage (GPU-hours before egress): egress spiking beside
+    # a GPU cost anomaly is an anomaly of its own.
     rows = [r for r in rows if r["metric"] == "cost" or not any(
-        (p, a, s, ph) == (r["provider"], r["sub_account"], r["service"], r["phase"]) and first <= r["last_day"] and r["first_day"] <= last
-        for p, a, s, ph, first, last in cost_spans)]
+        (p, a, s, ph) == (r["provider"], r["sub_account"], r["service"], r["phase"]) and first <= r["last_day"]
+        and r["first_day"] <= last and weighed in (None, r["metric"])
+        for p, a, s, ph, first, last, weighed in cost_spans)]
     for r in rows:
         if r["resolution"] == "back_to_normal" and r["resolved_on"] is not None and r["resolved_on"] > window.scored_day:
             # A report rebuilt for a past day: on its scored day the episode had not ended yet.
