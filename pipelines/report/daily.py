@@ -576,7 +576,7 @@ def headline(data: dict) -> tuple[str, list[str]]:
              + (f", and {unconverted} without an FX rate (not in that total)" if unconverted else "")
              if data["day_cost"] else f"Cost on {day}: no charges billed for it (yet)" + bills_end_hint(data),
              f"{len(alerts)} new anomal{'y' if len(alerts) == 1 else 'ies'}, {len(open_)} ongoing, "
-             f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated bills)" if restated else "")]
+             f"{len(resolved)} resolved in the last 30 days" + (f" ({restated} by restated data)" if restated else "")]
     lines += [f"NEW: {a['summary']}" for a in alerts[:5]]
     if data["findings"]:
         lines.append(largest_leak(data["findings"][0]))
