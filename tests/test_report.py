@@ -149,6 +149,11 @@ def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_price
     assert "Measured utilization" not in page and "No workload held the A10G GPUs" in page
     # report.json keeps every row, as marts.tco_scenarios does.
     assert len(json.loads(machine)["tco"]["scenarios"]) == len(rows)
+    # Priced from the bundled example parameters (CNY) for an estate billed in USD or EUR: the report says so.
+    bundled = "Purchase, rental and power prices are the bundled example parameters (in CNY); give your own with --tco-params"
+    assert bundled not in markdown
+    _, markdown, _ = render(report_data(tco={**tco, "bundled_params": True}))
+    assert bundled in markdown
 
 
 def test_spend_without_an_fx_rate_is_named_beside_the_totals_it_is_not_in(tmp_path):

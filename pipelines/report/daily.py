@@ -92,6 +92,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
         result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
                        "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"],
+                       "bundled_params": params_file is None,
                        **tco_rate(conn, result.params["currency"], data["kpis"]["currency"], day)}
         data["tco_chart_svg"] = result.chart_svg()
     except tco.NoUsageMeasured as exc:
@@ -695,7 +696,11 @@ def render(data: dict) -> tuple[str, str, str]:
         held = tco_data["main_model"] not in not_measured
         measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
                     f"recurring load a year, one-off runs once): {tco_data['utilization'] * 100:.1f} %." if held else "")
-        notes = [n for n in ((measured + rate_note).strip(), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
+        # The bundled parameters are an example market's prices (their currency is theirs, not the bills'):
+        # a reader of a USD or EUR estate must know the strategies are priced from them.
+        bundled = (f"Purchase, rental and power prices are the bundled example parameters (in {tco_data['currency']}); "
+                   "give your own with --tco-params (README: Purchasing strategy)." if tco_data.get("bundled_params") else "")
+        notes = [n for n in ((measured + rate_note).strip(), bundled, *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
         detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
