@@ -380,7 +380,7 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
                       "(SELECT path, detail FROM raw.files WHERE status = 'unrecognized')", highlight=False)
 
     phases = Table("phase", "cost", "share %", "GPU-h paid", "GPU-h busy", "util %", "cost / busy GPU-h", "by billing currency",
-                   title=f"spend by phase ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
+                   title=f"spend by phase, every billed month ({s['spend_by_phase'][0]['reporting_currency'] if s['spend_by_phase'] else ''})")
     for p in with_shown_shares(s["spend_by_phase"]):
         by_currency = ", ".join(f"{k} {money(v)}" for k, v in (p["cost_by_billing_currency"] or {}).items())
         phases.add_row(Text(for_terminal(p["phase"])), money(p["cost_reporting"]), f"{p['share_shown'] or 0:.1f}",
