@@ -116,6 +116,9 @@ def test_the_cost_per_busy_gpu_hour_says_when_busy_hours_are_unknown():
     assert gpu_hours_note(k, "USD") == ("GPU spend 13.00 USD over 8 paid GPU-hours, Oct 1–2; busy hours unknown: "
                                         "no GPU telemetry for them")
     assert gpu_hours_note({**k, "busy_gpu_hours": 2.5}, "USD") == "GPU spend 13.00 USD over 2 busy of 8 paid GPU-hours, Oct 1–2"
+    assert gpu_hours_note({**k, "busy_gpu_hours": 2.5, "dark_gpu_hours": 4.0}, "USD") == (
+        "GPU spend 13.00 USD over 2 busy of 8 paid GPU-hours, Oct 1–2; 4 of the paid hours had no telemetry: their spend "
+        "is in it, their busy hours unknown, so the figure is high")
     assert gpu_hours_note({**k, "gpu_cost": None, "paid_gpu_hours": None}, "USD") == "no GPU charge billed, Oct 1–2"
 
 
@@ -136,3 +139,9 @@ def test_the_forecast_waits_for_bills_not_yet_arrived(warehouse):
     first = kpis(date(2026, 9, 1))
     assert (first["run_rate_per_day"], first["days_left"], first["forecast"]) == (
         Decimal("948.0000000000"), 29, Decimal("948.0000000000") * 30)
+
+
+def test_the_paid_gpu_hours_no_telemetry_covered_are_counted(warehouse, kpis):
+    """h-1's second day reports no telemetry: its 384.00 is GPU spend over none of its busy hours."""
+    second = fetch_dicts(warehouse, (SQL_DIR / "queries" / "report_kpis.sql").read_text(), {"day": date(2026, 9, 2)})[0]
+    assert (kpis["dark_gpu_hours"], second["dark_gpu_hours"]) == (None, 192.0)

@@ -521,7 +521,10 @@ def gpu_hours_note(k: dict, cur: str) -> str:
         return f"no GPU charge billed, {month}"
     if k.get("busy_gpu_hours") is None:
         return f"GPU spend {spend} over {paid} paid GPU-hours, {month}; busy hours unknown: no GPU telemetry for them"
-    return f"GPU spend {spend} over {number(k['busy_gpu_hours'], 0)} busy of {paid} paid GPU-hours, {month}"
+    dark = k.get("dark_gpu_hours") or 0
+    unseen = (f"; {number(dark, 0)} of the paid hours had no telemetry: their spend is in it, their busy hours "
+              "unknown, so the figure is high" if dark >= 1 else "")
+    return f"GPU spend {spend} over {number(k['busy_gpu_hours'], 0)} busy of {paid} paid GPU-hours, {month}{unseen}"
 
 
 def without_rate_note(kpis: dict) -> str:

@@ -11,7 +11,8 @@
 --   it, already billed when a past day's report is rebuilt, do not count): from the daily marts that
 --   marts.spend_by_phase adds up by month. GPU spend (every part of the GPU charges, idle and
 --   busy-without-workload included; not the other lines of their phases) over the busy GPU-hours of
---   every phase. Integer units keep every division exact (sql/macros.sql).
+--   every phase, and the paid GPU-hours no telemetry covered (their busy hours unknown). Integer
+--   units keep every division exact (sql/macros.sql).
 WITH bounds AS (
     SELECT d AS day, m AS month_start, CAST(m - INTERVAL 1 MONTH AS DATE) AS prev_start, last_day(d) AS month_end,
            strftime(d, '%Y-%m') AS period
@@ -59,6 +60,14 @@ busy AS (
     FROM marts.gpu_busy_by_workload_hour
     WHERE day BETWEEN (SELECT month_start FROM bounds) AND (SELECT day FROM bounds) AND phase IS NOT NULL
 ),
+dark AS (
+    -- Paid GPU-hours of the month no telemetry covered (findings.unused_gpu's dark charges): their
+    -- spend is in gpu_cost, their busy hours are unknown, so the cost per busy GPU-hour overstates.
+    SELECT round(sum(TRY_CAST(evidence ->> 'dark_gpu_hours' AS DOUBLE)), 1) AS dark_gpu_hours
+    FROM findings.unused_gpu
+    WHERE subkind IN ('no_telemetry', 'partial_telemetry')
+      AND utc_day(period_start) BETWEEN (SELECT month_start FROM bounds) AND (SELECT day FROM bounds)
+),
 leaks AS (
     SELECT coalesce(sum(avoidable_cost_reporting), 0) AS avoidable, count(*) AS findings,
            count(*) FILTER (WHERE avoidable_cost_reporting IS NULL) AS unrated
@@ -80,8 +89,8 @@ SELECT coalesce((SELECT any_value(reporting_currency) FROM marts.daily_cost),
        l.avoidable AS avoidable_this_month, l.findings AS leaks_this_month, l.unrated AS unrated_leaks,
        p.month_cost, p.idle_cost,
        CASE WHEN p.month_cost > 0 THEN round(100.0 * p.idle_cost / p.month_cost, 1) END AS idle_share_pct,
-       p.gpu_cost, u.busy_gpu_hours, p.paid_gpu_hours,
+       p.gpu_cost, u.busy_gpu_hours, p.paid_gpu_hours, dk.dark_gpu_hours,
        CASE WHEN u.busy_gpu_hours > 0
             THEN from_units(to_units(p.gpu_cost) * 1000000 // CAST(round(u.busy_gpu_hours * 1000000) AS HUGEINT)) END
            AS cost_per_busy_gpu_hour
-FROM spend AS s, leaks AS l, phases AS p, busy AS u;
+FROM spend AS s, leaks AS l, phases AS p, busy AS u, dark AS dk;
