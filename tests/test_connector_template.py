@@ -89,3 +89,34 @@ def test_installed_package_registers_passes_its_tests_and_loads_its_fixture(inst
         conn.close()
     assert rows == FIXTURE_ROWS
     assert loaded == stated == Decimal(FIXTURE_TOTAL) and quarantined == 0
+
+
+def test_the_template_takes_the_billing_month_in_the_providers_zone_when_told(tmp_path):
+    """An invoice starting at midnight in Tokyo is October's there and September's in UTC: the
+    template's BILLING_TIMEZONE says which zone closes the provider's months."""
+    import importlib.util
+
+    import pyarrow as pa
+
+    from pipelines.cli.connector_template import write_package
+    from tests.conftest import read_context
+
+    write_package("tokyo_gpu", "billing", tmp_path / "pkg")
+    source = tmp_path / "pkg" / "finops_tokyo_gpu" / "connector.py"
+    invoice = tmp_path / "invoice.csv"
+    invoice.write_text("instance_id,gpu_model,gpu_count,hours,amount_usd,start,end\n"
+                       "i-1,H100,8,1,10.00,2026-10-01T00:00:00+09:00,2026-10-01T01:00:00+09:00\n")
+
+    def billing_period(zone: str | None):
+        text = source.read_text().replace("BILLING_TIMEZONE: str | None = None", f"BILLING_TIMEZONE: str | None = {zone!r}")
+        module_file = tmp_path / f"connector_{abs(hash(zone))}.py"
+        module_file.write_text(text)
+        spec = importlib.util.spec_from_file_location(module_file.stem, module_file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        connector = next(v for v in vars(module).values() if isinstance(v, type) and getattr(v, "name", None) == "tokyo_gpu")()
+        rows = pa.Table.from_batches(list(connector.read(invoice, read_context("invoice.csv")))).to_pylist()
+        return str(rows[0]["BillingPeriodStart"])
+
+    assert billing_period(None) == "2026-09-01 00:00:00+00:00"
+    assert billing_period("Asia/Tokyo") == "2026-09-30 15:00:00+00:00"

@@ -96,6 +96,10 @@ from connectors.kit import (
 )
 
 PROVIDER = "{title}"
+# The zone whose calendar month is an invoice's billing period, where the provider closes its months
+# in its own (an invoice from 2026-10-01T00:00+09:00 is October's in "Asia/Tokyo", September's in
+# UTC); None: the run's --timezone.
+BILLING_TIMEZONE: str | None = None
 COLUMNS = ("instance_id", "gpu_model", "gpu_count", "hours", "amount_usd", "start", "end")
 
 
@@ -137,8 +141,8 @@ class {cls}(Connector):
             accepted = split_rejected(frame, reason, ctx, self.name, list(COLUMNS), amount=amount, currency=pl.lit("USD"))
             if not accepted.height:
                 continue
-            # The billing period: the charge's calendar month where its times are read (--timezone).
-            month = start.dt.convert_time_zone(ctx.timezone).dt.truncate("1mo")
+            # The billing period: the charge's calendar month in the billing zone (else --timezone).
+            month = start.dt.convert_time_zone(BILLING_TIMEZONE or ctx.timezone).dt.truncate("1mo")
             card_hours = hours * gpus.cast(pl.Decimal(28, 10))
             out = accepted.select(
                 amount.alias("BilledCost"), amount.alias("EffectiveCost"), amount.alias("ListCost"),
