@@ -87,8 +87,11 @@ def all_connectors() -> tuple[Connector, ...]:
         if connector.kind not in KINDS:
             log.error("connector %s has unknown kind %r", connector.name, connector.kind)
             continue
-        if any(c.name == connector.name for c in found):
-            log.error("connector name %s is already taken; entry point %s ignored", connector.name, ep.name)
+        holder = next((c for c in found if c.name == connector.name), None)
+        if holder is not None:
+            by = f"the mapping {holder.source}" if getattr(holder, "source", None) else "a built-in connector"
+            log.error("connector name %s is already taken by %s; entry point %s ignored (rename one of them)",
+                      connector.name, by, ep.name)
             continue
         found.append(connector)
     return tuple(found)

@@ -120,3 +120,10 @@ def test_the_template_takes_the_billing_month_in_the_providers_zone_when_told(tm
 
     assert billing_period(None) == "2026-09-01 00:00:00+00:00"
     assert billing_period("Asia/Tokyo") == "2026-09-30 15:00:00+00:00"
+
+
+def test_a_mappings_name_is_refused_as_the_mappings_not_a_built_ins():
+    result = subprocess.run([sys.executable, "-m", "pipelines.cli.main", "new-connector", "gpu_rental_generic"],
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 2
+    assert "'gpu_rental_generic' is the mapping connectors/mappings/gpu_rental_generic.yaml's name" in result.stderr

@@ -21,8 +21,11 @@ def check_connector_name(value: str) -> str:
         raise ValueError(f"{value!r} is not a connector name: lowercase letters, digits and _, starting with a letter, 2-40 long")
     from connectors.registry import builtin_connectors
 
-    if value in {c.name for c in builtin_connectors()}:
-        raise ValueError(f"{value!r} is a built-in connector's name; choose another")
+    taken = next((c for c in builtin_connectors() if c.name == value), None)
+    if taken is not None:
+        # A mapping's connector has its file as `source`; a built-in has none.
+        whose = f"the mapping {taken.source}'s" if getattr(taken, "source", None) else "a built-in connector's"
+        raise ValueError(f"{value!r} is {whose} name; choose another")
     return value
 
 
