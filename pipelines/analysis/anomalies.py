@@ -148,7 +148,9 @@ def summarise(ep: dict, unit: str, driver: str | None, contributors: dict) -> st
         text += f"; moved: {driver}"
     top = (contributors.get("resource") or [None])[0]
     if top:
-        text += f"; top resource {top['value']} {Decimal(top['change']):+,.2f} {unit}"
+        # Against the resource's mean over the baseline days, not the series' median: the two
+        # changes need not match, even for a series of one resource.
+        text += f"; top resource {top['value']} {Decimal(top['change']):+,.2f} {unit} against its baseline mean"
     return text
 
 

@@ -726,7 +726,7 @@ def render(data: dict) -> tuple[str, str, str]:
             f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
             f"<h1>{html.escape(title)}</h1>",
             f"<p class='sub'>Figures up to {html.escape(day)} (bills arrive late, so the report covers the day before "
-            f"yesterday). Amounts in {html.escape(cur)}; billing currencies in the detail.</p>",
+            f"yesterday). Days and months are UTC. Amounts in {html.escape(cur)}; billing currencies in the detail.</p>",
             kpi_html,
             "<div class='headline'><ul>" + "".join(
                 f"<li{' class=leak' if line == leak_line else ''}>{html.escape(line)}</li>" for line in lines) + "</ul></div>",
