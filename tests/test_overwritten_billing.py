@@ -111,3 +111,28 @@ def test_a_good_copy_over_a_broken_download_settles_it(tmp_path):
         assert fetch_all(conn, "SELECT status, rows_loaded FROM raw.files ORDER BY ingested_at") == [("replaced", 0), ("loaded", 1)]
     finally:
         conn.close()
+
+
+def test_an_earlier_months_bill_sent_again_leaves_the_later_one_counting(tmp_path):
+    """September, October over it, then September's bytes again (a re-run export): October stays."""
+    counted, versions = rewrite(tmp_path, BILLED + billed("100.00", "2026-09"), BILLED + billed("5.00", "2026-10"),
+                                BILLED + billed("100.00", "2026-09"))
+    assert counted == [("2026-09", Decimal("100.0000000000")), ("2026-10", Decimal("5.0000000000"))]
+
+
+GPU_CLOUD = ("Invoice ID,Account ID,Instance ID,Instance Name,Region,GPU Model,GPU Count,Billing Mode,"
+             "Start Time,End Time,Hours,Unit Price (per GPU-hour),Amount,Currency\n")
+
+
+def gpu_cloud(invoice: str, days: int) -> str:
+    return GPU_CLOUD + "".join(f"{invoice},acc-1,ins-{d},node-{d},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,"
+                               f"2026-11-{d:02d}T00:00:00Z,2026-11-{d:02d}T01:00:00Z,1,29.40,235.20,USD\n"
+                               for d in range(2, 2 + days))
+
+
+def test_a_month_to_date_file_then_its_invoice_at_the_same_path_counts_the_invoice(tmp_path):
+    """A GPU cloud's month to date without an invoice id, then the month's invoice written over it:
+    the invoice restates it (it counted both, 1,176.00, while the rule compared invoice ids)."""
+    counted, versions = rewrite(tmp_path, gpu_cloud("", 2), gpu_cloud("INV-NOV", 3))
+    assert counted == [("2026-11", Decimal("705.6000000000"))]
+    assert versions == [("replaced", 2), ("loaded", 3)]

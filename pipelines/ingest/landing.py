@@ -210,11 +210,6 @@ def ingest_landing(
     unsettled = {path for (path,) in fetch_all(conn, f"""
         SELECT path FROM raw.files WHERE status <> 'manifest'
         QUALIFY row_number() OVER (PARTITION BY path ORDER BY ingested_at DESC) = 1 AND status IN ({UNSETTLED_SQL})""")}
-    # Paths where two billing versions count (another month's bill written over the one before):
-    # if such a path holds the earlier one again, the later one is no longer there either.
-    unsettled |= {path for (path,) in fetch_all(conn, """
-        SELECT path FROM raw.files WHERE kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded')
-        GROUP BY path HAVING count(*) > 1""")}
     returned: list[tuple[str, str, datetime]] = []
 
     def seen_again(rel: str, version: tuple[str, datetime]) -> None:
@@ -418,18 +413,17 @@ def _finish_reading(conn, lake: Path, reading: _Reading, now: datetime, settle) 
 
 
 def _settle_returned(conn, returned: list[tuple[str, str, datetime]], now: datetime) -> None:
-    """A path whose newer version failed (or was unrecognised, refused, wholly quarantined), or
-    holds another month's bill beside an earlier one, and that holds a version read before it
-    again (the bad download replaced by the good one; the overwrite undone): the newer version is
-    what the path no longer holds, `replaced`, as a re-export replaces a version.
+    """A path whose newer version failed (or was unrecognised, refused, wholly quarantined) and
+    that holds a version read before it again (the bad download replaced by the good one): the
+    newer version is what the path no longer holds, `replaced`, as a re-export replaces a version.
+    (A later month's bill that counts beside an earlier one at its path keeps counting when the
+    earlier one is sent again: a bill delivered stays delivered.)
     Otherwise it stayed the path's newest, and the report listed the path as failed for good."""
     for rel, sha, ingested_at in returned:
         conn.execute(
             f"""UPDATE raw.files SET status = 'replaced', status_changed_at = ?,
                    detail = detail || '; replaced: the path holds the version read before it again (' || ? || ')'
-               WHERE path = ? AND sha256 <> ? AND ingested_at > ?
-                 AND (status IN ({UNSETTLED_SQL})
-                      OR (kind = 'billing' AND status IN ('loaded', 'incomplete', 'superseded', 'duplicate')))""",
+               WHERE path = ? AND sha256 <> ? AND status IN ({UNSETTLED_SQL}) AND ingested_at > ?""",
             [now, sha[:12], rel, sha, ingested_at])
 
 
@@ -483,7 +477,9 @@ _ANOTHER_MONTHS_BILL = """
           ON ns.line_provider IS NOT DISTINCT FROM os.line_provider
          AND ns.line_account IS NOT DISTINCT FROM os.line_account
          AND ns.line_period IS NOT DISTINCT FROM os.line_period
-         AND (NOT coalesce(os.by_invoice, false) OR ns.line_invoice IS NOT DISTINCT FROM os.line_invoice)
+         -- Two invoice ids tell two bills apart; a line without one (a month to date) is restated by any.
+         AND (NOT coalesce(os.by_invoice, false) OR os.line_invoice IS NULL OR ns.line_invoice IS NULL
+              OR ns.line_invoice = os.line_invoice)
         JOIN raw.files AS nf ON nf.path = ns.path AND nf.sha256 = ns.sha256
         WHERE os.path = o.path AND os.sha256 = o.sha256
           AND coalesce(nf.content_sha256, nf.sha256) IN (
