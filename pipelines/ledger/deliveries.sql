@@ -17,7 +17,7 @@ SELECT delivery_id, created_at, file_mtime, unnest(parts) AS part FROM raw.manif
 -- A file is a part its manifest lists when the key and the landing path agree on their tail (the
 -- landing folder may be the bucket or any prefix of it), or on their last three segments (a bucket
 -- prefix synced into a folder of another name: s3://bucket/cur/ into landing/aws/ keeps the billing
--- period, the assembly or run id and the file name). Several manifests listing one key (an export
+-- period, the assembly or run id and the file name) where no other key shares them. Several manifests listing one key (an export
 -- that overwrites its files): the newest manifest's delivery.
 CREATE OR REPLACE TEMP TABLE ledger_file_parts AS
 -- Joined on the paths' last two segments (or, where either has one, the file name), which each way
@@ -35,9 +35,18 @@ WITH files AS (SELECT *, nullif(regexp_extract(path, '[^/]+/[^/]+$'), '') AS tai
          UNION ALL
          SELECT f.path, f.sha256, mp.delivery_id, mp.part, mp.created_at, mp.file_mtime, false
          FROM files AS f JOIN parts AS mp ON mp.name = f.name AND (mp.tail2 IS NULL OR f.tail2 IS NULL))
+-- A manifest's parts match on their last three segments only where no other key shares them: two
+-- accounts' exports of one name in overwrite mode (…/data/BILLING_PERIOD=2023-11/cur2-00001.csv.gz
+-- under two prefixes) do, and a file synced from either is neither's part by its tail alone; such a
+-- manifest is matched as before, or not at all.
 SELECT path, sha256, delivery_id, part
 FROM matched
-WHERE part = path OR ends_with(part, '/' || path) OR ends_with(path, '/' || part) OR coalesce(same_tail3, false)
+WHERE part = path OR ends_with(part, '/' || path) OR ends_with(path, '/' || part)
+   OR (coalesce(same_tail3, false) AND delivery_id NOT IN (
+          SELECT p.delivery_id FROM ledger_manifest_parts AS p
+          WHERE regexp_extract(p.part, '[^/]+/[^/]+/[^/]+$') IN (
+              SELECT regexp_extract(part, '[^/]+/[^/]+/[^/]+$') AS tail3 FROM ledger_manifest_parts
+              GROUP BY tail3 HAVING tail3 <> '' AND count(DISTINCT part) > 1)))
 QUALIFY dense_rank() OVER (PARTITION BY path, sha256
                            ORDER BY coalesce(created_at, file_mtime) DESC NULLS LAST, delivery_id DESC) = 1;
 
