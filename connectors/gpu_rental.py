@@ -496,4 +496,8 @@ def _nearest_column(field: str, column: str, header: list[str]) -> str | None:
         if wanted in by_plain:
             return by_plain[wanted]
     close = difflib.get_close_matches(plain(column), list(by_plain), n=1, cutoff=0.8)
-    return by_plain[close[0]] if close else None
+    if close:
+        return by_plain[close[0]]
+    if field == "currency":  # 'Billing Currency', 'Curr', 'CCY': a currency column by any other name
+        return next((c for p, c in by_plain.items() if "currenc" in p or p in ("cur", "curr", "ccy")), None)
+    return None

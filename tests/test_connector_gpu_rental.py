@@ -494,6 +494,10 @@ def test_a_misspelt_currency_column_with_a_default_currency_refuses_the_file(tmp
     path.write_text(GENERIC, encoding="utf-8")
     with pytest.raises(ConnectorError, match="columns.currency: the header has no column 'Curency' but has 'Currency'"):
         list(connector.read(path, read_context("invoice.csv")))
+    for other in ("Billing Currency", "Curr", "CCY"):  # a currency column by another name
+        path.write_text(GENERIC.replace(",Currency,", f",{other},"), encoding="utf-8")
+        with pytest.raises(ConnectorError, match=f"but has '{other}'"):
+            list(connector.read(path, read_context("invoice.csv")))
     path.write_text(GENERIC.replace(",Region,", ",Regoin,"), encoding="utf-8")
     mapping.write_text(text.replace("name: gpu_rental_generic", "name: gpu_rental_typo"))
     ctx = read_context("invoice.csv")
