@@ -16,6 +16,7 @@ and when the next one starts.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -137,23 +138,34 @@ def referenced_folders(warehouse: Path) -> set[str] | None:
 PREVIOUS_BUILDS = "previous-builds.txt"
 
 
-def remove_unreferenced(warehouse: Path, previous: set[str] | None = None) -> list[Path]:
-    """Delete the build folders that neither the published `warehouse` nor the one it replaced read:
-    builds two runs old, and what a killed run left. `previous`: the replaced file's folders, given
-    by the run that just published (recorded beside the lake for the next run's start); None: the
-    ones recorded. The caller holds the writer lock."""
+def keep_for_one_more_run(warehouse: Path) -> None:
+    """Record the build folders the published `warehouse` reads, before a run replaces it: the next
+    removal keeps them (a reader opened before the swap still reads them). Written whole or not at all
+    (a temporary file renamed), before the swap, so a kill at any point leaves a record naming folders
+    that are either still read or kept one run too long, never too few. Left as it was when the
+    warehouse cannot be read."""
+    referenced = referenced_folders(warehouse)
+    lake = lake_of(warehouse)
+    if referenced is None or not lake.exists():
+        return
+    staged = lake / f"{PREVIOUS_BUILDS}.{os.getpid()}"
+    staged.write_text("".join(f"{folder}\n" for folder in sorted(referenced)))
+    os.replace(staged, lake / PREVIOUS_BUILDS)
+
+
+def remove_unreferenced(warehouse: Path) -> list[Path]:
+    """Delete the build folders that neither the published `warehouse` nor the one it replaced read
+    (as keep_for_one_more_run recorded): builds two runs old, and what a killed run left. The caller
+    holds the writer lock."""
     referenced = referenced_folders(warehouse)
     if referenced is None:
         return []
     lake = lake_of(warehouse)
     record = lake / PREVIOUS_BUILDS
-    if previous is None:
-        try:
-            previous = set(record.read_text().split()) if record.exists() else set()
-        except OSError:
-            previous = set()
-    elif lake.exists():
-        record.write_text("".join(f"{folder}\n" for folder in sorted(previous - referenced)))
+    try:
+        previous = set(record.read_text().split()) if record.exists() else set()
+    except OSError:
+        previous = set()
     keep = referenced | previous
     removed = []
     # <schema>/<table>/<period>/build=<token>; the raw tables' folders are file=<sha256>, never build=.

@@ -239,10 +239,10 @@ class StagedWrite:
         """Publish (or throw away) the staging file, then release the lock. Returns whether it published."""
         try:
             if publish_it:
-                replaced = lake_tables.referenced_folders(self.warehouse) or set()
+                lake_tables.keep_for_one_more_run(self.warehouse)  # what the file about to be replaced reads
                 self.published = publish(self.staging, self.warehouse)
                 if self.published:  # the builds the new file superseded, but those the replaced one read
-                    lake_tables.remove_unreferenced(self.warehouse, previous=replaced)
+                    lake_tables.remove_unreferenced(self.warehouse)
             else:
                 self.published = False
         finally:
