@@ -73,3 +73,27 @@ def test_the_anomaly_cost_floor_is_converted_at_the_scored_days_rate(tmp_path):
         assert rules_in_currency(conn, rules, "KRW", date(2026, 8, 1)).floors["cost"] == 10.0
     finally:
         conn.close()
+
+
+def test_a_reporting_currency_only_the_users_table_rates_converts_the_thresholds_through_it(landing, tmp_path, monkeypatch):
+    """ARS, which the ECB does not quote, rated by the treasury's table from USD: the thresholds
+    convert at its rate, and the run says they need such a rate."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    rates = tmp_path / "rates.csv"
+    rates.write_text("rate_date,from_currency,to_currency,rate,source\n2026-09-01,USD,ARS,970.5,treasury\n")
+    result = CliRunner().invoke(app, ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"),
+                                      "--reports", str(tmp_path / "reports"), "--reporting-currency", "ARS",
+                                      "--fx-rates", str(rates)], terminal_width=400)
+    assert result.exit_code in (0, 1), result.output[-3000:]
+    assert "note: the findings' money thresholds are stated in USD" in result.output
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        # 100 USD = 97,050 ARS: medium (500 USD = 485,250 ARS is high); 0.05 USD = 48.53 ARS under 0.10 USD (97.05 ARS).
+        assert fetch_dicts(conn, "SELECT resource, severity, wasted_cost_reporting FROM findings.hidden_costs") == [
+            {"resource": "sp-a", "severity": "medium", "wasted_cost_reporting": Decimal("97050.0000000000")}]
+    finally:
+        conn.close()

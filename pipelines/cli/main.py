@@ -348,7 +348,7 @@ def run(
                               price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
                               tco_params_file=str(tco_params.resolve()) if tco_params else None,
                               reports_dir=str(reports), webhook_url=webhook_url)
-    from pipelines.ingest.fx_reference import rated_currencies
+    from pipelines.ingest.fx_reference import ecb_currencies, rated_currencies
 
     rated = rated_currencies(settings.fx_rates_file)
     if rated is not None and settings.reporting_currency.upper() not in rated:
@@ -357,6 +357,13 @@ def run(
                    f"The ECB's reference rates cover {', '.join(sorted(rated))}; for another, give your own rates with "
                    "--fx-rates FILE (rate_date,from_currency,to_currency,rate,source)", err=True)
         raise typer.Exit(EXIT_USAGE)
+    thresholds, reporting = settings.thresholds_currency.upper(), settings.reporting_currency.upper()
+    if rated is not None and reporting != thresholds and reporting not in ecb_currencies():
+        # The ECB crosses its own currencies only: a rate of the user's alone may not reach USD.
+        console.print(Text(f"note: the findings' money thresholds are stated in {thresholds} (a high leak from 500); "
+                           f"{reporting} has no ECB rate, so they convert only where --fx-rates links {thresholds} and "
+                           f"{reporting} (a {thresholds} to {reporting} rate); without one they read as {reporting}",
+                           style="yellow"), soft_wrap=True)
     sql_engine = None
     if engine == "spark":
         from pipelines.engines.resource import SqlEngineResource
