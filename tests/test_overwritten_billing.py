@@ -136,3 +136,35 @@ def test_a_month_to_date_file_then_its_invoice_at_the_same_path_counts_the_invoi
     counted, versions = rewrite(tmp_path, gpu_cloud("", 2), gpu_cloud("INV-NOV", 3))
     assert counted == [("2026-11", Decimal("705.6000000000"))]
     assert versions == [("replaced", 2), ("loaded", 3)]
+
+
+def test_a_month_to_date_read_in_another_time_zone_is_still_its_month(tmp_path):
+    """Days 5-9 of October read with --timezone UTC, then days 5-11 written over them read in
+    Europe/Berlin: October starts two hours earlier there, and the exact periods differed, so both
+    versions counted (1,200.00 for 700.00). Months are compared give or take a day and a half."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+
+    def month_to_date(last_day: int) -> str:
+        return GPU_CLOUD + "".join(f",acc-1,ins-{d},node-{d},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,2026-10-{d:02d}T00:00:00Z,"
+                                   f"2026-10-{d:02d}T01:00:00Z,1,12.50,100.00,USD\n" for d in range(5, last_day + 1))
+
+    (landing / "latest.csv").write_text(month_to_date(9))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb").success
+    (landing / "latest.csv").write_text(month_to_date(11))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", timezone="Europe/Berlin").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT sum(BilledCost) FROM core.cost_lines") == [(Decimal("700.0000000000"),)]
+    finally:
+        conn.close()
+
+
+def test_the_same_month_without_then_with_its_period_stated_is_a_restatement(tmp_path):
+    """October's lines without BillingPeriodStart, then the same with it: a line without a stated
+    period shares every month (both counted, 60.00 for 30.00)."""
+    days = [line("10.00", f"2026-10-0{d}T00:00:00Z", f"2026-10-0{d + 1}T00:00:00Z") for d in (1, 2, 3)]
+    stated = [row.rstrip("\n") + ",2026-10-01T00:00:00Z,2026-11-01T00:00:00Z,\n" for row in days]
+    counted, versions = rewrite(tmp_path, HEADER + "".join(days), BILLED + "".join(stated))
+    assert counted == [("2026-10", Decimal("30.0000000000"))]
+    assert versions == [("replaced", 3), ("loaded", 3)]

@@ -440,9 +440,9 @@ def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None =
     the checks and the summary stop naming it. Versions whose content is `keep_content` are kept.
 
     A billing file uploaded as it is (no folder layout names its delivery) is not replaced by a
-    version holding none of its billing periods (and invoices, where invoices are deliveries): an
-    export job writing one name (`latest.csv`: October, then November) leaves October counting,
-    the two versions then counting as two uploads of different months do."""
+    version billing none of its months (nor its invoices, where invoices are deliveries): an export
+    job writing one name (`latest.csv`: October, then November) leaves October counting, the two
+    versions then counting as two uploads of different months do (_ANOTHER_MONTHS_BILL)."""
     conn.execute(
         f"""UPDATE raw.files AS o SET status = 'replaced', detail = detail || '; replaced by ' || ?
            WHERE path = ? AND sha256 <> ?
@@ -460,24 +460,26 @@ def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None =
         ORDER BY period""", [rel, sha, rel, sha])
     if kept:
         conn.execute("UPDATE raw.files SET detail = detail || ? WHERE path = ? AND sha256 = ?",
-                     ["; the version before it keeps counting: this one holds none of its billing periods "
-                      + ", ".join(p for (p,) in kept if p), rel, sha])
+                     ["; the version before it is not replaced: it bills other months or invoices ("
+                      + ", ".join(p for (p,) in kept if p) + ")", rel, sha])
 
 
-# Whether the older version `o` of a billing file, uploaded as it is, holds lines of billing periods
-# (and invoices) only that the new version at its path (bound: path, sha256) holds none of: another
-# month's bill, not a restatement. The new version's slices are its content's (a duplicate's are its
-# twin's). Where the two share a period the old version is replaced whole, as any re-export.
+# Whether the older version `o` of a billing file, uploaded as it is, bills only billing months the
+# new version at its path (bound: path, sha256) holds none of: another month's bill, not a
+# restatement. Months are compared by their start give or take a day and a half (a billing month
+# read in another --timezone starts hours apart), and lines without a stated period share every
+# month, as do providers and accounts (a spelling changed between versions is still a
+# restatement). Two invoice ids tell two bills of one month apart; a line without one (a month to
+# date) is restated by any. The new version's slices are its content's (a duplicate's are its
+# twin's). Where the two share a month the old version is replaced whole, as any re-export.
 _ANOTHER_MONTHS_BILL = """
     o.kind = 'billing' AND o.layout_delivery_id IS NULL
     AND EXISTS (SELECT 1 FROM raw.file_slices AS os WHERE os.path = o.path AND os.sha256 = o.sha256)
     AND NOT EXISTS (
         SELECT 1 FROM raw.file_slices AS os
         JOIN raw.file_slices AS ns
-          ON ns.line_provider IS NOT DISTINCT FROM os.line_provider
-         AND ns.line_account IS NOT DISTINCT FROM os.line_account
-         AND ns.line_period IS NOT DISTINCT FROM os.line_period
-         -- Two invoice ids tell two bills apart; a line without one (a month to date) is restated by any.
+          ON (os.line_period IS NULL OR ns.line_period IS NULL
+              OR abs(epoch(ns.line_period) - epoch(os.line_period)) < 129600)
          AND (NOT coalesce(os.by_invoice, false) OR os.line_invoice IS NULL OR ns.line_invoice IS NULL
               OR ns.line_invoice = os.line_invoice)
         JOIN raw.files AS nf ON nf.path = ns.path AND nf.sha256 = ns.sha256
