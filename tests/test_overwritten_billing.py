@@ -168,3 +168,28 @@ def test_the_same_month_without_then_with_its_period_stated_is_a_restatement(tmp
     counted, versions = rewrite(tmp_path, HEADER + "".join(days), BILLED + "".join(stated))
     assert counted == [("2026-10", Decimal("30.0000000000"))]
     assert versions == [("replaced", 3), ("loaded", 3)]
+
+
+def test_content_replaced_at_one_path_and_sent_again_under_another_keeps_the_runs_going(tmp_path):
+    """a.csv and latest.csv hold October's bytes; latest.csv then holds November, a.csv October
+    restated, and then latest.csv October's first bytes again. They were read as rows of their own
+    into the lake folder of a.csv's replaced version: the money check failed on that run and on
+    every run after. Now they are that version's content (a duplicate), and the newest upload of
+    October counts."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    october = BILLED + billed("100.00", "2026-10")
+    steps = [{"a.csv": october, "latest.csv": october}, {"latest.csv": BILLED + billed("5.00", "2026-11")},
+             {"a.csv": BILLED + billed("90.00", "2026-10")}, {"latest.csv": october}]
+    for files in steps:
+        for name, text in files.items():
+            (landing / name).write_text(text)
+        assert run_pipeline(landing, tmp_path / "wh.duckdb").success
+    assert run_pipeline(landing, tmp_path / "wh.duckdb").success  # and the run after
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
+                               "GROUP BY ALL ORDER BY 1") == [("2026-10", Decimal("100.0000000000")),
+                                                              ("2026-11", Decimal("5.0000000000"))]
+    finally:
+        conn.close()
