@@ -346,9 +346,11 @@ def _duplicate_of(conn, rel: str, sha: str, size: int, connector: Connector, con
     # A version since replaced at its own path still holds its rows in the lake (under its content's
     # hash): read again under another name, the content is that version's, not rows of its own (two
     # paths' rows in one lake folder failed the money check on every run after).
+    # (At its own path the version is simply read again: the same rows into the same folder.)
     twin = fetch_all(conn, "SELECT path FROM raw.files WHERE coalesce(content_sha256, sha256) = ? "
-                           "AND (status IN ('loaded', 'incomplete', 'superseded') OR (status = 'replaced' AND rows_loaded > 0)) "
-                           "ORDER BY status = 'replaced', ingested_at, path LIMIT 1", [content])
+                           "AND (status IN ('loaded', 'incomplete', 'superseded') "
+                           "     OR (status = 'replaced' AND rows_loaded > 0 AND path <> ?)) "
+                           "ORDER BY status = 'replaced', ingested_at, path LIMIT 1", [content, rel])
     if not twin:
         return None
     detail = (f"same content as the version of this file already loaded" if twin[0][0] == rel
