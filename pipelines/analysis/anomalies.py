@@ -43,7 +43,7 @@ def rules_in_currency(conn, rules: AnomalyRules, currency: str, day: date) -> An
     stated = rules.cost_floor_currency
     if stated is None or stated == currency:
         return replace(rules, cost_floor_currency=None)
-    rate = None if not table_exists(conn, "core.fx_rates") else fetch_value(conn, (SQL_DIR / "queries" / "threshold_rate.sql").read_text(),
+    rate = None if not table_exists(conn, "core.fx_rates") else fetch_value(conn, (SQL_DIR / "queries" / "newest_rate.sql").read_text(),
                        {"from_currency": stated, "to_currency": currency, "day": day})
     floors = rules.floors if rate is None else {**rules.floors, "cost": rules.floors.get("cost", 0.0) * float(rate)}
     return replace(rules, floors=floors, cost_floor_currency=None)

@@ -176,9 +176,8 @@ def tco_rate(conn, currency: str, reporting_currency: str | None, day: date) -> 
     before the scored day (a 3-year projection has no better one)."""
     if not reporting_currency or currency == reporting_currency:
         return {"rate": Decimal(1) if reporting_currency else None, "rate_date": None, "reporting_currency": reporting_currency}
-    rows = fetch_dicts(conn, """
-        SELECT rate, rate_date FROM core.fx_rates WHERE from_currency = ? AND to_currency = ? AND rate_date <= ?
-        ORDER BY rate_date DESC LIMIT 1""", [currency, reporting_currency, day])
+    rows = fetch_dicts(conn, (SQL_DIR / "queries" / "newest_rate.sql").read_text(),
+                       {"from_currency": currency, "to_currency": reporting_currency, "day": day})
     return {"rate": rows[0]["rate"] if rows else None, "rate_date": rows[0]["rate_date"] if rows else None,
             "reporting_currency": reporting_currency}
 
@@ -196,12 +195,11 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         WHERE first_day <= ? AND last_day >= ?
         ORDER BY status = 'open' DESC, resolution = 'restated', abs(impact) DESC, anomaly_id""",
         [window.scored_day, window.first_day])
-    def usage_metric(r: dict) -> str | None:  # the usage a cost anomaly's explanation weighs
-        explanation = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else (r["explanation"] or {})
-        return explanation.get("usage_metric")
-
-    cost_spans = [(r["provider"], r["sub_account"], r["service"], r["phase"], r["first_day"], r["last_day"], usage_metric(r))
-                  for r in rows if r["metric"] == "cost"]
+    for r in rows:
+        r["explanation"] = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else r["explanation"]
+    # With the usage each cost anomaly's explanation weighs.
+    cost_spans = [(r["provider"], r["sub_account"], r["service"], r["phase"], r["first_day"], r["last_day"],
+                   (r["explanation"] or {}).get("usage_metric")) for r in rows if r["metric"] == "cost"]
     # A usage anomaly during a cost anomaly of the same series is its driver, already in its explanation;
     # not where that explanation weighs another usage (GPU-hours before egress): egress spiking beside
     # a GPU cost anomaly is an anomaly of its own.
@@ -217,7 +215,6 @@ def anomalies_in_window(conn, window: Window, new_ids: list[str] | None) -> list
         # starts later but was announced already. A report rebuilt alone: what starts on its day.
         found_now = r["anomaly_id"] in new_ids if new_ids is not None else r["first_day"] == window.scored_day
         r["new"] = found_now and r["resolution"] != "restated"  # a restated anomaly no longer exists: no alert
-        r["explanation"] = json.loads(r["explanation"]) if isinstance(r["explanation"], str) else r["explanation"]
         r["series"] = f"{r['provider']} / {r['sub_account']} / {r['service']} / {r['phase']}"
         r["state"] = ("new" if r["new"] else r["status"]) + (f" ({r['resolution'].replace('_', ' ')})" if r["resolution"] else "")
     return rows
@@ -227,7 +224,7 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
     """Actual and expected per day over the window for each charted anomaly (scored again, read-only)."""
     if not anomalies:
         return []
-    out, charted = [], set()
+    out, charted, floors = [], set(), {}  # floors: the rules with the cost floor in each currency, converted once
     for a in anomalies:
         panel_key = (a["metric"], *(a[k] for k in KEY))
         if panel_key in charted:  # one panel per series shows all its episodes in the window
@@ -235,7 +232,9 @@ def anomaly_series(conn, anomalies: list[dict], window: Window, options: Anomaly
         charted.add(panel_key)
         one = load_series(conn, {k: a[k] for k in KEY}).filter(pl.col("metric") == a["metric"])
         # A cost anomaly's unit is its reporting currency, the one its floor is converted into.
-        rules = rules_in_currency(conn, options.rules, a["unit"], window.scored_day) if a["metric"] == "cost" else options.rules
+        if a["metric"] == "cost" and a["unit"] not in floors:
+            floors[a["unit"]] = rules_in_currency(conn, options.rules, a["unit"], window.scored_day)
+        rules = floors[a["unit"]] if a["metric"] == "cost" else options.rules
         scored = score(one, window.days, rules, list(options.planned)).sort("day")
         out.append({"anomaly_id": a["anomaly_id"], "unit": a["unit"],
                     "title": f"{a['service']} · {PHASE_LABELS.get(a['phase'], a['phase'])} · {METRIC_LABELS.get(a['metric'], a['metric'])}",
