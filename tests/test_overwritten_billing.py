@@ -124,10 +124,11 @@ GPU_CLOUD = ("Invoice ID,Account ID,Instance ID,Instance Name,Region,GPU Model,G
              "Start Time,End Time,Hours,Unit Price (per GPU-hour),Amount,Currency\n")
 
 
-def gpu_cloud(invoice: str, days: int) -> str:
+def gpu_cloud(invoice: str, days: int, first_day: int = 2) -> str:
+    """`days` one-hour lines of 235.20 USD, one a day from 2026-11-`first_day`."""
     return GPU_CLOUD + "".join(f"{invoice},acc-1,ins-{d},node-{d},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,"
                                f"2026-11-{d:02d}T00:00:00Z,2026-11-{d:02d}T01:00:00Z,1,29.40,235.20,USD\n"
-                               for d in range(2, 2 + days))
+                               for d in range(first_day, first_day + days))
 
 
 def test_a_month_to_date_file_then_its_invoice_at_the_same_path_counts_the_invoice(tmp_path):
@@ -193,3 +194,46 @@ def test_content_replaced_at_one_path_and_sent_again_under_another_keeps_the_run
                                                               ("2026-11", Decimal("5.0000000000"))]
     finally:
         conn.close()
+
+
+def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
+    """Land each (name, text) beside the ones before, running after each: the counted total by billing month."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    for name, text in files:
+        (landing / name).write_text(text)
+        assert run_pipeline(landing, tmp_path / "wh.duckdb").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        return fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
+                               "GROUP BY ALL ORDER BY 1")
+    finally:
+        conn.close()
+
+
+def test_a_month_to_date_file_then_its_invoice_under_another_name_counts_the_invoice(tmp_path):
+    """A GPU cloud's month to date (no invoice id) kept as mtd.csv, then the month's invoice landed
+    as invoice.csv beside it: the invoice bills the same days (both counted, 1,176.00 for 705.60)."""
+    assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 2)), ("invoice.csv", gpu_cloud("INV-NOV", 3))) == [
+        ("2026-11", Decimal("705.6000000000"))]
+
+
+def test_a_weeks_invoice_beside_the_month_to_date_takes_its_own_days(tmp_path):
+    """The month to date for days 2-11, then the first week's invoice (days 2-8): the invoice
+    counts for its days, the month to date from the 9th (3 + 7 lines of 235.20)."""
+    assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 10)), ("week-1.csv", gpu_cloud("INV-W1", 7))) == [
+        ("2026-11", Decimal("2352.0000000000"))]
+
+
+def test_a_month_to_date_downloaded_after_the_invoice_does_not_add_to_it(tmp_path):
+    """The invoice first, then a month to date of the same days landed later: the invoice is final."""
+    assert land_in_turn(tmp_path, ("invoice.csv", gpu_cloud("INV-NOV", 3)), ("mtd.csv", gpu_cloud("", 3))) == [
+        ("2026-11", Decimal("705.6000000000"))]
+
+
+def test_an_invoices_own_lines_without_an_id_still_count(tmp_path):
+    """An invoice file with an adjustment line missing its id keeps that line; a month to date
+    beside it does not add to the invoice's days."""
+    invoice = gpu_cloud("INV-NOV", 3) + gpu_cloud("", 1, first_day=3).split("\n", 1)[1].replace("235.20,USD", "-35.20,USD")
+    assert land_in_turn(tmp_path, ("invoice.csv", invoice), ("mtd.csv", gpu_cloud("", 3))) == [
+        ("2026-11", Decimal("670.4000000000"))]
