@@ -216,6 +216,19 @@ def test_a_month_to_date_file_then_its_invoice_under_another_name_counts_the_inv
     as invoice.csv beside it: the invoice bills the same days (both counted, 1,176.00 for 705.60)."""
     assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 2)), ("invoice.csv", gpu_cloud("INV-NOV", 3))) == [
         ("2026-11", Decimal("705.6000000000"))]
+    assert run_says(tmp_path) == [("mtd.csv", "superseded", (
+        "its lines no longer count: invoice.csv invoices the same days (lines without an invoice id are the month to date, "
+        "and count only for the days no invoice of their provider, billing account and month covers; README: The ledger)"))]
+
+
+def run_says(tmp_path) -> list[tuple]:
+    """What the run's closing lines say of the billing files in tmp_path/wh.duckdb: (path, notice, reason)."""
+    from datetime import UTC, datetime
+
+    from pipelines.cli.summary import files_read_since, run_notices
+
+    return [(n["path"], n["notice"], n["reason"])
+            for n in run_notices(files_read_since(tmp_path / "wh.duckdb", datetime(2000, 1, 1, tzinfo=UTC)))]
 
 
 def test_a_weeks_invoice_beside_the_month_to_date_takes_its_own_days(tmp_path):
@@ -223,6 +236,10 @@ def test_a_weeks_invoice_beside_the_month_to_date_takes_its_own_days(tmp_path):
     counts for its days, the month to date from the 9th (3 + 7 lines of 235.20)."""
     assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 10)), ("week-1.csv", gpu_cloud("INV-W1", 7))) == [
         ("2026-11", Decimal("2352.0000000000"))]
+    assert run_says(tmp_path) == [("mtd.csv", "counts in part", (
+        "its lines count only for 2026-11-08 01:00 to 2026-11-11 01:00 (UTC); the rest of its charge time counts through "
+        "week-1.csv, which invoices those days (lines without an invoice id are the month to date, and count only for the "
+        "days no invoice of their provider, billing account and month covers; README: The ledger)"))]
 
 
 def test_a_month_to_date_downloaded_after_the_invoice_does_not_add_to_it(tmp_path):

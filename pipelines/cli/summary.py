@@ -121,6 +121,10 @@ SELECT s.delivery_id,
            'from ' || strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
            FILTER (WHERE s.counts) AS counts_only_for_ranges,
        max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
+       -- A GPU cloud's month to date (no invoice ids) beside an invoice of its days.
+       bool_and(s.by_invoice AND s.line_invoice IS NULL AND EXISTS (
+           SELECT 1 FROM raw.delivery_slices AS w WHERE w.delivery_id = s.winner AND w.line_invoice IS NOT NULL))
+           FILTER (WHERE s.counts) AS shares_with_invoice,
        string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE NOT s.counts) AS months_held_by,
        max(g.ingested_at) FILTER (WHERE NOT s.counts) AS held_read_at
@@ -156,9 +160,14 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                        (SELECT bool_and(s.line_invoice IS NOT NULL) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts) END AS invoice_sent_again,
                    CASE WHEN f.status = 'superseded' THEN
+                       (SELECT bool_and(s.by_invoice AND s.line_invoice IS NULL AND EXISTS (
+                                   SELECT 1 FROM raw.delivery_slices AS w WHERE w.delivery_id = s.winner AND w.line_invoice IS NOT NULL))
+                        FROM raw.delivery_slices AS s
+                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts) END AS invoiced_since,
+                   CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.shares_with_invoice, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
             FROM {raw_files_source(conn)} AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
@@ -291,6 +300,12 @@ def run_notices(files: list[dict]) -> list[dict]:
                 "for each (a complete delivery first, an export before a plain upload, then the one whose charges reach "
                 "the latest day, then the one with more lines; README: The ledger)")})
             continue
+        if r["status"] == "superseded" and r.get("superseded_by") and r.get("invoiced_since"):
+            notices.append({"path": r["path"], "notice": "superseded", "reason": (
+                f"its lines no longer count: {r['superseded_by']} invoices the same days (lines without an invoice id are "
+                "the month to date, and count only for the days no invoice of their provider, billing account and month "
+                "covers; README: The ledger)")})
+            continue
         if r["status"] == "superseded" and r.get("superseded_by") and r.get("invoice_sent_again"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
                 f"its lines no longer count: {r['superseded_by']} holds the same invoice again, and an invoice "
@@ -319,6 +334,11 @@ def run_notices(files: list[dict]) -> list[dict]:
                    "(the export of a scope that holds this one's) holds them. An export of a narrower scope (a subscription "
                    "beside its billing profile's, a resource group beside its subscription's) counts only for the time no "
                    "export holding it holds (README: The ledger)"))})
+        elif r.get("counts_only_for") and r.get("shares_with_invoice"):
+            notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+                f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
+                f"{r['shares_with']}, which invoices those days (lines without an invoice id are the month to date, and "
+                "count only for the days no invoice of their provider, billing account and month covers; README: The ledger)")})
         elif r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
