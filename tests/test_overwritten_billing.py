@@ -88,6 +88,16 @@ def test_a_version_sharing_a_month_with_the_one_before_replaces_it_whole(tmp_pat
                                 BILLED + billed("8.00", "2026-10") + billed("5.00", "2026-11"))
     assert counted == [("2026-10", Decimal("8.0000000000")), ("2026-11", Decimal("5.0000000000"))]
     assert versions == [("replaced", 2), ("loaded", 2)]
+    # The run names what stopped counting (before, only raw.files said "replaced by").
+    assert run_says(tmp_path) == [("latest.csv", "warning", (
+        "the version it replaced billed 1 line it does not hold, charges from 2026-09-01 00:00 to 2026-09-02 00:00 (UTC), "
+        "billed 100 USD: they no longer count. A file rewritten at its path replaces its earlier version whole; if it is "
+        "a rolling window, give each export its own name (README: Idempotent)"))]
+
+
+def test_a_restatement_holding_every_charge_before_it_warns_of_nothing(tmp_path):
+    rewrite(tmp_path, BILLED + billed("100.00", "2026-09"), BILLED + billed("90.00", "2026-09") + billed("5.00", "2026-10"))
+    assert run_says(tmp_path) == []
 
 
 def test_a_restated_month_with_its_period_stated_replaces_it(tmp_path):

@@ -34,7 +34,7 @@ from connectors.base import ZIP_MAGIC, Connector, ConnectorError, ReadContext, p
 from connectors.registry import all_connectors, detect
 from pipelines.ingest import progress
 from pipelines.ledger import rules
-from pipelines.lake.layout import lake_of_connection
+from pipelines.lake.layout import lake_of_connection, table_root
 from pipelines.lake.writer import WrittenVersion, sweep_and_check, write_version
 from pipelines.ledger.deliveries import BOM, content_sha256, file_mtime, layout_of, read_manifest
 from pipelines.warehouse.connection import ensure_warehouse, fetch_all, record_file_slices
@@ -449,6 +449,7 @@ def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None =
     version billing none of its months (nor its invoices, where invoices are deliveries): an export
     job writing one name (`latest.csv`: October, then November) leaves October counting, the two
     versions then counting as two uploads of different months do (_ANOTHER_MONTHS_BILL)."""
+    dropped = _charges_the_new_version_drops(conn, rel, sha, keep_content)
     conn.execute(
         f"""UPDATE raw.files AS o SET status = 'replaced', detail = detail || '; replaced by ' || ?
            WHERE path = ? AND sha256 <> ?
@@ -468,6 +469,58 @@ def _replace_older_versions(conn, rel: str, sha: str, keep_content: str | None =
         conn.execute("UPDATE raw.files SET detail = detail || ? WHERE path = ? AND sha256 = ?",
                      ["; the version before it is not replaced: it bills other months or invoices ("
                       + ", ".join(p for (p,) in kept if p) + ")", rel, sha])
+    if dropped:
+        conn.execute("UPDATE raw.files SET detail = detail || ? WHERE path = ? AND sha256 = ?", [dropped, rel, sha])
+
+
+def _charges_the_new_version_drops(conn, rel: str, sha: str, keep_content: str | None) -> str | None:
+    """A warning for raw.files.detail when the loaded billing version(s) this one replaces billed
+    charges it does not hold: starting before its first charge (a rolling window written to one
+    name drops its oldest days), or of a billing month it does not bill. They stop counting, which
+    is right for a restatement that withdrew them and money lost for a rolling window; the run
+    names them either way (README: Idempotent). None when nothing is dropped."""
+    old = [s for (s,) in fetch_all(conn, f"""
+        SELECT o.sha256 FROM raw.files AS o
+        WHERE o.path = ? AND o.sha256 <> ? AND o.kind = 'billing' AND o.rows_loaded > 0
+          AND o.status IN ('loaded', 'incomplete', 'superseded')
+          AND coalesce(o.content_sha256, o.sha256) IS DISTINCT FROM ?
+          AND NOT ({_ANOTHER_MONTHS_BILL})""", [rel, sha, keep_content, rel, sha])]
+    if not old:
+        return None
+    root = table_root(lake_of_connection(conn), "billing")
+    globs = [str(root / "*" / "*" / f"file={s}" / "*.parquet") for s in old if any(root.glob(f"*/*/file={s}/*.parquet"))]
+    if not globs:
+        return None
+    rows = fetch_all(conn, """
+        WITH new AS (
+            SELECT min(min_charge_start) AS first_start, bool_or(line_period IS NULL) AS any_period,
+                   list(line_period) FILTER (WHERE line_period IS NOT NULL) AS periods
+            FROM raw.file_slices
+            WHERE (path, sha256) IN (SELECT path, sha256 FROM raw.files
+                                     WHERE coalesce(content_sha256, sha256) = (SELECT coalesce(content_sha256, sha256)
+                                                                               FROM raw.files WHERE path = $path AND sha256 = $sha))
+        ),
+        dropped AS (
+            SELECT o.ChargePeriodStart, coalesce(o.ChargePeriodEnd, o.ChargePeriodStart) AS ChargePeriodEnd,
+                   o.BillingCurrency, o.BilledCost
+            FROM read_parquet($globs, hive_partitioning = false, union_by_name = true) AS o, new AS n
+            WHERE o.ChargePeriodStart < n.first_start
+               OR (o.BillingPeriodStart IS NOT NULL AND NOT n.any_period
+                   AND NOT coalesce(list_bool_or(list_transform(n.periods,
+                           lambda p: abs(epoch(p) - epoch(o.BillingPeriodStart)) < 129600)), false))
+        )
+        SELECT count(*), min(ChargePeriodStart), max(ChargePeriodEnd),
+               (SELECT list({'currency': BillingCurrency, 'amount': total} ORDER BY BillingCurrency)
+                FROM (SELECT BillingCurrency, sum(BilledCost) AS total FROM dropped GROUP BY ALL))
+        FROM dropped""", {"path": rel, "sha": sha, "globs": globs})
+    lines, first, last, by_currency = rows[0]
+    if not lines:
+        return None
+    money = "; ".join(f"{e['amount'].normalize():f} {e['currency'] or '(currency not stated)'}" for e in by_currency)
+    return (f"; warning: the version it replaced billed {lines:,} line{'' if lines == 1 else 's'} it does not hold, "
+            f"charges from {first.astimezone(UTC):%Y-%m-%d %H:%M} to {last.astimezone(UTC):%Y-%m-%d %H:%M} (UTC), billed {money}: "
+            "they no longer count. A file rewritten at its path replaces its earlier version whole; if it is a rolling "
+            "window, give each export its own name (README: Idempotent)")
 
 
 # Whether the older version `o` of a billing file, uploaded as it is, bills only billing months the
