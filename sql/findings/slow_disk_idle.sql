@@ -1,7 +1,8 @@
 -- findings.slow_disk_idle: one row per checkpoint write during which the job's GPUs waited.
--- Checkpoints come from checkpoint events; without them, from the signature: node_exporter shows
--- the host writing at least $signature_write_mb_s MB/s while its workloads' GPUs are busy under
--- $idle_busy_threshold (consecutive intervals merge into one write).
+-- Checkpoints come from checkpoint events (a job's events overlapping on one host, one per rank, are
+-- one write); without them, from the signature: node_exporter shows the host writing at least
+-- $signature_write_mb_s MB/s while its workloads' GPUs are busy under $idle_busy_threshold
+-- (consecutive intervals merge into one write, across the host's devices).
 -- GPUs of the job: the event's own workload (its workload_id) where it ran on the host then, else
 -- every workload holding GPUs on the host while the write ran. Idle share: minute by minute, the
 -- share of the job's GPUs under $idle_busy_threshold (idle GPUs no workload held are set aside
@@ -16,10 +17,25 @@
 -- Priced at what the host's GPU-hour was paid when the write started (marts.gpu_hour_prices: net of
 -- credits and negations, one row per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.slow_disk_idle AS
-WITH events AS (
-    SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path, 'checkpoint' AS subkind
+WITH event_rows AS (
+    SELECT event_id, host, workload_id, bytes, started_at, ended_at, storage_class, path
     FROM core.storage_events
     WHERE kind = 'checkpoint' AND ended_at > started_at AND bytes > 0
+),
+event_islands AS (
+    -- A job's checkpoint events on one host that overlap in time are one wait of its GPUs: each rank
+    -- logging its part of the shard (eight events 0.1 s apart) counted the host's GPUs eight times.
+    SELECT *, sum(CASE WHEN started_at < prev_end THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY host, workload_id ORDER BY started_at, event_id ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(ended_at) OVER (PARTITION BY host, workload_id ORDER BY started_at, event_id
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+          FROM event_rows)
+),
+events AS (
+    SELECT min(event_id) AS event_id, host, workload_id, sum(bytes) AS bytes, min(started_at) AS started_at,
+           max(ended_at) AS ended_at, min(storage_class) AS storage_class, min(path) AS path, 'checkpoint' AS subkind
+    FROM event_islands
+    GROUP BY host, workload_id, island
 ),
 fast_writes AS (
     -- Disk-write intervals fast enough to be a checkpoint, on hosts whose GPUs then sat idle.
@@ -34,15 +50,26 @@ fast_writes AS (
       AND NOT EXISTS (SELECT 1 FROM events AS e WHERE e.host = d.host AND e.started_at < d.ended_at AND e.ended_at > d.started_at)
 ),
 write_islands AS (
-    SELECT *, sum(CASE WHEN started_at <= prev_end THEN 0 ELSE 1 END) OVER (PARTITION BY host, device ORDER BY started_at) AS island
-    FROM (SELECT *, lag(ended_at) OVER (PARTITION BY host, device ORDER BY started_at) AS prev_end FROM fast_writes)
+    -- Consecutive or overlapping intervals of a host's writes, on any of its devices, are one write.
+    SELECT *, sum(CASE WHEN started_at <= prev_end THEN 0 ELSE 1 END)
+                  OVER (PARTITION BY host ORDER BY started_at, device ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(ended_at) OVER (PARTITION BY host ORDER BY started_at, device
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+          FROM fast_writes)
+),
+device_writes AS (
+    SELECT host, island, device, sum(bytes) AS bytes, min(started_at) AS started_at, max(ended_at) AS ended_at
+    FROM write_islands
+    GROUP BY host, island, device
 ),
 signatures AS (
-    SELECT 'disk:' || host || ':' || device || '@' || strftime(min(started_at), '%Y-%m-%dT%H:%M:%SZ') AS event_id,
-           host, NULL AS workload_id, sum(bytes) AS bytes, min(started_at) AS started_at, max(ended_at) AS ended_at,
-           'disk ' || device AS storage_class, device AS path, 'signature' AS subkind
-    FROM write_islands
-    GROUP BY host, device, island
+    -- A volume and the disk under it (LVM's dm-0 over nvme0n1) both count the bytes written: one write
+    -- of the busiest device's bytes, not a stall of the host's GPUs per device.
+    SELECT 'disk:' || host || ':' || arg_max(device, bytes) || '@' || strftime(min(started_at), '%Y-%m-%dT%H:%M:%SZ') AS event_id,
+           host, NULL AS workload_id, max(bytes) AS bytes, min(started_at) AS started_at, max(ended_at) AS ended_at,
+           'disk ' || string_agg(device, ', ' ORDER BY device) AS storage_class, arg_max(device, bytes) AS path, 'signature' AS subkind
+    FROM device_writes
+    GROUP BY host, island
 ),
 checkpoints AS (
     SELECT *, datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s

@@ -1,0 +1,99 @@
+"""GPUs waiting on checkpoint writes, as real fleets log them: a job on two nodes, each node (or
+each rank) logging its own shard's write, and a write node_exporter sees on a volume and on the
+disk under it. Each stall counts the job's GPUs once."""
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from pipelines.warehouse.connection import connect, fetch_all
+from tests.conftest import run_pipeline
+
+HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+          "ServiceName,ServiceCategory,ResourceId,ResourceName,ConsumedQuantity,ConsumedUnit,CommitmentDiscountId,"
+          "CommitmentDiscountStatus,Tags,x_GpuModel,x_GpuCount\n")
+HOURS = "2026-09-07T00:00:00Z,2026-09-07T02:00:00Z"
+SACCT = ("JobID|JobName|Account|Partition|AllocTRES|Start|End|NodeList|State\n"
+         "5001|pretrain-70b|research|h100|billing=256,cpu=256,gres/gpu=16,node=2|2026-09-07T00:00:00|2026-09-07T02:00:00|"
+         "gpu[01-02]|COMPLETED\n")
+SMI = "timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"
+
+
+def telemetry(host: str, idle_minutes: range) -> str:
+    """8 GPUs every minute from 00:00 to 02:00: at 0 % through `idle_minutes`, 85 % otherwise."""
+    lines = [SMI]
+    for minute in range(120):
+        busy = 0 if minute in idle_minutes else 85
+        lines += [f"2026/09/07 {minute // 60:02d}:{minute % 60:02d}:00.000, {g}, GPU-{host}-{g}, NVIDIA A100-SXM4-80GB, "
+                  f"{busy} %, 100 MiB, 80.00 W" for g in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+def checkpoint_events(per: str) -> str:
+    """One synchronous checkpoint, 01:00-01:20: each node writes its 100 GB shard to NFS, logged once
+    a node, or once a rank (eight 12.5 GB parts, 0.1 s apart)."""
+    events = []
+    for host in ("gpu01", "gpu02"):
+        if per == "node":
+            events.append({"job": "5001", "host": host, "started_at": "2026-09-07T01:00:00Z", "ended_at": "2026-09-07T01:20:00Z",
+                           "bytes": 100_000_000_000, "path": f"/mnt/nfs/ckpt/{host}", "storage_class": "nfs"})
+        else:
+            events += [{"job": "5001", "host": host, "started_at": f"2026-09-07T01:00:00.{rank}00Z",
+                        "ended_at": "2026-09-07T01:20:00Z", "bytes": 12_500_000_000, "path": f"/mnt/nfs/ckpt/{host}/rank{rank}",
+                        "storage_class": "nfs"} for rank in range(8)]
+    return "".join(json.dumps(e) + "\n" for e in events)
+
+
+@pytest.mark.parametrize("per", ["node", "rank"])
+def test_a_two_node_jobs_checkpoint_counts_each_nodes_gpus_once(tmp_path, per):
+    """16 GPUs × 20 minutes at 2.00 USD a GPU-hour: 10.67 wasted; 100 GB a node at 3 GB/s is 33.3 s
+    of the 1,200, so 10.37 avoidable. Before: the nodes' events shared an id and one node's stall
+    vanished (5.33); logged per rank, each rank's event counted its node's 8 GPUs (42.67)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + "".join(
+        f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-{h},{h},16,GPU-Hours,,,,A100 80G,8\n" for h in ("gpu01", "gpu02")))
+    (landing / "sacct.txt").write_text(SACCT)
+    for host in ("gpu01", "gpu02"):
+        (landing / f"{host}.csv").write_text(telemetry(host, range(60, 80)))
+    (landing / "checkpoints.jsonl").write_text(checkpoint_events(per))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        rows = fetch_all(conn, """SELECT host, round(sum(wasted_cost), 2), round(sum(avoidable_cost), 2), count(*)
+                                  FROM findings.slow_disk_idle GROUP BY host ORDER BY host""")
+    finally:
+        conn.close()
+    assert rows == [("gpu01", Decimal("5.33"), Decimal("5.19"), 1), ("gpu02", Decimal("5.33"), Decimal("5.19"), 1)]
+
+
+T0 = 1788220800  # 2026-09-01 00:00 UTC
+
+
+@pytest.mark.parametrize("devices", [["sda"], ["dm-0", "nvme0n1"]], ids=["one disk", "a volume over its disk"])
+def test_a_write_seen_on_a_volume_and_its_disk_is_one_stall(tmp_path, devices):
+    """node_exporter counts an LVM volume's writes on dm-0 and on the NVMe disk under it: 4 minutes
+    of 500 MB/s while 4 GPUs sit at 1 % are one stall of 16 GPU-minutes, not one per device."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    smi = [SMI] + [f"2026/09/01 10:0{m}:00.000, {g}, GPU-s{g}, NVIDIA A100-SXM4-80GB, 1 %, 1 MiB, 80.00 W"
+                   for m in range(4) for g in range(4)]
+    (landing / "gpu-s.csv").write_text("\n".join(smi) + "\n")
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "job-s,pretraining,gpu-s,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n")
+    written, values = 0, []
+    for minute in range(599, 606):
+        written += 30_000_000_000 if 600 <= minute < 604 else 0  # 30 GB a minute = 500 MB/s
+        values.append([T0 + (minute + 1) * 60, str(written)])
+    (landing / "node_exporter.json").write_text(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "node_disk_written_bytes_total", "instance": "gpu-s:9100", "device": d}, "values": values}
+        for d in devices]}}))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        rows = fetch_all(conn, """SELECT count(*), sum(CAST(evidence->>'wasted_gpu_hours' AS DOUBLE)),
+                                         any_value(CAST(evidence->>'bytes' AS BIGINT)) FROM findings.slow_disk_idle""")
+    finally:
+        conn.close()
+    assert rows == [(1, pytest.approx(16 / 60, abs=1e-4), 120_000_000_000)]
