@@ -97,3 +97,26 @@ def test_a_write_seen_on_a_volume_and_its_disk_is_one_stall(tmp_path, devices):
     finally:
         conn.close()
     assert rows == [(1, pytest.approx(16 / 60, abs=1e-4), 120_000_000_000)]
+
+
+def test_gpus_idle_through_a_long_write_are_one_leak_not_an_idle_run_too(tmp_path):
+    """A synchronous write of an hour (00:30-01:30) with the node's 8 GPUs at 0 %, idle runs from 30
+    minutes: 8 GPU-hours at 2.00 are 16.00 wasted, the checkpoint's. Before, the same GPU-hours were
+    an idle run too (32.00 in all)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-gpu01,gpu01,16,"
+                                                  "GPU-Hours,,,,A100 80G,8\n")
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "job-1,pretraining,gpu01,8,2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
+    (landing / "gpu01.csv").write_text(telemetry("gpu01", range(30, 90)))
+    (landing / "checkpoints.jsonl").write_text(json.dumps({
+        "job": "job-1", "host": "gpu01", "started_at": "2026-09-07T00:30:00Z", "ended_at": "2026-09-07T01:30:00Z",
+        "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n")
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD", idle_min_minutes=30).success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        rows = fetch_all(conn, "SELECT kind, subkind, round(sum(wasted_cost), 2) FROM findings.hidden_costs GROUP BY ALL ORDER BY 1")
+    finally:
+        conn.close()
+    assert rows == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]

@@ -128,7 +128,7 @@ _MODELS = [
              "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings"),
     SqlModel("findings.unused_gpu",
              ("marts.gpu_spans_by_day", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog",
-              "findings.overprovisioned_inference"),
+              "findings.overprovisioned_inference", "findings.slow_disk_idle"),
              "findings.unused_gpu: idle runs, paid GPUs without telemetry, unused GPU commitments", "findings"),
     SqlModel("findings.unused_commitment", ("core.cost_lines",),
              "findings.unused_commitment: unused commitments and reservations for anything but GPUs", "findings"),

@@ -15,7 +15,9 @@
 --                     rows per GPU and day, built per day) and joined across midnight, so the run is
 --                     the same as minute by minute. A run crossing a month boundary is one row per
 --                     UTC month (the run's length is judged whole), so each month's leaks hold that
---                     month's hours.
+--                     month's hours. The GPU-hours a checkpoint stall on the host holds
+--                     (findings.slow_disk_idle, up to what its job waited) are that finding's, not
+--                     the run's: one leak, its cause the slow disk.
 --   no_telemetry      a GPU usage charge whose host reported no telemetry at all in its period, at
 --                     what was paid for it (net of its hours' credits and negations, as priced below),
 --                     less the share of its GPU-hours workloads held (their phases have those).
@@ -50,7 +52,7 @@ idle_stretches AS (
 long_runs AS (
     SELECT gpu_key, run_no FROM idle_stretches GROUP BY ALL HAVING sum(minutes) >= $idle_min_minutes
 ),
-runs AS (
+whole_runs AS (
     SELECT gpu_key, any_value(host) AS host, any_value(gpu_model) AS gpu_model,
            min(span_start) AS period_start, max(span_end) AS period_end,
            CAST(sum(minutes) AS BIGINT) AS minutes, sum(card_coverage_minutes) / 60.0 AS idle_hours,
@@ -60,6 +62,33 @@ runs AS (
            sum(busy_minutes) / sum(coverage_minutes) AS mean_busy
     FROM idle_stretches SEMI JOIN long_runs USING (gpu_key, run_no)
     GROUP BY gpu_key, run_no, month
+),
+stall_overlaps AS (
+    -- The idle GPU-hours of each run inside a checkpoint stall on its host (findings.slow_disk_idle):
+    -- the stall holds them, up to the GPU-hours its job waited, so a card idle through a 7-hour
+    -- write is one leak (the slow disk), not that and an idle run.
+    SELECT r.gpu_key, r.period_start, s.resource AS stall,
+           TRY_CAST(s.evidence ->> 'wasted_gpu_hours' AS DOUBLE) AS stall_gpu_hours,
+           datediff('second', greatest(r.period_start, s.period_start), least(r.period_end, s.period_end)) / 3600.0
+               * r.gpu_share AS overlap_hours
+    FROM whole_runs AS r
+    JOIN findings.slow_disk_idle AS s
+      ON s.host = r.host AND s.period_start < r.period_end AND s.period_end > r.period_start
+),
+stalled AS (
+    -- Each stall's GPU-hours shared over the runs it overlaps, never more than they overlap.
+    SELECT gpu_key, period_start,
+           sum(overlap_hours * least(1.0, coalesce(stall_gpu_hours, 0) / nullif(stall_overlap, 0))) AS stalled_hours
+    FROM (SELECT *, sum(overlap_hours) OVER (PARTITION BY stall) AS stall_overlap FROM stall_overlaps)
+    GROUP BY gpu_key, period_start
+),
+runs AS (
+    SELECT r.gpu_key, r.host, r.gpu_model, r.period_start, r.period_end, r.minutes,
+           r.idle_hours - coalesce(s.stalled_hours, 0) AS idle_hours, r.device_hours, r.gpu_share, r.mean_busy,
+           coalesce(s.stalled_hours, 0) AS stalled_hours
+    FROM whole_runs AS r
+    LEFT JOIN stalled AS s USING (gpu_key, period_start)
+    WHERE r.idle_hours - coalesce(s.stalled_hours, 0) > 0
 ),
 catalog AS (
     SELECT gpu_model, price_per_gpu_hour, currency, provider || ' ' || sku AS sku
@@ -85,6 +114,7 @@ idle_runs AS (
            coalesce(p.currency, k.currency) AS currency,
            CASE WHEN p.price_per_gpu_hour IS NOT NULL THEN 'charge' WHEN k.price_per_gpu_hour IS NOT NULL THEN 'catalog: ' || k.sku END AS price_source,
            json_object('idle_minutes', r.minutes, 'idle_gpu_hours', round(r.idle_hours, 2), 'mean_busy', round(r.mean_busy, 4),
+                       'checkpoint_stall_gpu_hours', round(r.stalled_hours, 4),
                        'threshold', $idle_busy_threshold, 'price_per_gpu_hour', coalesce(p.price_per_gpu_hour, k.price_per_gpu_hour),
                        'gpu_share', r.gpu_share) AS evidence,
            printf('%s sat idle (busy under %.0f %%) for %.1f hours from %s%s. Release it, or give it work: paid cards '
