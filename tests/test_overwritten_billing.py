@@ -223,33 +223,33 @@ def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
 
 def test_a_month_to_date_file_then_its_invoice_under_another_name_counts_the_invoice(tmp_path):
     """A GPU cloud's month to date (no invoice id) kept as mtd.csv, then the month's invoice landed
-    as invoice.csv beside it: the invoice bills the same days (both counted, 1,176.00 for 705.60)."""
+    as invoice.csv beside it: the invoice bills the same lines again (both counted, 1,176.00 for 705.60)."""
     assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 2)), ("invoice.csv", gpu_cloud("INV-NOV", 3))) == [
         ("2026-11", Decimal("705.6000000000"))]
-    assert run_says(tmp_path) == [("mtd.csv", "superseded", (
-        "its lines no longer count: invoice.csv invoices the same days (lines without an invoice id are the month to date, "
-        "and count only for the days no invoice of their provider, billing account and month covers; README: The ledger)"))]
+    assert run_says(tmp_path) == [("mtd.csv", "counts in part", (
+        "2 of its lines, charges from 2026-11-02 00:00 to 2026-11-03 01:00 (UTC), count through invoice.csv, whose invoice "
+        "bills the same resources and times again (lines without an invoice id are the month to date; README: The ledger)"))]
 
 
 def run_says(tmp_path) -> list[tuple]:
     """What the run's closing lines say of the billing files in tmp_path/wh.duckdb: (path, notice, reason)."""
     from datetime import UTC, datetime
 
-    from pipelines.cli.summary import files_read_since, run_notices
+    from pipelines.cli.summary import files_read_since, invoiced_again_counted, run_notices
 
+    since = datetime(2000, 1, 1, tzinfo=UTC)
     return [(n["path"], n["notice"], n["reason"])
-            for n in run_notices(files_read_since(tmp_path / "wh.duckdb", datetime(2000, 1, 1, tzinfo=UTC)))]
+            for n in run_notices(files_read_since(tmp_path / "wh.duckdb", since)) + invoiced_again_counted(tmp_path / "wh.duckdb", since)]
 
 
 def test_a_weeks_invoice_beside_the_month_to_date_takes_its_own_days(tmp_path):
     """The month to date for days 2-11, then the first week's invoice (days 2-8): the invoice
-    counts for its days, the month to date from the 9th (3 + 7 lines of 235.20)."""
+    counts for its lines, the month to date from the 9th (3 + 7 lines of 235.20)."""
     assert land_in_turn(tmp_path, ("mtd.csv", gpu_cloud("", 10)), ("week-1.csv", gpu_cloud("INV-W1", 7))) == [
         ("2026-11", Decimal("2352.0000000000"))]
     assert run_says(tmp_path) == [("mtd.csv", "counts in part", (
-        "its lines count only for 2026-11-08 01:00 to 2026-11-11 01:00 (UTC); the rest of its charge time counts through "
-        "week-1.csv, which invoices those days (lines without an invoice id are the month to date, and count only for the "
-        "days no invoice of their provider, billing account and month covers; README: The ledger)"))]
+        "7 of its lines, charges from 2026-11-02 00:00 to 2026-11-08 01:00 (UTC), count through week-1.csv, whose invoice "
+        "bills the same resources and times again (lines without an invoice id are the month to date; README: The ledger)"))]
 
 
 def test_a_month_to_date_downloaded_after_the_invoice_does_not_add_to_it(tmp_path):
@@ -258,9 +258,19 @@ def test_a_month_to_date_downloaded_after_the_invoice_does_not_add_to_it(tmp_pat
         ("2026-11", Decimal("705.6000000000"))]
 
 
-def test_an_invoices_own_lines_without_an_id_still_count(tmp_path):
-    """An invoice file with an adjustment line missing its id keeps that line; a month to date
-    beside it does not add to the invoice's days."""
-    invoice = gpu_cloud("INV-NOV", 3) + gpu_cloud("", 1, first_day=3).split("\n", 1)[1].replace("235.20,USD", "-35.20,USD")
-    assert land_in_turn(tmp_path, ("invoice.csv", invoice), ("mtd.csv", gpu_cloud("", 3))) == [
-        ("2026-11", Decimal("670.4000000000"))]
+def gpu_line(invoice: str, instance: str, start: str, end: str, amount: str) -> str:
+    return f"{invoice},acc-1,{instance},{instance},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,{start},{end},1,29.40,{amount},USD\n"
+
+
+def test_an_invoice_restates_only_the_lines_it_bills_again(tmp_path):
+    """The month to date bills ins-a and ins-b on days 2 and 3 (100.00 each), and a reserved node
+    its month ahead (5,000.00). The first invoice bills ins-a's days alone; a credit note then
+    refunds 30.00 of ins-b's day 3. Billed: 5,400.00 - 30.00. Before, a rule by days alone dropped
+    ins-b's days and the reserved month beside an invoice of other lines."""
+    days = [(f"2026-11-0{d}T00:00:00Z", f"2026-11-0{d + 1}T00:00:00Z") for d in (2, 3)]
+    month_to_date = GPU_CLOUD + "".join(gpu_line("", i, s, e, "100.00") for i in ("ins-a", "ins-b") for s, e in days) + gpu_line(
+        "", "ins-r", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", "5000.00")
+    invoice = GPU_CLOUD + "".join(gpu_line("INV-A", "ins-a", s, e, "100.00") for s, e in days)
+    credit_note = GPU_CLOUD + gpu_line("CN-1", "ins-b", *days[1], "-30.00")
+    assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("invoice-a.csv", invoice), ("credit-note.csv", credit_note)) == [
+        ("2026-11", Decimal("5370.0000000000"))]

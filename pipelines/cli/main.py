@@ -183,7 +183,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         return 0
     from pipelines.orchestration.runner import run_graph
     from pipelines.cli.summary import (files_read_since, print_notices, print_problems, print_summary, run_notices, run_problems,
-                                       summary_dict, oracle_forms_counted)
+                                       summary_dict, oracle_forms_counted, invoiced_again_counted)
 
     if _whole_process:
         # What is imported by now (Dagster, the asset graph) lives as long as this command: kept out
@@ -243,7 +243,8 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     console.print(Text("written: " + ", ".join(for_terminal(p) for p in written)))
     files = files_read_since(warehouse, run_started_at)
     # Rows set aside and warnings on files that loaded: the run passes, and says so.
-    print_notices(console, run_notices(files) + oracle_forms_counted(warehouse, run_started_at))
+    print_notices(console, run_notices(files) + oracle_forms_counted(warehouse, run_started_at)
+                  + invoiced_again_counted(warehouse, run_started_at))
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
     problems = run_problems(files)
     print_problems(console, problems)

@@ -121,10 +121,6 @@ SELECT s.delivery_id,
            'from ' || strftime(r.since, '%Y-%m-%d %H:%M') || ' to ' || strftime(r.until, '%Y-%m-%d %H:%M')), ', '), '; ')
            FILTER (WHERE s.counts) AS counts_only_for_ranges,
        max(g.ingested_at) FILTER (WHERE s.counts) AS shares_read_at,
-       -- A GPU cloud's month to date (no invoice ids) beside an invoice of its days.
-       bool_and(s.by_invoice AND s.line_invoice IS NULL AND EXISTS (
-           SELECT 1 FROM raw.delivery_slices AS w WHERE w.delivery_id = s.winner AND w.line_invoice IS NOT NULL))
-           FILTER (WHERE s.counts) AS shares_with_invoice,
        string_agg(DISTINCT strftime(s.billing_period, '%Y-%m'), ', ') FILTER (WHERE NOT s.counts) AS months_out,
        string_agg(DISTINCT g.path, ', ' ORDER BY g.path) FILTER (WHERE NOT s.counts) AS months_held_by,
        max(g.ingested_at) FILTER (WHERE NOT s.counts) AS held_read_at
@@ -160,14 +156,9 @@ def files_read_since(warehouse: Path, since: datetime) -> list[dict]:
                        (SELECT bool_and(s.line_invoice IS NOT NULL) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts) END AS invoice_sent_again,
                    CASE WHEN f.status = 'superseded' THEN
-                       (SELECT bool_and(s.by_invoice AND s.line_invoice IS NULL AND EXISTS (
-                                   SELECT 1 FROM raw.delivery_slices AS w WHERE w.delivery_id = s.winner AND w.line_invoice IS NOT NULL))
-                        FROM raw.delivery_slices AS s
-                        WHERE s.delivery_id = f.delivery_id AND NOT s.counts) END AS invoiced_since,
-                   CASE WHEN f.status = 'superseded' THEN
                        (SELECT string_agg(DISTINCT s.covered_by, ', ' ORDER BY s.covered_by) FROM raw.delivery_slices AS s
                         WHERE s.delivery_id = f.delivery_id AND NOT s.counts AND s.covered_by IS NOT NULL) END AS covered_by,
-                   p.counts_for AS counts_only_for, p.shares_with, p.shares_with_invoice, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
+                   p.counts_for AS counts_only_for, p.shares_with, p.counts_past, p.counts_past_whole, p.counts_only_for_ranges, p.months_out, p.months_held_by
             FROM {raw_files_source(conn)} AS f
             LEFT JOIN ({PARTLY}) AS p ON p.delivery_id = f.delivery_id AND f.status = 'loaded'
             WHERE (f.ingested_at >= $since AND (f.status = 'failed' OR f.rows_quarantined > 0 OR f.detail LIKE '%; warning: %'))
@@ -241,6 +232,51 @@ def oracle_forms_counted(warehouse: Path, since: datetime) -> list[dict]:
     return notices
 
 
+# A GPU cloud's month-to-date lines an invoice bills again (core.billing_lines' invoiced_again:
+# keep the two in step), by month-to-date file, where either file was read by this run.
+INVOICED_AGAIN = """
+WITH invoice_files AS (
+    SELECT DISTINCT f.path, f.sha256, f.ingested_at
+    FROM raw.files AS f JOIN raw.file_slices AS s ON s.path = f.path AND s.sha256 = f.sha256
+    WHERE f.kind = 'billing' AND f.status = 'loaded' AND s.by_invoice
+),
+lines AS (
+    SELECT c.x_SourceFile, c.x_SourceSha256, c.x_SourceRow, c.ProviderName, c.BillingAccountId, c.ResourceId, c.InvoiceId,
+           c.BilledCost, c.ChargePeriodStart, coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd, f.ingested_at
+    FROM raw.cost_lines AS c JOIN invoice_files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
+    WHERE c.x_SourceSha256 IN (SELECT sha256 FROM invoice_files)
+)
+SELECT m.x_SourceFile AS path, count(DISTINCT m.x_SourceRow) AS lines, min(m.ChargePeriodStart) AS first_start,
+       max(m.ChargePeriodEnd) AS last_end, string_agg(DISTINCT i.x_SourceFile, ', ' ORDER BY i.x_SourceFile) AS invoices
+FROM lines AS m
+JOIN lines AS i
+  ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
+WHERE m.InvoiceId IS NULL AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.x_SourceSha256 <> m.x_SourceSha256
+  AND i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd
+  AND (m.ingested_at >= $since OR i.ingested_at >= $since)
+GROUP BY m.x_SourceFile
+ORDER BY m.x_SourceFile
+"""
+
+
+def invoiced_again_counted(warehouse: Path, since: datetime) -> list[dict]:
+    """Notices for month-to-date files (a GPU cloud's lines without an invoice id) some of whose
+    lines count through an invoice billing them again, where this run read either file."""
+    if not warehouse.exists():
+        return []
+    conn = connect(warehouse, read_only=True)
+    try:
+        if not all(table_exists(conn, t) for t in ("raw.files", "raw.file_slices", "raw.cost_lines")):
+            return []
+        rows = fetch_dicts(conn, INVOICED_AGAIN, {"since": since})
+    finally:
+        conn.close()
+    return [{"path": r["path"], "notice": "counts in part", "reason": (
+        f"{r['lines']:,} of its lines, charges from {r['first_start'].astimezone(UTC):%Y-%m-%d %H:%M} to "
+        f"{r['last_end'].astimezone(UTC):%Y-%m-%d %H:%M} (UTC), count through {r['invoices']}, whose invoice bills the same "
+        "resources and times again (lines without an invoice id are the month to date; README: The ledger)")} for r in rows]
+
+
 def _wholly_quarantined(r: dict) -> bool:
     return r["status"] != "failed" and r["rows_loaded"] == 0 and r["rows_quarantined"] > 0
 
@@ -300,12 +336,6 @@ def run_notices(files: list[dict]) -> list[dict]:
                 "for each (a complete delivery first, an export before a plain upload, then the one whose charges reach "
                 "the latest day, then the one with more lines; README: The ledger)")})
             continue
-        if r["status"] == "superseded" and r.get("superseded_by") and r.get("invoiced_since"):
-            notices.append({"path": r["path"], "notice": "superseded", "reason": (
-                f"its lines no longer count: {r['superseded_by']} invoices the same days (lines without an invoice id are "
-                "the month to date, and count only for the days no invoice of their provider, billing account and month "
-                "covers; README: The ledger)")})
-            continue
         if r["status"] == "superseded" and r.get("superseded_by") and r.get("invoice_sent_again"):
             notices.append({"path": r["path"], "notice": "superseded", "reason": (
                 f"its lines no longer count: {r['superseded_by']} holds the same invoice again, and an invoice "
@@ -334,11 +364,6 @@ def run_notices(files: list[dict]) -> list[dict]:
                    "(the export of a scope that holds this one's) holds them. An export of a narrower scope (a subscription "
                    "beside its billing profile's, a resource group beside its subscription's) counts only for the time no "
                    "export holding it holds (README: The ledger)"))})
-        elif r.get("counts_only_for") and r.get("shares_with_invoice"):
-            notices.append({"path": r["path"], "notice": "counts in part", "reason": (
-                f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "
-                f"{r['shares_with']}, which invoices those days (lines without an invoice id are the month to date, and "
-                "count only for the days no invoice of their provider, billing account and month covers; README: The ledger)")})
         elif r.get("counts_only_for"):
             notices.append({"path": r["path"], "notice": "counts in part", "reason": (
                 f"its lines count only for {r['counts_only_for']} (UTC); the rest of its charge time counts through "

@@ -244,10 +244,7 @@ keyed AS (
 key_facts AS (
     SELECT *,
            dense_rank() OVER (ORDER BY provider, export_name, scope, billing_period, line_invoice) AS key_id,
-           -- A file holding an invoice is final in its lines without an id too (adjustments of
-           -- that invoice), so they outrank a month to date's lines of the same days.
-           bool_or(final) OVER delivery_in_key
-               OR (by_invoice AND bool_or(line_invoice IS NOT NULL) OVER (PARTITION BY delivery_id)) AS key_final,
+           bool_or(final) OVER delivery_in_key AS key_final,
            max(max_charge_end) OVER delivery_in_key AS key_charge_end
     FROM keyed
     WINDOW delivery_in_key AS (PARTITION BY delivery_id, provider, export_name, scope, billing_period, line_invoice)
@@ -299,7 +296,7 @@ owned AS (
     FROM (SELECT key_id, rank, min(s) AS s, max(e) AS e FROM islands GROUP BY key_id, rank, island)
     GROUP BY key_id, rank
 ),
-key_counted_alone AS (
+key_counted AS (
     SELECT r.*, r.always_counts OR (CASE WHEN r.has_uploads THEN o.ranges IS NOT NULL ELSE r.rank = 1 END) AS counts_in_key,
            -- The charge time an upload counts for, where it is not all of its own (NULL: every line counts).
            CASE WHEN o.ranges <> [{'since': p.s, 'until': p.e}] THEN o.ranges END AS counts_for,
@@ -308,81 +305,12 @@ key_counted_alone AS (
     LEFT JOIN spans AS p ON p.key_id = r.key_id AND p.rank = r.rank AND r.has_uploads AND NOT r.always_counts
     LEFT JOIN owned AS o ON o.key_id = r.key_id AND o.rank = r.rank AND r.has_uploads AND NOT r.always_counts
 ),
--- Where a GPU cloud's invoices are deliveries, its month to date (a plain upload without invoice
--- ids) and the month's invoice (with them) are slices of different keys, yet bill the same days:
--- the month to date counts only for the charge time no counting invoice of its provider, account
--- and period covers (an invoice is final: it wins whichever arrived first), so mtd.csv beside
--- invoice.csv counts once, and beside a first week's invoice counts from the 8th. A file holding
--- invoiced lines keeps its own lines without an id (adjustments of its invoice).
-invoice_spans AS (
-    SELECT provider, export_name, scope, billing_period, delivery_id,
-           coalesce(min_charge_start, '-infinity'::TIMESTAMPTZ) AS s,
-           coalesce(greatest(max_charge_end, max_charge_start + INTERVAL 1 MICROSECOND), 'infinity'::TIMESTAMPTZ) AS e
-    FROM key_counted_alone
-    WHERE by_invoice AND line_invoice IS NOT NULL AND source = 'file' AND counts_in_key AND NOT always_counts
-),
-month_to_date AS (
-    SELECT key_id, rank, delivery_id, provider, export_name, scope, billing_period,
-           unnest(coalesce(counts_for, [{'since': s, 'until': e}])) AS r
-    FROM key_counted_alone AS k
-    WHERE by_invoice AND line_invoice IS NULL AND source = 'file' AND counts_in_key AND NOT always_counts
-      AND NOT EXISTS (SELECT 1 FROM key_counted_alone AS o WHERE o.delivery_id = k.delivery_id AND o.line_invoice IS NOT NULL)
-      AND EXISTS (SELECT 1 FROM invoice_spans AS i
-                  WHERE i.provider IS NOT DISTINCT FROM k.provider AND i.export_name = k.export_name
-                    AND i.scope IS NOT DISTINCT FROM k.scope AND i.billing_period = k.billing_period)
-),
--- Each counted range of a month to date cut at the invoices' ends inside it; a stretch an invoice
--- covers is the invoice's.
-month_to_date_cuts AS (
-    SELECT m.key_id, m.rank, m.r.since AS cut FROM month_to_date AS m
-    UNION SELECT m.key_id, m.rank, m.r.until FROM month_to_date AS m
-    UNION SELECT m.key_id, m.rank, c.cut
-    FROM month_to_date AS m
-    JOIN invoice_spans AS i
-      ON i.provider IS NOT DISTINCT FROM m.provider AND i.export_name = m.export_name
-     AND i.scope IS NOT DISTINCT FROM m.scope AND i.billing_period = m.billing_period
-    CROSS JOIN LATERAL (SELECT unnest([i.s, i.e]) AS cut) AS c
-    WHERE m.r.since < c.cut AND c.cut < m.r.until
-),
-month_to_date_stretches AS (
-    SELECT c.key_id, c.rank, c.s, c.e,
-           (SELECT min(i.delivery_id) FROM invoice_spans AS i
-            WHERE i.provider IS NOT DISTINCT FROM m.provider AND i.export_name = m.export_name
-              AND i.scope IS NOT DISTINCT FROM m.scope AND i.billing_period = m.billing_period
-              AND i.s <= c.s AND c.e <= i.e) AS invoice
-    FROM (SELECT key_id, rank, cut AS s, lead(cut) OVER (PARTITION BY key_id, rank ORDER BY cut) AS e
-          FROM month_to_date_cuts QUALIFY e IS NOT NULL) AS c
-    JOIN (SELECT DISTINCT key_id, rank, provider, export_name, scope, billing_period FROM month_to_date) AS m USING (key_id, rank)
-    -- Only stretches inside a counted range (not the gaps between two of them).
-    WHERE EXISTS (SELECT 1 FROM month_to_date AS x
-                  WHERE x.key_id = c.key_id AND x.rank = c.rank AND x.r.since <= c.s AND c.e <= x.r.until)
-),
-month_to_date_kept AS (
-    SELECT key_id, rank, min(invoice) AS invoice,
-           list({'since': s, 'until': e} ORDER BY s) FILTER (WHERE invoice IS NULL) AS ranges
-    FROM (SELECT key_id, rank, invoice, min(s) AS s, max(e) AS e
-          FROM (SELECT *, sum(CASE WHEN s = prev_e AND prev_invoice IS NOT DISTINCT FROM invoice THEN 0 ELSE 1 END)
-                              OVER (PARTITION BY key_id, rank ORDER BY s) AS island
-                FROM (SELECT *, lag(e) OVER (PARTITION BY key_id, rank ORDER BY s) AS prev_e,
-                             lag(invoice) OVER (PARTITION BY key_id, rank ORDER BY s) AS prev_invoice
-                      FROM month_to_date_stretches))
-          GROUP BY key_id, rank, invoice, island)
-    GROUP BY key_id, rank
-),
-key_counted AS (
-    SELECT k.* REPLACE (
-               k.counts_in_key AND (m.key_id IS NULL OR m.ranges IS NOT NULL) AS counts_in_key,
-               CASE WHEN m.key_id IS NULL THEN k.counts_for
-                    WHEN m.ranges = [{'since': k.s, 'until': k.e}] THEN NULL ELSE m.ranges END AS counts_for),
-           m.invoice AS invoiced_by
-    FROM key_counted_alone AS k LEFT JOIN month_to_date_kept AS m USING (key_id, rank)
-),
 -- What replaced each slice that does not count in its key, or the part of an upload that does not:
 -- the best-ranked counting one it overlaps.
 replaced AS (
-    SELECT r.*, coalesce((SELECT arg_min(o.delivery_id, o.rank) FROM key_counted AS o
+    SELECT r.*, (SELECT arg_min(o.delivery_id, o.rank) FROM key_counted AS o
                  WHERE o.key_id = r.key_id AND o.counts_in_key AND o.rank < r.rank
-                   AND ledger_overlaps(o.s, o.e, r.s, r.e)), r.invoiced_by) AS replaced_by
+                   AND ledger_overlaps(o.s, o.e, r.s, r.e)) AS replaced_by
     FROM key_counted AS r
 ),
 -- Which export counts where several of one family state the same provider, scope and period: each

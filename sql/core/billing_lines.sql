@@ -10,7 +10,9 @@
 --     Google Cloud by every identifying column and export_time (cost, credits and usage excluded),
 --     Oracle by lineItem/referenceNo;
 --   * Oracle's two forms of a tenancy's charges (cost reports, FOCUS reports) count once: each
---     hour both hold counts through the one holding more of its lines.
+--     hour both hold counts through the one holding more of its lines;
+--   * a GPU cloud's month-to-date line (no invoice id) that an invoice bills again counts through
+--     the invoice (invoiced_again).
 -- A view: core.cost_lines reads it once per build; nothing else needs its rows stored.
 CREATE OR REPLACE VIEW core.billing_lines AS
 WITH readers AS (
@@ -49,7 +51,7 @@ content_slices AS (
 ),
 -- Read twice (the lines, and Oracle's tenancy-hours below): scanned again, not copied.
 counted AS NOT MATERIALIZED (
-    SELECT c.*, cs.delivery_id AS x_DeliveryId, cs.export_name AS x_ExportName,
+    SELECT c.*, cs.by_invoice, cs.delivery_id AS x_DeliveryId, cs.export_name AS x_ExportName,
            cs.created_at AS x_DeliveryCreatedAt, cs.complete AS x_DeliveryComplete, cs.mode AS delivery_mode,
            cs.seq AS delivery_seq, cs.first_seen_at AS delivery_first_seen
     FROM raw.cost_lines AS c
@@ -98,13 +100,31 @@ oracle_hours AS (
     WHERE ProviderName = 'Oracle' AND x_Connector IN ('oci_cost', 'focus') AND ChargePeriodStart IS NOT NULL
     GROUP BY ALL
     HAVING count(DISTINCT x_Connector) = 2 AND tenancy IS NOT NULL
+),
+-- A GPU cloud's month to date (lines without an invoice id, where its invoices are deliveries) is
+-- restated line by line by the invoice: a line whose resource's charge time an invoiced usage line
+-- of another file covers (same provider, billing account and resource; the invoice's line from
+-- its start to its end) counts through the invoice, wherever either file lies and whichever came
+-- first. Only the lines an invoice bills again: other resources' and later days' lines of the
+-- month to date still count, and credit notes (no positive cost) restate nothing.
+-- (pipelines/cli/summary.py names the files, with the same rule: keep the two in step.)
+invoiced_again AS (
+    SELECT DISTINCT m.x_SourceSha256, m.x_SourceRow
+    FROM counted AS m
+    JOIN counted AS i
+      ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
+    WHERE m.by_invoice AND m.InvoiceId IS NULL AND i.by_invoice AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0
+      AND i.x_SourceSha256 <> m.x_SourceSha256
+      AND i.ChargePeriodStart <= m.ChargePeriodStart
+      AND coalesce(m.ChargePeriodEnd, m.ChargePeriodStart) <= coalesce(i.ChargePeriodEnd, i.ChargePeriodStart)
 )
-SELECT n.* EXCLUDE (delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
+SELECT n.* EXCLUDE (by_invoice, delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
 FROM numbered AS n
 LEFT JOIN oracle_hours AS o
   ON o.tenancy = oracle_tenancy(n.ProviderName, n.x_Connector, n.BillingAccountId, n.SubAccountId)
  AND o.hour_no = CASE WHEN n.ProviderName = 'Oracle' THEN epoch_us(n.ChargePeriodStart) // 3600000000 END
-WHERE o.form IS NULL OR o.form = n.x_Connector
+LEFT JOIN invoiced_again AS a ON a.x_SourceSha256 = n.x_SourceSha256 AND a.x_SourceRow = n.x_SourceRow
+WHERE (o.form IS NULL OR o.form = n.x_Connector) AND a.x_SourceRow IS NULL
 QUALIFY line_key IS NULL OR delivery_mode <> 'incremental'
      OR row_number() OVER (PARTITION BY ProviderName, line_key, key_ordinal
                            ORDER BY line_version DESC NULLS LAST, x_DeliveryCreatedAt DESC NULLS LAST,
