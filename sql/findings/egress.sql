@@ -1,8 +1,9 @@
 -- findings.egress: money paid to move data out. Where object access logs show what was
 -- downloaded, one row per object pulled more than once from outside: every pull after the
--- first is avoidable with a local cache or an internal NAS. Where no log explains a resource's
--- egress, one row per resource, day and path (internet, cross_region, cross_az, intra_region)
--- with its GB and price per GB against the catalog's price for that provider and path.
+-- first is avoidable with a local cache or an internal NAS. The egress no log explains, one row per
+-- resource, day and path (internet, cross_region, cross_az, intra_region) with its GB and price per
+-- GB against the catalog's price for that provider and path: a logged bucket's internet egress less
+-- the GB its repeated downloads moved that day.
 -- The egress lines, their GB and path are marts.egress_lines_by_billing_month's (built per billing
 -- month, so a new delivery finds its own month's; see that model for how a line is judged).
 -- Price per GB is the money of the egress lines over the GB of the lines that cost something:
@@ -71,33 +72,64 @@ object_findings AS (
     LEFT JOIN bucket_prices AS r USING (bucket)
     LEFT JOIN catalog AS c ON c.provider = coalesce(r.provider, 'AWS') AND c.path = 'internet'
 ),
-explained AS (
-    -- Resources whose downloads from outside the logs explain: their internet egress is counted above.
-    SELECT DISTINCT r.resource FROM per_resource AS r JOIN pulls AS p
-      ON p.bucket IN (r.resource, r.resource_id) OR r.resource_id LIKE '%:' || p.bucket
+logged_days AS (
+    -- What the logs explain of each bucket's egress, by UTC day: the GB of every pull from outside
+    -- of an object pulled more than once (object_findings holds them).
+    SELECT g.resource_id AS bucket, utc_day(g.started_at) AS day, sum(g.bytes) / 1e9 AS gb
+    FROM core.storage_events AS g
+    JOIN pulls AS p ON p.bucket = g.resource_id AND p.object = g.path
+    WHERE g.kind = 'object_get' AND g.bytes > 0
+      AND NOT regexp_matches(coalesce(g.remote_ip, ''), '^(10\.|192\.168\.|172\.(1[6-9]|2[0-9]|3[01])\.)')
+    GROUP BY ALL
 ),
-daily_findings AS (
-    SELECT 'egress' AS kind, e.path AS subkind, e.resource, NULL AS host,
+line_buckets AS (
+    -- The logged bucket each internet line bills: by its name or only its ARN (two resources above),
+    -- one bucket, so what its logs explain is taken from the bucket's day once.
+    SELECT e.resource, e.resource_id, min(p.bucket) AS bucket
+    FROM (SELECT DISTINCT resource, resource_id FROM egress_lines WHERE path = 'internet') AS e
+    JOIN (SELECT DISTINCT bucket FROM pulls) AS p
+      ON p.bucket IN (e.resource, e.resource_id) OR e.resource_id LIKE '%:' || p.bucket
+    GROUP BY e.resource, e.resource_id
+),
+daily AS (
+    SELECT coalesce(b.bucket, e.resource) AS resource, e.day, e.path, e.BillingCurrency AS currency,
            min(e.ChargePeriodStart) AS period_start, max(e.ChargePeriodEnd) AS period_end,
-           sum(e.EffectiveCost) AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, e.BillingCurrency AS currency,
-           'charge' AS price_source,
-           e.path,
-           sum(e.gb) AS gb,
+           sum(e.EffectiveCost) AS cost, sum(e.gb) AS gb, count(*) AS lines,
+           coalesce(sum(e.gb) FILTER (WHERE e.EffectiveCost = 0), 0) AS free_gb,
            from_units(to_units(sum(e.EffectiveCost) FILTER (WHERE e.EffectiveCost > 0)) * 10000000000
                       // nullif(to_units(sum(e.gb) FILTER (WHERE e.EffectiveCost > 0)), 0)) AS price_per_gb,
-           json_object('gb', sum(e.gb), 'cost', sum(e.EffectiveCost), 'lines', count(*),
-                       'free_gb', coalesce(sum(e.gb) FILTER (WHERE e.EffectiveCost = 0), 0),
-                       'price_per_gb', from_units(to_units(sum(e.EffectiveCost) FILTER (WHERE e.EffectiveCost > 0)) * 10000000000
-                                                  // nullif(to_units(sum(e.gb) FILTER (WHERE e.EffectiveCost > 0)), 0)),
-                       'catalog_price_per_gb', any_value(c.price_per_gb)) AS evidence,
-           printf('%s GB left %s on %s (%s). Find out who downloads it; keep repeated reads in the same region or on a cache.',
-                  CAST(round(sum(e.gb), 3) AS VARCHAR), e.resource, e.day, replace(e.path, '_', ' ')) AS recommendation
+           any_value(c.price_per_gb) AS catalog_price_per_gb
     FROM egress_lines AS e
+    LEFT JOIN line_buckets AS b
+      ON e.path = 'internet' AND b.resource = e.resource AND b.resource_id IS NOT DISTINCT FROM e.resource_id
     LEFT JOIN catalog AS c ON c.provider = e.provider AND c.path = e.path
-    WHERE NOT (e.path = 'internet' AND e.resource IN (SELECT resource FROM explained))
-    GROUP BY e.resource, e.day, e.path, e.BillingCurrency
-    -- A day with only credits on a path moved nothing out: no finding of its own.
-    HAVING sum(e.gb) > 0
+    GROUP BY coalesce(b.bucket, e.resource), e.day, e.path, e.BillingCurrency
+),
+unexplained AS (
+    -- A day's internet egress less what the logs explain that day (priced at the day's price per
+    -- GB, as the repeated downloads are): a bucket the log covers one day of keeps its other days,
+    -- and the GB its logged pulls do not account for.
+    SELECT d.*, coalesce(l.gb, 0) AS logged_gb,
+           greatest(0, d.gb - coalesce(l.gb, 0)) AS gb_left,
+           CASE WHEN l.gb IS NULL THEN d.cost
+                ELSE greatest(CAST(0 AS DECIMAL(38, 10)), d.cost - price_times(l.gb, coalesce(d.price_per_gb, 0))) END AS cost_left
+    FROM daily AS d
+    LEFT JOIN logged_days AS l ON d.path = 'internet' AND l.bucket = d.resource AND l.day = d.day
+),
+daily_findings AS (
+    SELECT 'egress' AS kind, path AS subkind, resource, NULL AS host, period_start, period_end,
+           cost_left AS wasted_cost, CAST(0 AS DECIMAL(38, 10)) AS avoidable_cost, currency,
+           'charge' AS price_source,
+           path,
+           gb_left AS gb,
+           price_per_gb,
+           json_object('gb', gb_left, 'cost', cost_left, 'lines', lines, 'free_gb', free_gb, 'price_per_gb', price_per_gb,
+                       'catalog_price_per_gb', catalog_price_per_gb, 'gb_billed', gb, 'gb_in_repeated_downloads', logged_gb) AS evidence,
+           printf('%s GB left %s on %s (%s). Find out who downloads it; keep repeated reads in the same region or on a cache.',
+                  CAST(round(gb_left, 3) AS VARCHAR), resource, day, replace(path, '_', ' ')) AS recommendation
+    FROM unexplained
+    -- A day with only credits on a path moved nothing out, and one the logs explain whole: no finding of its own.
+    WHERE gb_left > 0
 )
 SELECT * FROM object_findings
 UNION ALL BY NAME
