@@ -269,6 +269,30 @@ def test_paid_gpus_with_telemetry_for_part_of_the_time_are_a_leak(tmp_path):
     assert titles == {"Paid GPUs with telemetry for part of the time: ins-p", "Paid GPUs with telemetry for part of the time: ins-q"}
 
 
+def test_cards_that_never_report_on_an_hourly_bill_are_a_leak(tmp_path):
+    """gpu-h: 8 GPUs billed by the hour at 2.00 a GPU-hour (16.00 an hour) for a day; cards 0-5
+    report (busy), 6 and 7 never do: 48 GPU-hours, 96.00, paid and unseen. Each hourly line holds 2
+    dark GPU-hours, under the 6-hour minimum one by one: it was no finding."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    smi = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
+        smi += [f"{stamp}, {g}, GPU-h{g}, NVIDIA A100-SXM4-80GB, 90 %, 100 MiB, 80.00 W" for g in range(6)]
+    (landing / "gpu-h.csv").write_text("\n".join(smi) + "\n")
+    (landing / "charges.csv").write_text(HEADER + "".join(
+        f"16.00,16.00,USD,Usage,2026-09-01T{h:02d}:00:00Z,2026-09-01T{h + 1:02d}:00:00Z,GpuCloud,GPU,Compute,ins-h,gpu-h,,,,,,"
+        "A100 80G,8\n" for h in range(23))
+        + "16.00,16.00,USD,Usage,2026-09-01T23:00:00Z,2026-09-02T00:00:00Z,GpuCloud,GPU,Compute,ins-h,gpu-h,,,,,,A100 80G,8\n")
+    run_pipeline(landing, tmp_path / "w.duckdb")
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    try:
+        assert conn.execute("""SELECT subkind, items, wasted_cost FROM findings.hidden_costs""").fetchall() == [
+            ("partial_telemetry", 24, Decimal("96.0000000000"))]
+    finally:
+        conn.close()
+
+
 def test_a_logged_buckets_egress_the_downloads_do_not_explain_is_still_a_finding(findings):
     """bucket-e billed 40 GB (30 by name, 10 by ARN alone) at 0.09; its log shows 30 GB of pulls from
     outside: the other 10 GB (0.90) are egress no log explains. Before, a bucket with any repeated

@@ -24,8 +24,9 @@
 --   partial_telemetry a GPU usage charge whose host reported telemetry for part of its period only:
 --                     the GPU-hours paid that neither telemetry covered nor workloads held (at least
 --                     those: held hours are subtracted whole, wherever they fell), priced as
---                     no_telemetry prices them. Only when that is at least $idle_min_minutes of GPU
---                     time and a tenth of what was paid: an exporter that died, or cards that never
+--                     no_telemetry prices them. Only when that is a tenth of what was paid and the
+--                     host's such charges of the UTC month hold at least $idle_min_minutes of GPU time
+--                     together (hourly bills): an exporter that died, or cards that never
 --                     reported. Telemetry's own idle minutes are idle runs, so no hour is counted twice.
 --   unused_commitment FOCUS lines for GPUs (a GPU model or count on the line) whose commitment or
 --                     capacity reservation went unused; other commitments are findings.unused_commitment.
@@ -216,6 +217,16 @@ dark_parts AS (
     FROM dark_charges AS d
     JOIN dark_held AS h USING (x_ChargeId)
 ),
+dark_months AS (
+    -- A partly reporting host's dark time is judged over its UTC month: hourly charges of 8 cards
+    -- with 2 that never report are 2 dark GPU-hours each, under the minimum one by one, 336 in a week.
+    -- Each charge counts where at least a tenth of it was dark (not a sampling edge's seconds).
+    SELECT *, sum(CASE WHEN reported AND paid_gpu_seconds > 0 AND dark_gpu_seconds >= paid_gpu_seconds / 10
+                       THEN dark_gpu_seconds ELSE 0 END)
+                  OVER (PARTITION BY coalesce(resource_id, host), date_trunc('month', timezone('UTC', period_start)))
+                  AS month_dark_gpu_seconds
+    FROM dark_parts
+),
 no_telemetry AS (
     SELECT 'unused_gpu' AS kind, CASE WHEN d.reported THEN 'partial_telemetry' ELSE 'no_telemetry' END AS subkind,
            coalesce(d.resource_id, d.host) AS resource, d.host, d.period_start, d.period_end,
@@ -244,11 +255,11 @@ no_telemetry AS (
                       coalesce(d.resource_id, d.host), d.gpu_count, CASE WHEN d.gpu_count = 1 THEN '' ELSE 's' END,
                       d.held_gpu_seconds / 3600, d.paid_gpu_seconds / 3600)
            END AS recommendation
-    FROM dark_parts AS d
+    FROM dark_months AS d
     -- A silent host held the whole period: no leak (the attribution gave it all to the workloads'
     -- phases). A partly reporting host: enough dark time to matter (the doc above).
     WHERE CASE WHEN d.reported
-               THEN d.paid_gpu_seconds > 0 AND d.dark_gpu_seconds >= $idle_min_minutes * 60
+               THEN d.paid_gpu_seconds > 0 AND d.month_dark_gpu_seconds >= $idle_min_minutes * 60
                     AND d.dark_gpu_seconds >= d.paid_gpu_seconds / 10
                ELSE d.paid_gpu_seconds IS NULL OR d.paid_gpu_seconds <= 0 OR d.held_gpu_seconds < d.paid_gpu_seconds END
 ),
