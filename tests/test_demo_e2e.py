@@ -194,17 +194,19 @@ def test_findings_command_prints_the_ranked_list(demo_run):
 
 def test_leaks_are_one_finding_per_host_and_month_with_each_gpu_in_the_evidence(demo_db):
     # gpu-a100-01's idle cards: 52 idle runs of 8 GPUs in the per-kind table (48 runs, 4 of them crossing
-    # Oct 1 and split there), two findings (September, October) in the list a person reads.
+    # Oct 1 and split there), two findings (September, October) in the list a person reads. The job's
+    # last checkpoint (09-20 23:52-24:00) begins its cards' idle run: those 8 GPU-minutes × 8 are the
+    # stall's (1.97 CNY), not the run's as well.
     per_gpu = fetch_all(demo_db, """SELECT count(*), count(DISTINCT resource), sum(wasted_cost) FROM findings.unused_gpu
                                     WHERE host = 'gpu-a100-01' AND subkind = 'idle_run'""")[0]
-    assert per_gpu == (52, 8, Decimal("4671.3733333328"))
+    assert per_gpu == (52, 8, Decimal("4669.4000000000"))
     rows = fetch_dicts(demo_db, """SELECT * FROM findings.hidden_costs WHERE host = 'gpu-a100-01' AND subkind = 'idle_run'
                                    ORDER BY period""")
     assert [(r["period"], r["items"], r["title"]) for r in rows] == [("2026-09", 28, "8 idle GPUs on gpu-a100-01"),
                                                                        ("2026-10", 24, "8 idle GPUs on gpu-a100-01")]
-    assert sum(r["wasted_cost"] for r in rows) == Decimal("4671.3733333328")  # nothing lost in the grouping
+    assert sum(r["wasted_cost"] for r in rows) == Decimal("4669.4000000000")  # nothing lost in the grouping
     assert [(r["avoidable_cost"], r["avoidable_cost_reporting"], r["severity"]) for r in rows] == [
-        (Decimal("1800.1733333328"), Decimal("268.2870211964"), "medium"), (Decimal("2871.2000000000"), Decimal("428.2727379992"), "medium")]
+        (Decimal("1798.2000000000"), Decimal("267.9923902284"), "medium"), (Decimal("2871.2000000000"), Decimal("428.2727379992"), "medium")]
     details = json.loads(rows[1]["evidence"])["details"]
     assert len(details) == 24 and len({d["resource"] for d in details}) == 8
     assert sum(Decimal(d["avoidable_cost"]) for d in details) == rows[1]["avoidable_cost"]  # exact decimal strings

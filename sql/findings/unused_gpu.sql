@@ -15,9 +15,10 @@
 --                     rows per GPU and day, built per day) and joined across midnight, so the run is
 --                     the same as minute by minute. A run crossing a month boundary is one row per
 --                     UTC month (the run's length is judged whole), so each month's leaks hold that
---                     month's hours. The GPU-hours a checkpoint stall on the host holds
---                     (findings.slow_disk_idle, up to what its job waited) are that finding's, not
---                     the run's: one leak, its cause the slow disk.
+--                     month's hours. The idle GPU-hours inside a checkpoint stall on the host
+--                     beyond its GPUs no workload held (findings.slow_disk_idle counted them, up to
+--                     what its job waited) are that finding's, not the run's: one leak, its cause
+--                     the slow disk.
 --   no_telemetry      a GPU usage charge whose host reported no telemetry at all in its period, at
 --                     what was paid for it (net of its hours' credits and negations, as priced below),
 --                     less the share of its GPU-hours workloads held (their phases have those).
@@ -64,24 +65,52 @@ whole_runs AS (
     FROM idle_stretches SEMI JOIN long_runs USING (gpu_key, run_no)
     GROUP BY gpu_key, run_no, month
 ),
+stalls AS (
+    SELECT resource AS stall, host, period_start, period_end,
+           TRY_CAST(evidence ->> 'wasted_gpu_hours' AS DOUBLE) AS stall_gpu_hours,
+           datediff('second', period_start, period_end) / 3600.0 AS hours
+    FROM findings.slow_disk_idle
+),
+stall_unheld AS (
+    -- The host's GPUs no workload held while the stall ran (its GPUs seen, less those workloads
+    -- held): the stall set them aside as idle, so their idle runs are not its.
+    SELECT s.stall, greatest(0, coalesce(any_value(v.seen_gpus), 0) - coalesce(sum(w.gpu_count), 0)) AS unheld_gpus
+    FROM stalls AS s
+    LEFT JOIN (SELECT s2.stall, count(DISTINCT g.gpu_key) AS seen_gpus
+               FROM stalls AS s2
+               JOIN marts.gpu_spans_by_day AS g
+                 ON g.host = s2.host AND g.span_start < s2.period_end AND g.span_end > s2.period_start
+               GROUP BY s2.stall) AS v USING (stall)
+    LEFT JOIN core.workloads AS w
+      ON w.host = s.host AND w.gpu_count > 0 AND w.started_at < s.period_end AND coalesce(w.ended_at, s.period_end) > s.period_start
+    GROUP BY s.stall
+),
 stall_overlaps AS (
-    -- The idle GPU-hours of each run inside a checkpoint stall on its host (findings.slow_disk_idle):
-    -- the stall holds them, up to the GPU-hours its job waited, so a card idle through a 7-hour
-    -- write is one leak (the slow disk), not that and an idle run.
-    SELECT r.gpu_key, r.period_start, s.resource AS stall,
-           TRY_CAST(s.evidence ->> 'wasted_gpu_hours' AS DOUBLE) AS stall_gpu_hours,
+    -- The idle GPU-hours of each run inside a checkpoint stall on its host (findings.slow_disk_idle).
+    SELECT r.gpu_key, r.period_start, s.stall,
            datediff('second', greatest(r.period_start, s.period_start), least(r.period_end, s.period_end)) / 3600.0
                * r.gpu_share AS overlap_hours
     FROM whole_runs AS r
-    JOIN findings.slow_disk_idle AS s
-      ON s.host = r.host AND s.period_start < r.period_end AND s.period_end > r.period_start
+    JOIN stalls AS s ON s.host = r.host AND s.period_start < r.period_end AND s.period_end > r.period_start
+),
+stall_shares AS (
+    -- What the stall counted of the runs' hours inside it: those beyond the host's unheld GPUs' hours
+    -- (idle cards beside the job stay idle runs), at most the GPU-hours its job waited. A card held
+    -- by the job and idle through a 7-hour write is one leak (the slow disk), not that and an idle run.
+    SELECT o.stall,
+           least(coalesce(any_value(s.stall_gpu_hours), 0),
+                 greatest(0, sum(o.overlap_hours) - any_value(u.unheld_gpus) * any_value(s.hours)))
+               / sum(o.overlap_hours) AS share
+    FROM stall_overlaps AS o
+    JOIN stalls AS s USING (stall)
+    JOIN stall_unheld AS u USING (stall)
+    GROUP BY o.stall
+    HAVING sum(o.overlap_hours) > 0
 ),
 stalled AS (
-    -- Each stall's GPU-hours shared over the runs it overlaps, never more than they overlap.
-    SELECT gpu_key, period_start,
-           sum(overlap_hours * least(1.0, coalesce(stall_gpu_hours, 0) / nullif(stall_overlap, 0))) AS stalled_hours
-    FROM (SELECT *, sum(overlap_hours) OVER (PARTITION BY stall) AS stall_overlap FROM stall_overlaps)
-    GROUP BY gpu_key, period_start
+    SELECT o.gpu_key, o.period_start, sum(o.overlap_hours * p.share) AS stalled_hours
+    FROM stall_overlaps AS o JOIN stall_shares AS p USING (stall)
+    GROUP BY o.gpu_key, o.period_start
 ),
 runs AS (
     SELECT r.gpu_key, r.host, r.gpu_model, r.period_start, r.period_end, r.minutes,
