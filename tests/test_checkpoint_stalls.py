@@ -99,51 +99,42 @@ def test_a_write_seen_on_a_volume_and_its_disk_is_one_stall(tmp_path, devices):
     assert rows == [(1, pytest.approx(16 / 60, abs=1e-4), 120_000_000_000)]
 
 
-def test_gpus_idle_through_a_long_write_are_one_leak_not_an_idle_run_too(tmp_path):
-    """A synchronous write of an hour (00:30-01:30) with the node's 8 GPUs at 0 %, idle runs from 30
-    minutes: 8 GPU-hours at 2.00 are 16.00 wasted, the checkpoint's. Before, the same GPU-hours were
-    an idle run too (32.00 in all)."""
+def leaks_on_one_node(tmp_path, job_gpus: int, smi: str, write: tuple[str, str]) -> list[tuple]:
+    """gpu01 (8 GPUs, 32.00 for 00:00-02:00), job-1 holding `job_gpus` of them, telemetry `smi` and
+    one checkpoint write (start, end) to NFS; idle runs from 30 minutes: hidden costs by kind."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "charges.csv").write_text(HEADER + f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-gpu01,gpu01,16,"
                                                   "GPU-Hours,,,,A100 80G,8\n")
     (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      "job-1,pretraining,gpu01,8,2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
-    (landing / "gpu01.csv").write_text(telemetry("gpu01", range(30, 90)))
+                                      f"job-1,pretraining,gpu01,{job_gpus},2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
+    (landing / "gpu01.csv").write_text(smi)
     (landing / "checkpoints.jsonl").write_text(json.dumps({
-        "job": "job-1", "host": "gpu01", "started_at": "2026-09-07T00:30:00Z", "ended_at": "2026-09-07T01:30:00Z",
+        "job": "job-1", "host": "gpu01", "started_at": write[0], "ended_at": write[1],
         "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n")
     assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD", idle_min_minutes=30).success
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
-        rows = fetch_all(conn, "SELECT kind, subkind, round(sum(wasted_cost), 2) FROM findings.hidden_costs GROUP BY ALL ORDER BY 1")
+        return fetch_all(conn, "SELECT kind, subkind, round(sum(wasted_cost), 2) FROM findings.hidden_costs GROUP BY ALL ORDER BY 1")
     finally:
         conn.close()
-    assert rows == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]
+
+
+def test_gpus_idle_through_a_long_write_are_one_leak_not_an_idle_run_too(tmp_path):
+    """A synchronous write of an hour (00:30-01:30) with the node's 8 GPUs at 0 %, idle runs from 30
+    minutes: 8 GPU-hours at 2.00 are 16.00 wasted, the checkpoint's. Before, the same GPU-hours were
+    an idle run too (32.00 in all)."""
+    assert leaks_on_one_node(tmp_path, 8, telemetry("gpu01", range(30, 90)),
+                             ("2026-09-07T00:30:00Z", "2026-09-07T01:30:00Z")) == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]
 
 
 def test_idle_cards_beside_a_stalled_job_stay_an_idle_run(tmp_path):
     """The job holds cards 0-3 and stalls 20 minutes on a write; cards 4-7 nobody holds sit at 0 %
     all along: their idle run keeps every hour (4 × 2 h × 2.00 = 16.00), the stall has the job's
     (4 × 1/3 h × 2.00 = 2.67)."""
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    (landing / "charges.csv").write_text(HEADER + f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-gpu01,gpu01,16,"
-                                                  "GPU-Hours,,,,A100 80G,8\n")
-    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      "job-1,pretraining,gpu01,4,2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
     lines = [SMI]
     for minute in range(120):
         lines += [f"2026/09/07 {minute // 60:02d}:{minute % 60:02d}:00.000, {g}, GPU-gpu01-{g}, NVIDIA A100-SXM4-80GB, "
                   f"{0 if g >= 4 or 60 <= minute < 80 else 85} %, 100 MiB, 80.00 W" for g in range(8)]
-    (landing / "gpu01.csv").write_text("\n".join(lines) + "\n")
-    (landing / "checkpoints.jsonl").write_text(json.dumps({
-        "job": "job-1", "host": "gpu01", "started_at": "2026-09-07T01:00:00Z", "ended_at": "2026-09-07T01:20:00Z",
-        "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n")
-    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD", idle_min_minutes=30).success
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        rows = fetch_all(conn, "SELECT kind, subkind, round(sum(wasted_cost), 2) FROM findings.hidden_costs GROUP BY ALL ORDER BY 1")
-    finally:
-        conn.close()
-    assert rows == [("slow_disk_idle", "checkpoint", Decimal("2.67")), ("unused_gpu", "idle_run", Decimal("16.00"))]
+    assert leaks_on_one_node(tmp_path, 4, "\n".join(lines) + "\n", ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
+        ("slow_disk_idle", "checkpoint", Decimal("2.67")), ("unused_gpu", "idle_run", Decimal("16.00"))]

@@ -214,6 +214,16 @@ def test_the_control_scenario_has_no_hidden_costs(tmp_path):
         conn.close()
 
 
+def smi_day(prefix: str, cards, busy) -> list[str]:
+    """nvidia-smi lines for every minute of 2026-09-01, one per card of `cards` (uuid GPU-<prefix><n>),
+    at `busy(card)` percent, after the header."""
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
+        lines += [f"{stamp}, {g}, GPU-{prefix}{g}, NVIDIA A100-SXM4-80GB, {busy(g)} %, 100 MiB, 80.00 W" for g in cards]
+    return lines
+
+
 def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
     """An inference service holds one card of eight at a steady 50 % for a day; the other seven sit
     at 1 % with no workload. findings.overprovisioned_inference does not price a steady load (its
@@ -221,11 +231,7 @@ def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
     before an inference workload hid every card of its host, all the time."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    for minute in range(24 * 60):
-        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
-        lines += [f"{stamp}, {g}, GPU-m{g}, NVIDIA A100-SXM4-80GB, {50 if g == 0 else 1} %, 100 MiB, 80.00 W" for g in range(8)]
-    (landing / "gpu-m.csv").write_text("\n".join(lines) + "\n")
+    (landing / "gpu-m.csv").write_text("\n".join(smi_day("m", range(8), lambda g: 50 if g == 0 else 1)) + "\n")
     (landing / "charges.csv").write_text(HEADER + f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,ins-m,gpu-m,,,,,,A100 80G,8\n")
     (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
                                       "svc-m,inference,gpu-m,1,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n")
@@ -244,10 +250,7 @@ def test_paid_gpus_with_telemetry_for_part_of_the_time_are_a_leak(tmp_path):
     dark only when it reported nothing."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    smi = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    for minute in range(24 * 60):
-        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
-        smi += [f"{stamp}, {g}, GPU-p{g}, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W" for g in range(4)]
+    smi = smi_day("p", range(4), lambda g: 1)
     (landing / "gpu-p.csv").write_text("\n".join(smi) + "\n")
     (landing / "gpu-q.csv").write_text("\n".join(
         smi[:1] + [f"2026/09/01 00:00:00.000, {g}, GPU-q{g}, NVIDIA A100-SXM4-80GB, 1 %, 100 MiB, 80.00 W" for g in range(8)]) + "\n")
@@ -275,11 +278,7 @@ def test_cards_that_never_report_on_an_hourly_bill_are_a_leak(tmp_path):
     dark GPU-hours, under the 6-hour minimum one by one: it was no finding."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    smi = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
-    for minute in range(24 * 60):
-        stamp = f"2026/09/01 {minute // 60:02d}:{minute % 60:02d}:00.000"
-        smi += [f"{stamp}, {g}, GPU-h{g}, NVIDIA A100-SXM4-80GB, 90 %, 100 MiB, 80.00 W" for g in range(6)]
-    (landing / "gpu-h.csv").write_text("\n".join(smi) + "\n")
+    (landing / "gpu-h.csv").write_text("\n".join(smi_day("h", range(6), lambda g: 90)) + "\n")
     (landing / "charges.csv").write_text(HEADER + "".join(
         f"16.00,16.00,USD,Usage,2026-09-01T{h:02d}:00:00Z,2026-09-01T{h + 1:02d}:00:00Z,GpuCloud,GPU,Compute,ins-h,gpu-h,,,,,,"
         "A100 80G,8\n" for h in range(23))
