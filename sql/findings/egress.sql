@@ -110,7 +110,9 @@ unexplained AS (
     -- GB, as the repeated downloads are): a bucket the log covers one day of keeps its other days,
     -- and the GB its logged pulls do not account for.
     SELECT d.*, coalesce(l.gb, 0) AS logged_gb,
-           greatest(0, d.gb - coalesce(l.gb, 0)) AS gb_left,
+           -- GB stay the lines' DECIMAL: a day no log covers keeps its own sum exactly.
+           CASE WHEN l.gb IS NULL THEN d.gb
+                ELSE greatest(CAST(0 AS DECIMAL(38, 10)), d.gb - CAST(l.gb AS DECIMAL(38, 10))) END AS gb_left,
            CASE WHEN l.gb IS NULL THEN d.cost
                 ELSE greatest(CAST(0 AS DECIMAL(38, 10)), d.cost - price_times(l.gb, coalesce(d.price_per_gb, 0))) END AS cost_left
     FROM daily AS d
