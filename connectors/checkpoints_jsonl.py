@@ -66,12 +66,12 @@ class CheckpointEventsConnector(Connector):
         accepted = split_rejected(frame, reason, ctx, self.name, FIELDS)
         if not accepted.height:
             return
-        workload = pl.coalesce("workload_id", "job")
+        workload, host = pl.coalesce("workload_id", "job"), normalise_host(pl.col("host"))
         out = accepted.select(
             # The host too: each node of a job logs its own shard's write at the same step.
-            pl.concat_str(pl.lit("ckpt:"), workload, pl.lit("@"), normalise_host(pl.col("host")).fill_null(""), pl.lit("@"),
+            pl.concat_str(pl.lit("ckpt:"), workload, pl.lit("@"), host.fill_null(""), pl.lit("@"),
                           pl.col("started_at")).alias("event_id"),
-            pl.lit("checkpoint").alias("kind"), normalise_host(pl.col("host")).alias("host"),
+            pl.lit("checkpoint").alias("kind"), host.alias("host"),
             workload.alias("workload_id"), size.alias("bytes"), started.alias("started_at"), ended.alias("ended_at"),
             "storage_class", "path", ROW_NUMBER,
         )

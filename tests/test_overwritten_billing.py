@@ -32,20 +32,28 @@ def billed(cost: str, month: str, invoice: str = "") -> str:
 BILLED = HEADER.rstrip("\n") + ",BillingPeriodStart,BillingPeriodEnd,InvoiceId\n"
 
 
-def rewrite(tmp_path, first: str, *then: str) -> tuple[list, list]:
-    """Run over `first` at latest.csv, rewrite it as each of `then` in turn, running after each:
-    the counted total by billing month and the path's versions."""
+def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
+    """Land each (name, text) beside the ones before, running after each: the counted total by billing month."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    for text in (first, *then):
-        (landing / "latest.csv").write_text(text)
+    for name, text in files:
+        (landing / name).write_text(text)
         assert run_pipeline(landing, tmp_path / "wh.duckdb").success
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
-        counted = fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
-                                  "GROUP BY ALL ORDER BY 1")
-        versions = fetch_all(conn, "SELECT status, rows_loaded FROM raw.files WHERE path = 'latest.csv' ORDER BY ingested_at")
-        return counted, versions
+        return fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
+                               "GROUP BY ALL ORDER BY 1")
+    finally:
+        conn.close()
+
+
+def rewrite(tmp_path, first: str, *then: str) -> tuple[list, list]:
+    """Run over `first` at latest.csv, rewrite it as each of `then` in turn, running after each:
+    the counted total by billing month and the path's versions."""
+    counted = land_in_turn(tmp_path, *(("latest.csv", text) for text in (first, *then)))
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        return counted, fetch_all(conn, "SELECT status, rows_loaded FROM raw.files WHERE path = 'latest.csv' ORDER BY ingested_at")
     finally:
         conn.close()
 
@@ -202,21 +210,6 @@ def test_content_replaced_at_one_path_and_sent_again_under_another_keeps_the_run
         assert fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
                                "GROUP BY ALL ORDER BY 1") == [("2026-10", Decimal("100.0000000000")),
                                                               ("2026-11", Decimal("5.0000000000"))]
-    finally:
-        conn.close()
-
-
-def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
-    """Land each (name, text) beside the ones before, running after each: the counted total by billing month."""
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    for name, text in files:
-        (landing / name).write_text(text)
-        assert run_pipeline(landing, tmp_path / "wh.duckdb").success
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        return fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
-                               "GROUP BY ALL ORDER BY 1")
     finally:
         conn.close()
 

@@ -34,7 +34,7 @@ from connectors.base import ZIP_MAGIC, Connector, ConnectorError, ReadContext, p
 from connectors.registry import all_connectors, detect
 from pipelines.ingest import progress
 from pipelines.ledger import rules
-from pipelines.lake.layout import lake_of_connection, table_root
+from pipelines.lake.layout import lake_of_connection, version_files
 from pipelines.lake.writer import WrittenVersion, sweep_and_check, write_version
 from pipelines.ledger.deliveries import BOM, content_sha256, file_mtime, layout_of, read_manifest
 from pipelines.warehouse.connection import ensure_warehouse, fetch_all, record_file_slices
@@ -487,8 +487,8 @@ def _charges_the_new_version_drops(conn, rel: str, sha: str, keep_content: str |
           AND NOT ({_ANOTHER_MONTHS_BILL})""", [rel, sha, keep_content, rel, sha])]
     if not old:
         return None
-    root = table_root(lake_of_connection(conn), "billing")
-    globs = [str(root / "*" / "*" / f"file={s}" / "*.parquet") for s in old if any(root.glob(f"*/*/file={s}/*.parquet"))]
+    lake = lake_of_connection(conn)
+    globs = [g for g in (version_files(lake, "billing", s) for s in old) if g]
     if not globs:
         return None
     rows = fetch_all(conn, """

@@ -120,6 +120,14 @@ def table_root(lake: Path, kind: str) -> Path:
     return lake / schema / name
 
 
+def version_files(lake: Path, kind: str, sha256: str) -> str | None:
+    """A glob of one file version's Parquet files in its table, under every partition it touched;
+    None when it has none there."""
+    pattern = Path(*("*" for _ in PARTITIONING[kind].columns), f"file={sha256}", "*.parquet")
+    root = table_root(lake, kind)
+    return str(root / pattern) if any(root.glob(str(pattern))) else None
+
+
 def staging_root(lake: Path) -> Path:
     return lake / "_staging"
 

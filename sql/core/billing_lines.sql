@@ -49,7 +49,7 @@ content_slices AS (
     QUALIFY row_number() OVER (PARTITION BY dc.content, s.line_provider, s.line_account, s.line_period, s.line_invoice
                                ORDER BY d.created_at DESC NULLS LAST, d.delivery_id DESC) = 1
 ),
--- Read twice (the lines, and Oracle's tenancy-hours below): scanned again, not copied.
+-- Read several times (the lines, Oracle's tenancy-hours, the invoiced lines below): scanned again, not copied.
 counted AS NOT MATERIALIZED (
     SELECT c.*, cs.by_invoice, cs.delivery_id AS x_DeliveryId, cs.export_name AS x_ExportName,
            cs.created_at AS x_DeliveryCreatedAt, cs.complete AS x_DeliveryComplete, cs.mode AS delivery_mode,

@@ -28,14 +28,19 @@ catalog AS (
     FROM core.price_catalog WHERE unit = 'gb'
     QUALIFY row_number() OVER (PARTITION BY provider, path ORDER BY price_per_gb, region) = 1
 ),
-pulls AS (
-    SELECT resource_id AS bucket, path AS object, count(*) AS downloads, sum(bytes) / 1e9 AS total_gb,
-           max(bytes) / 1e9 AS gb_per_pull, min(started_at) AS first_pull, max(ended_at) AS last_pull,
-           count(DISTINCT remote_ip) AS clients
+outside_gets AS (
+    -- Object downloads from outside (a private address is an internal read, not egress).
+    SELECT resource_id AS bucket, path AS object, remote_ip, bytes, started_at, ended_at
     FROM core.storage_events
     WHERE kind = 'object_get' AND bytes > 0
       AND NOT regexp_matches(coalesce(remote_ip, ''), '^(10\.|192\.168\.|172\.(1[6-9]|2[0-9]|3[01])\.)')
-    GROUP BY ALL
+),
+pulls AS (
+    SELECT bucket, object, count(*) AS downloads, sum(bytes) / 1e9 AS total_gb,
+           max(bytes) / 1e9 AS gb_per_pull, min(started_at) AS first_pull, max(ended_at) AS last_pull,
+           count(DISTINCT remote_ip) AS clients
+    FROM outside_gets
+    GROUP BY bucket, object
     HAVING count(*) > 1
 ),
 bucket_prices AS (
@@ -75,11 +80,9 @@ object_findings AS (
 logged_days AS (
     -- What the logs explain of each bucket's egress, by UTC day: the GB of every pull from outside
     -- of an object pulled more than once (object_findings holds them).
-    SELECT g.resource_id AS bucket, utc_day(g.started_at) AS day, sum(g.bytes) / 1e9 AS gb
-    FROM core.storage_events AS g
-    JOIN pulls AS p ON p.bucket = g.resource_id AND p.object = g.path
-    WHERE g.kind = 'object_get' AND g.bytes > 0
-      AND NOT regexp_matches(coalesce(g.remote_ip, ''), '^(10\.|192\.168\.|172\.(1[6-9]|2[0-9]|3[01])\.)')
+    SELECT g.bucket, utc_day(g.started_at) AS day, sum(g.bytes) / 1e9 AS gb
+    FROM outside_gets AS g
+    JOIN pulls AS p USING (bucket, object)
     GROUP BY ALL
 ),
 line_buckets AS (
