@@ -267,3 +267,67 @@ def test_an_invoice_restates_only_the_lines_it_bills_again(tmp_path):
     credit_note = GPU_CLOUD + gpu_line("CN-1", "ins-b", *days[1], "-30.00")
     assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("invoice-a.csv", invoice), ("credit-note.csv", credit_note)) == [
         ("2026-11", Decimal("5370.0000000000"))]
+
+
+def month_so_far(invoice: str, instance: str, start_day: int, end_day: int, amount: str) -> str:
+    """One line of `instance` from 2026-11-`start_day` to `end_day` (8 GPUs, its hours stated)."""
+    hours = 24 * (end_day - start_day)
+    return (f"{invoice},acc-1,{instance},{instance},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,2026-11-{start_day:02d}T00:00:00Z,"
+            f"2026-11-{end_day:02d}T00:00:00Z,{hours},29.40,{amount},USD\n")
+
+
+def counted_lines(tmp_path) -> list[tuple]:
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        return fetch_all(conn, "SELECT x_SourceFile, ResourceId, strftime(ChargePeriodStart, '%m-%d'), strftime(ChargePeriodEnd, '%m-%d'), "
+                               "BilledCost, EffectiveCost, ConsumedQuantity FROM core.cost_lines ORDER BY ALL")
+    finally:
+        conn.close()
+
+
+def test_a_month_so_far_line_counts_what_the_weeks_invoice_has_not_billed(tmp_path):
+    """The month to date as the bundled mapping describes it, one line per instance for the month
+    so far (days 1-12: ins-a 1,100.00, ins-b 550.00), then the first week's invoice (days 1-8:
+    ins-a in one line of 700.00, ins-b in two of 200.00). Each month-to-date line counts what the
+    invoice has not billed, from the 8th: 400.00 and 150.00, its GPU-hours in the same proportion
+    (ins-b's 2,112 × 150/550 = 576: the line's own price per GPU-hour stays). Before, both counted
+    (2,450.00 for 1,650.00)."""
+    month_to_date = GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + month_so_far("", "ins-b", 1, 12, "550.00")
+    week = GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00") + month_so_far("INV-W1", "ins-b", 1, 4, "200.00") + (
+        month_so_far("INV-W1", "ins-b", 4, 8, "200.00"))
+    assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("week-1.csv", week)) == [("2026-11", Decimal("1650.0000000000"))]
+    assert run_says(tmp_path) == [("mtd.csv", "counts in part", (
+        "2 of its lines, charges from 2026-11-01 00:00 to 2026-11-12 00:00 (UTC), count only what week-1.csv has not billed "
+        "of them yet, whose invoice bills part of the same resources' times (lines without an invoice id are the month to "
+        "date; README: The ledger)"))]
+    d = Decimal
+    assert counted_lines(tmp_path) == [
+        ("mtd.csv", "ins-a", "11-08", "11-12", d("400.0000000000"), d("400.0000000000"), d("768.0000000000")),
+        ("mtd.csv", "ins-b", "11-08", "11-12", d("150.0000000000"), d("150.0000000000"), d("576.0000000000")),
+        ("week-1.csv", "ins-a", "11-01", "11-08", d("700.0000000000"), d("700.0000000000"), d("1344.0000000000")),
+        ("week-1.csv", "ins-b", "11-01", "11-04", d("200.0000000000"), d("200.0000000000"), d("576.0000000000")),
+        ("week-1.csv", "ins-b", "11-04", "11-08", d("200.0000000000"), d("200.0000000000"), d("768.0000000000"))]
+
+
+def test_a_month_so_far_line_two_invoices_bill_whole_no_longer_counts(tmp_path):
+    """The month so far (days 1-15, 1,400.00) and two weeks' invoices of 700.00 (days 1-8, 8-15),
+    landed in any order: the invoices bill all of it."""
+    month_to_date = GPU_CLOUD + month_so_far("", "ins-a", 1, 15, "1400.00")
+    weeks = [("week-1.csv", GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00")),
+             ("week-2.csv", GPU_CLOUD + month_so_far("INV-W2", "ins-a", 8, 15, "700.00"))]
+    assert land_in_turn(tmp_path, weeks[0], ("mtd.csv", month_to_date), weeks[1]) == [("2026-11", Decimal("1400.0000000000"))]
+    assert [line[0] for line in counted_lines(tmp_path)] == ["week-1.csv", "week-2.csv"]
+
+
+def test_an_invoice_billing_the_middle_of_a_month_so_far_line_leaves_it_its_time(tmp_path):
+    """An invoice of days 3-5 (200.00) inside a month-so-far line of days 1-11 (1,000.00): the line
+    keeps 800.00 over its own days (the invoice did not bill its start, so the time stays whole)
+    and its GPU-hours in proportion (1,920 × 0.8 = 1,536)."""
+    month_to_date = GPU_CLOUD + month_so_far("", "ins-a", 1, 11, "1000.00")
+    invoice = GPU_CLOUD + month_so_far("INV-7", "ins-a", 3, 5, "200.00")
+    assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("invoice.csv", invoice)) == [("2026-11", Decimal("1000.0000000000"))]
+    d = Decimal
+    assert counted_lines(tmp_path)[0] == ("invoice.csv", "ins-a", "11-03", "11-05", d("200.0000000000"), d("200.0000000000"),
+                                          d("384.0000000000"))
+    assert counted_lines(tmp_path)[1] == ("mtd.csv", "ins-a", "11-01", "11-11", d("800.0000000000"), d("800.0000000000"),
+                                          d("1536.0000000000"))

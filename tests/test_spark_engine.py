@@ -7,6 +7,7 @@ test runs by default (a few minutes on 2 cores); FINOPS_SPARK_BIG=0 runs a 5,000
 """
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,49 @@ def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tm
             conn.close()
     text = cur_days(1, 14)
     assert answers[0] == answers[1] == [(days_total(text), len(text.splitlines()) - 1)]
+
+
+def test_a_month_so_far_line_an_invoice_bills_part_of_on_both_engines(engine, tmp_path):
+    """A GPU cloud's month-so-far line beside the first week's invoice (core.billing_lines'
+    invoiced_in_part): Spark keeps the same remainder, start and quantity as DuckDB, to the unit."""
+    from pipelines.engines.resource import SqlEngineResource
+    from pipelines.ingest.landing import ingest_landing
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse.connection import connect, prepare
+    from tests.test_overwritten_billing import GPU_CLOUD, month_so_far
+
+    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
+    landing.mkdir()
+    (landing / "mtd.csv").write_text(GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + month_so_far("", "ins-b", 1, 12, "550.00"))
+    (landing / "week-1.csv").write_text(GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00")
+                                        + month_so_far("INV-W1", "ins-b", 3, 6, "300.00"))
+    settings = FinopsSettings(landing_dir=str(landing))
+    conn = connect(warehouse)
+    try:
+        prepare(conn)
+        ingest_landing(conn, landing)
+    finally:
+        conn.close()
+    (tmp_path / "spark").mkdir()
+    spark = build_on_spark(engine, warehouse, tmp_path / "spark" / "warehouse.duckdb", settings, ["core.billing_lines"])
+    conn = connect(warehouse)
+    try:
+        SqlEngineResource().build(conn, "core.billing_lines", settings.sql_params(), {})
+    finally:
+        conn.close()
+    query = ("SELECT x_SourceFile, ResourceId, ChargePeriodStart, BilledCost, EffectiveCost, ConsumedQuantity, PricingQuantity "
+             "FROM core.billing_lines ORDER BY ALL")
+    answers = []
+    for path in (warehouse, spark):
+        conn = connect(path, read_only=True)
+        try:
+            answers.append(conn.execute(query).fetchall())
+        finally:
+            conn.close()
+    assert answers[0] == answers[1]
+    assert [(r[0], r[1], r[3]) for r in answers[0]] == [
+        ("mtd.csv", "ins-a", Decimal("400.0000000000")), ("mtd.csv", "ins-b", Decimal("250.0000000000")),
+        ("week-1.csv", "ins-a", Decimal("700.0000000000")), ("week-1.csv", "ins-b", Decimal("300.0000000000"))]
 
 
 @pytest.mark.skipif(os.environ.get("FINOPS_SPARK_BIG") != "0",

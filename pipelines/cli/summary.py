@@ -242,26 +242,52 @@ WITH invoice_files AS (
 ),
 lines AS (
     SELECT c.x_SourceFile, c.x_SourceSha256, c.x_SourceRow, c.ProviderName, c.BillingAccountId, c.ResourceId, c.InvoiceId,
-           c.BilledCost, c.ChargePeriodStart, coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd, f.ingested_at
+           c.BilledCost, c.BillingCurrency, c.ChargePeriodStart, coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd,
+           f.ingested_at
     FROM raw.cost_lines AS c JOIN invoice_files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
     WHERE c.x_SourceSha256 IN (SELECT sha256 FROM invoice_files)
+),
+-- A month-to-date line and each invoiced line billing its resource's time again: all of the line's
+-- time (it counts through the invoice), or part of it (it counts what the invoice has not billed).
+pairs AS (
+    SELECT m.x_SourceFile AS path, m.x_SourceRow AS line, m.ChargePeriodStart AS line_start, m.ChargePeriodEnd AS line_end,
+           i.x_SourceFile AS invoice, i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd AS within
+    FROM lines AS m
+    JOIN lines AS i
+      ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
+    WHERE m.InvoiceId IS NULL AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.x_SourceSha256 <> m.x_SourceSha256
+      AND (m.ingested_at >= $since OR i.ingested_at >= $since)
+      AND ((i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd)
+           OR (m.BilledCost > 0 AND m.BillingCurrency = i.BillingCurrency AND m.ChargePeriodEnd > m.ChargePeriodStart
+               AND i.ChargePeriodEnd > i.ChargePeriodStart
+               AND i.ChargePeriodStart < m.ChargePeriodEnd AND m.ChargePeriodStart < i.ChargePeriodEnd))
+),
+per_line AS (
+    SELECT path, line, any_value(line_start) AS line_start, any_value(line_end) AS line_end, bool_or(within) AS whole,
+           list(DISTINCT invoice) AS invoices
+    FROM pairs GROUP BY path, line
 )
-SELECT m.x_SourceFile AS path, count(DISTINCT m.x_SourceRow) AS lines, min(m.ChargePeriodStart) AS first_start,
-       max(m.ChargePeriodEnd) AS last_end, string_agg(DISTINCT i.x_SourceFile, ', ' ORDER BY i.x_SourceFile) AS invoices
-FROM lines AS m
-JOIN lines AS i
-  ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
-WHERE m.InvoiceId IS NULL AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.x_SourceSha256 <> m.x_SourceSha256
-  AND i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd
-  AND (m.ingested_at >= $since OR i.ingested_at >= $since)
-GROUP BY m.x_SourceFile
-ORDER BY m.x_SourceFile
+SELECT path,
+       count(*) FILTER (WHERE whole) AS lines, min(line_start) FILTER (WHERE whole) AS first_start,
+       max(line_end) FILTER (WHERE whole) AS last_end,
+       array_to_string(list_sort(list_distinct(flatten(list(invoices) FILTER (WHERE whole)))), ', ') AS invoices,
+       count(*) FILTER (WHERE NOT whole) AS part_lines, min(line_start) FILTER (WHERE NOT whole) AS part_first_start,
+       max(line_end) FILTER (WHERE NOT whole) AS part_last_end,
+       array_to_string(list_sort(list_distinct(flatten(list(invoices) FILTER (WHERE NOT whole)))), ', ') AS part_invoices
+FROM per_line
+GROUP BY path
+ORDER BY path
 """
+
+
+def _charges(start: datetime, end: datetime) -> str:
+    return f"charges from {start.astimezone(UTC):%Y-%m-%d %H:%M} to {end.astimezone(UTC):%Y-%m-%d %H:%M} (UTC)"
 
 
 def invoiced_again_counted(warehouse: Path, since: datetime) -> list[dict]:
     """Notices for month-to-date files (a GPU cloud's lines without an invoice id) some of whose
-    lines count through an invoice billing them again, where this run read either file."""
+    lines count through an invoice billing them again, or count only what an invoice has not
+    billed of them yet, where this run read either file. (core.billing_lines applies the rule.)"""
     if not warehouse.exists():
         return []
     conn = connect(warehouse, read_only=True)
@@ -271,10 +297,19 @@ def invoiced_again_counted(warehouse: Path, since: datetime) -> list[dict]:
         rows = fetch_dicts(conn, INVOICED_AGAIN, {"since": since})
     finally:
         conn.close()
-    return [{"path": r["path"], "notice": "counts in part", "reason": (
-        f"{r['lines']:,} of its lines, charges from {r['first_start'].astimezone(UTC):%Y-%m-%d %H:%M} to "
-        f"{r['last_end'].astimezone(UTC):%Y-%m-%d %H:%M} (UTC), count through {r['invoices']}, whose invoice bills the same "
-        "resources and times again (lines without an invoice id are the month to date; README: The ledger)")} for r in rows]
+    notices = []
+    for r in rows:
+        said = []
+        if r["lines"]:
+            said.append(f"{r['lines']:,} of its lines, {_charges(r['first_start'], r['last_end'])}, count through "
+                        f"{r['invoices']}, whose invoice bills the same resources and times again")
+        if r["part_lines"]:
+            said.append(f"{r['part_lines']:,} of its lines, "
+                        f"{_charges(r['part_first_start'], r['part_last_end'])}, count only what {r['part_invoices']} has not "
+                        "billed of them yet, whose invoice bills part of the same resources' times")
+        notices.append({"path": r["path"], "notice": "counts in part", "reason": (
+            "; ".join(said) + " (lines without an invoice id are the month to date; README: The ledger)")})
+    return notices
 
 
 def _wholly_quarantined(r: dict) -> bool:
