@@ -75,6 +75,7 @@ class GpuRentalConnector(Connector):
         self.columns: dict[str, str] = self.mapping.columns.mapped()
         self.defaults: dict[str, str] = {"provider": self.mapping.provider, **self.mapping.defaults.given()}
         self.required = [self.columns[f] for f in self.mapping.required_fields()]
+        self.not_invoiced = self.mapping.not_invoiced_words()
         self.recognises = (f"GPU-rental invoices mapped by {Path(label).name}: "
                            f"header has {', '.join(self.required)}")
 
@@ -127,6 +128,8 @@ class GpuRentalConnector(Connector):
         for field in FIELDS:
             column = self.columns.get(field)
             raw = pl.col(column) if column in frame.columns else pl.lit(None, dtype=pl.String)
+            if field == "invoice_id" and self.not_invoiced:  # `Pending`: no invoice yet, as an empty cell
+                raw = pl.when(raw.str.strip_chars().str.to_lowercase().is_in(self.not_invoiced)).then(None).otherwise(raw)
             cell = raw
             number = self._plain_number(raw) if field in NUMERIC_FIELDS else None
             if field in self.defaults:  # a default is a YAML number, written the plain way

@@ -164,6 +164,11 @@ class MappingFile(_Strict):
     # The words that open an invoice's total rows (`Total`, `合计`): such a row is the file's sum of
     # its lines, not a line; the file's lines are checked against it.
     total_rows: list[str] = []
+    # The words an invoice id cell holds on a line no invoice has billed yet (`Pending`): no
+    # invoice id, so the line is the month to date, which the invoice restates when it comes.
+    # Compared trimmed and in lower case; `not_invoiced: []` reads every word as an id.
+    not_invoiced: list[str] = ["pending", "unbilled", "not billed", "not invoiced", "not yet invoiced", "uninvoiced",
+                               "n/a", "na", "none", "null", "-", "--"]
 
     @model_validator(mode="before")
     @classmethod
@@ -271,6 +276,9 @@ class MappingFile(_Strict):
         """The words of `total_rows` as a row's first cell is compared with them: lower case, and
         without a closing colon (`Total:`, `合计：`)."""
         return [total_word(w) for w in self.total_rows]
+
+    def not_invoiced_words(self) -> list[str]:
+        return [w.strip().lower() for w in self.not_invoiced]
 
     def mode_words(self) -> dict[str, str]:
         """The file's word (lower case) → canonical mode; the canonical names themselves also work."""

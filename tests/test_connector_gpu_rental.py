@@ -504,3 +504,17 @@ def test_a_misspelt_currency_column_with_a_default_currency_refuses_the_file(tmp
     list(GpuRentalConnector.from_file(mapping).read(path, ctx))
     assert ctx.warnings == ["columns.region: the header has no column 'Region' (did you mean 'Regoin'?); "
                             "it is left empty on every line"]
+
+
+def test_an_invoice_id_cell_saying_pending_is_no_invoice_yet(tmp_path):
+    """A GPU cloud writes `Pending` (or `N/A`, `-`) in the invoice column of lines not yet invoiced:
+    they have no invoice id, the month to date, not an invoice called 'Pending'. A mapping may
+    list its own words (`not_invoiced:`), and `[]` reads every word as an id."""
+    text = GENERIC.replace("INV-1,acc-9,ins-2", " Pending ,acc-9,ins-2").replace("INV-1,acc-9,ins-3,gpu-node-03,us-west,L40S,2,barter",
+                                                                                "N/A,acc-9,ins-3,gpu-node-03,us-west,L40S,2,On-Demand")
+    rows, _ = read("gpu_rental_generic.yaml", text, tmp_path, "usage.csv")
+    assert [r["InvoiceId"] for r in rows] == ["INV-1", None, None]
+    mapping = load_mapping(MAPPINGS_DIR / "gpu_rental_generic.yaml").model_copy(update={"not_invoiced": []})
+    path = tmp_path / "usage.csv"
+    kept = pa.Table.from_batches(list(GpuRentalConnector(mapping).read(path, read_context("usage.csv"))), schema=COST_LINE).to_pylist()
+    assert [r["InvoiceId"] for r in kept] == ["INV-1", "Pending", "N/A"]

@@ -331,3 +331,11 @@ def test_an_invoice_billing_the_middle_of_a_month_so_far_line_leaves_it_its_time
                                           d("384.0000000000"))
     assert counted_lines(tmp_path)[1] == ("mtd.csv", "ins-a", "11-01", "11-11", d("800.0000000000"), d("800.0000000000"),
                                           d("1536.0000000000"))
+
+
+def test_a_month_to_date_saying_pending_beside_its_invoice_counts_once(tmp_path):
+    """The month to date with `Pending` in its invoice column, then the invoice of the same lines:
+    Pending is no invoice, so the invoice restates the lines (both counted before, 1,176.00 for 705.60)."""
+    pending = gpu_cloud("", 2).replace("\n,acc-1", "\nPending,acc-1")
+    assert land_in_turn(tmp_path, ("usage.csv", pending), ("invoice.csv", gpu_cloud("INV-NOV", 3))) == [
+        ("2026-11", Decimal("705.6000000000"))]
