@@ -32,6 +32,15 @@ def billed(cost: str, month: str, invoice: str = "") -> str:
 BILLED = HEADER.rstrip("\n") + ",BillingPeriodStart,BillingPeriodEnd,InvoiceId\n"
 
 
+def answer(tmp_path, sql: str) -> list[tuple]:
+    """`sql`'s rows in tmp_path/wh.duckdb."""
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        return fetch_all(conn, sql)
+    finally:
+        conn.close()
+
+
 def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
     """Land each (name, text) beside the ones before, running after each: the counted total by billing month."""
     landing = tmp_path / "landing"
@@ -39,23 +48,14 @@ def land_in_turn(tmp_path, *files: tuple[str, str]) -> list:
     for name, text in files:
         (landing / name).write_text(text)
         assert run_pipeline(landing, tmp_path / "wh.duckdb").success
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        return fetch_all(conn, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines "
-                               "GROUP BY ALL ORDER BY 1")
-    finally:
-        conn.close()
+    return answer(tmp_path, "SELECT strftime(BillingPeriodStart, '%Y-%m'), sum(BilledCost) FROM core.cost_lines GROUP BY ALL ORDER BY 1")
 
 
 def rewrite(tmp_path, first: str, *then: str) -> tuple[list, list]:
     """Run over `first` at latest.csv, rewrite it as each of `then` in turn, running after each:
     the counted total by billing month and the path's versions."""
     counted = land_in_turn(tmp_path, *(("latest.csv", text) for text in (first, *then)))
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        return counted, fetch_all(conn, "SELECT status, rows_loaded FROM raw.files WHERE path = 'latest.csv' ORDER BY ingested_at")
-    finally:
-        conn.close()
+    return counted, answer(tmp_path, "SELECT status, rows_loaded FROM raw.files WHERE path = 'latest.csv' ORDER BY ingested_at")
 
 
 @pytest.mark.parametrize("then, status", [
@@ -277,12 +277,8 @@ def month_so_far(invoice: str, instance: str, start_day: int, end_day: int, amou
 
 
 def counted_lines(tmp_path) -> list[tuple]:
-    conn = connect(tmp_path / "wh.duckdb", read_only=True)
-    try:
-        return fetch_all(conn, "SELECT x_SourceFile, ResourceId, strftime(ChargePeriodStart, '%m-%d'), strftime(ChargePeriodEnd, '%m-%d'), "
-                               "BilledCost, EffectiveCost, ConsumedQuantity FROM core.cost_lines ORDER BY ALL")
-    finally:
-        conn.close()
+    return answer(tmp_path, "SELECT x_SourceFile, ResourceId, strftime(ChargePeriodStart, '%m-%d'), strftime(ChargePeriodEnd, '%m-%d'), "
+                            "BilledCost, EffectiveCost, ConsumedQuantity FROM core.cost_lines ORDER BY ALL")
 
 
 def test_a_month_so_far_line_counts_what_the_weeks_invoice_has_not_billed(tmp_path):

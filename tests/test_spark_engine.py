@@ -135,18 +135,18 @@ def test_every_model_runs_on_both_engines_with_the_same_columns(demo_run, spark_
         spark.close()
 
 
-def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tmp_path):
-    """Downloads of days 1-8 and 8-14: the first counts for days 1-7 only (raw.delivery_slices.counts_for),
-    and Spark keeps the same lines of it as DuckDB."""
+def billing_lines_on_both(engine, tmp_path, files: dict[str, str], query: str) -> tuple[list, list]:
+    """`query`'s answer over core.billing_lines built on DuckDB, then on Spark, from a landing
+    folder of `files` (name → text) ingested once."""
     from pipelines.engines.resource import SqlEngineResource
     from pipelines.ingest.landing import ingest_landing
     from pipelines.settings import FinopsSettings
     from pipelines.warehouse.connection import connect, prepare
-    from tests.test_ledger_deliveries import cur_days, days_total, write
 
     landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
-    write(landing / "early.csv", cur_days(1, 8).encode())
-    write(landing / "late.csv", cur_days(8, 14).encode())
+    landing.mkdir()
+    for name, text in files.items():
+        (landing / name).write_bytes(text.encode())
     settings = FinopsSettings(landing_dir=str(landing))
     conn = connect(warehouse)
     try:
@@ -161,7 +161,6 @@ def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tm
         SqlEngineResource().build(conn, "core.billing_lines", settings.sql_params(), {})
     finally:
         conn.close()
-    query = "SELECT sum(BilledCost), count(*) FROM core.billing_lines"
     answers = []
     for path in (warehouse, spark):
         conn = connect(path, read_only=True)
@@ -169,49 +168,32 @@ def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tm
             answers.append(conn.execute(query).fetchall())
         finally:
             conn.close()
+    return answers[0], answers[1]
+
+
+def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tmp_path):
+    """Downloads of days 1-8 and 8-14: the first counts for days 1-7 only (raw.delivery_slices.counts_for),
+    and Spark keeps the same lines of it as DuckDB."""
+    from tests.test_ledger_deliveries import cur_days, days_total
+
+    duck, spark = billing_lines_on_both(engine, tmp_path, {"early.csv": cur_days(1, 8), "late.csv": cur_days(8, 14)},
+                                        "SELECT sum(BilledCost), count(*) FROM core.billing_lines")
     text = cur_days(1, 14)
-    assert answers[0] == answers[1] == [(days_total(text), len(text.splitlines()) - 1)]
+    assert duck == spark == [(days_total(text), len(text.splitlines()) - 1)]
 
 
 def test_a_month_so_far_line_an_invoice_bills_part_of_on_both_engines(engine, tmp_path):
     """A GPU cloud's month-so-far line beside the first week's invoice (core.billing_lines'
     invoiced_in_part): Spark keeps the same remainder, start and quantity as DuckDB, to the unit."""
-    from pipelines.engines.resource import SqlEngineResource
-    from pipelines.ingest.landing import ingest_landing
-    from pipelines.settings import FinopsSettings
-    from pipelines.warehouse.connection import connect, prepare
     from tests.test_overwritten_billing import GPU_CLOUD, month_so_far
 
-    landing, warehouse = tmp_path / "landing", tmp_path / "wh.duckdb"
-    landing.mkdir()
-    (landing / "mtd.csv").write_text(GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + month_so_far("", "ins-b", 1, 12, "550.00"))
-    (landing / "week-1.csv").write_text(GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00")
-                                        + month_so_far("INV-W1", "ins-b", 3, 6, "300.00"))
-    settings = FinopsSettings(landing_dir=str(landing))
-    conn = connect(warehouse)
-    try:
-        prepare(conn)
-        ingest_landing(conn, landing)
-    finally:
-        conn.close()
-    (tmp_path / "spark").mkdir()
-    spark = build_on_spark(engine, warehouse, tmp_path / "spark" / "warehouse.duckdb", settings, ["core.billing_lines"])
-    conn = connect(warehouse)
-    try:
-        SqlEngineResource().build(conn, "core.billing_lines", settings.sql_params(), {})
-    finally:
-        conn.close()
-    query = ("SELECT x_SourceFile, ResourceId, ChargePeriodStart, BilledCost, EffectiveCost, ConsumedQuantity, PricingQuantity "
-             "FROM core.billing_lines ORDER BY ALL")
-    answers = []
-    for path in (warehouse, spark):
-        conn = connect(path, read_only=True)
-        try:
-            answers.append(conn.execute(query).fetchall())
-        finally:
-            conn.close()
-    assert answers[0] == answers[1]
-    assert [(r[0], r[1], r[3]) for r in answers[0]] == [
+    files = {"mtd.csv": GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + month_so_far("", "ins-b", 1, 12, "550.00"),
+             "week-1.csv": GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00") + month_so_far("INV-W1", "ins-b", 3, 6, "300.00")}
+    duck, spark = billing_lines_on_both(engine, tmp_path, files, (
+        "SELECT x_SourceFile, ResourceId, ChargePeriodStart, BilledCost, EffectiveCost, ConsumedQuantity, PricingQuantity "
+        "FROM core.billing_lines ORDER BY ALL"))
+    assert duck == spark
+    assert [(r[0], r[1], r[3]) for r in duck] == [
         ("mtd.csv", "ins-a", Decimal("400.0000000000")), ("mtd.csv", "ins-b", Decimal("250.0000000000")),
         ("week-1.csv", "ins-a", Decimal("700.0000000000")), ("week-1.csv", "ins-b", Decimal("300.0000000000"))]
 
