@@ -138,3 +138,34 @@ def test_idle_cards_beside_a_stalled_job_stay_an_idle_run(tmp_path):
                   f"{0 if g >= 4 or 60 <= minute < 80 else 85} %, 100 MiB, 80.00 W" for g in range(8)]
     assert leaks_on_one_node(tmp_path, 4, "\n".join(lines) + "\n", ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
         ("slow_disk_idle", "checkpoint", Decimal("2.67")), ("unused_gpu", "idle_run", Decimal("16.00"))]
+
+
+def telemetry_every_10_s(host: str, idle_from: int, idle_until: int) -> str:
+    """8 GPUs every 10 s from 00:00 to 02:00: at 0 % from second `idle_from` to `idle_until`, 85 % otherwise."""
+    lines = [SMI]
+    for second in range(0, 7200, 10):
+        busy = 0 if idle_from <= second < idle_until else 85
+        lines += [f"2026/09/07 {second // 3600:02d}:{second // 60 % 60:02d}:{second % 60:02d}.000, {g}, GPU-{host}-{g}, "
+                  f"NVIDIA A100-SXM4-80GB, {busy} %, 100 MiB, 80.00 W" for g in range(8)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_write_starting_within_a_minute_counts_its_whole_wait(tmp_path):
+    """A checkpoint from 01:00:30 to 01:20:30, the job's 8 GPUs idle exactly then (10 s samples):
+    20 minutes of 8 GPUs at 2.00 USD a GPU-hour is 5.33. Its first and last minutes are half the
+    job's own work, busy on average; counted as not waiting they made it 19 minutes of 21 (4.83)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "charges.csv").write_text(HEADER + f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-gpu01,gpu01,16,GPU-Hours,,,,A100 80G,8\n")
+    (landing / "sacct.txt").write_text(SACCT.replace("gres/gpu=16,node=2", "gres/gpu=8,node=1").replace("gpu[01-02]", "gpu01"))
+    (landing / "gpu01.csv").write_text(telemetry_every_10_s("gpu01", 3630, 4830))
+    (landing / "checkpoints.jsonl").write_text(json.dumps(
+        {"job": "5001", "host": "gpu01", "started_at": "2026-09-07T01:00:30Z", "ended_at": "2026-09-07T01:20:30Z",
+         "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt/gpu01", "storage_class": "nfs"}) + "\n")
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        rows = fetch_all(conn, "SELECT host, round(wasted_cost, 2), round(avoidable_cost, 2) FROM findings.slow_disk_idle")
+    finally:
+        conn.close()
+    assert rows == [("gpu01", Decimal("5.33"), Decimal("5.19"))]

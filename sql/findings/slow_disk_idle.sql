@@ -97,8 +97,13 @@ telemetry_minutes AS (
     -- Per minute of the write: the host's GPUs with a busy signal, and those near zero (under the
     -- idle threshold), waiting on the write.
     -- (Two writes can share an id: signatures are named to the second.)
+    -- A minute the write covers in part (its first and last, where it starts or ends within one)
+    -- also holds the job's own work before or after it, so its GPUs are busy on average: the share
+    -- is judged on the minutes the write covers whole, and on the part-minutes only for a write
+    -- shorter than any whole minute (a write from 10:50:30 to 11:10:30 is 19 idle minutes, not 19 of 21).
     SELECT c.event_id, m.minute, sum(m.gpus_seen) AS gpus_seen, sum(m.idle_gpus) AS idle_gpus,
-           any_value(m.gpu_model) AS gpu_model
+           any_value(m.gpu_model) AS gpu_model,
+           m.minute >= c.started_at AND m.minute + INTERVAL 1 MINUTE <= c.ended_at AS whole_minute
     FROM checkpoints AS c
     JOIN marts.gpu_minutes_in_storage_writes AS m
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
@@ -109,8 +114,10 @@ telemetry AS (
     -- host's GPUs nobody held are set aside (a host reporting fewer GPUs than held counts by ratio);
     -- when the job holds the whole host this is the share of its GPU-minutes under the threshold.
     SELECT t.event_id,
-           avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
-                                        - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus)) AS idle_share,
+           coalesce(avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
+                                                 - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus)) FILTER (WHERE t.whole_minute),
+                    avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
+                                                 - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus))) AS idle_share,
            sum(t.gpus_seen) AS gpu_minutes_seen, any_value(t.gpu_model) AS telemetry_gpu_model
     FROM telemetry_minutes AS t
     JOIN job_gpus AS j USING (event_id)
