@@ -269,11 +269,16 @@ def test_an_invoice_restates_only_the_lines_it_bills_again(tmp_path):
         ("2026-11", Decimal("5370.0000000000"))]
 
 
-def month_so_far(invoice: str, instance: str, start_day: int, end_day: int, amount: str) -> str:
+def gpu_charge(invoice: str, instance: str, start: str, end: str, hours: int, amount: str, mode: str = "On-Demand",
+               currency: str = "USD") -> str:
+    return f"{invoice},acc-1,{instance},{instance},eu-1,NVIDIA H100 80GB HBM3,8,{mode},{start},{end},{hours},29.40,{amount},{currency}\n"
+
+
+def month_so_far(invoice: str, instance: str, start_day: int, end_day: int, amount: str, mode: str = "On-Demand",
+                 currency: str = "USD") -> str:
     """One line of `instance` from 2026-11-`start_day` to `end_day` (8 GPUs, its hours stated)."""
-    hours = 24 * (end_day - start_day)
-    return (f"{invoice},acc-1,{instance},{instance},eu-1,NVIDIA H100 80GB HBM3,8,On-Demand,2026-11-{start_day:02d}T00:00:00Z,"
-            f"2026-11-{end_day:02d}T00:00:00Z,{hours},29.40,{amount},USD\n")
+    return gpu_charge(invoice, instance, f"2026-11-{start_day:02d}T00:00:00Z", f"2026-11-{end_day:02d}T00:00:00Z",
+                      24 * (end_day - start_day), amount, mode, currency)
 
 
 def counted_lines(tmp_path) -> list[tuple]:
@@ -281,25 +286,23 @@ def counted_lines(tmp_path) -> list[tuple]:
                             "BilledCost, EffectiveCost, ConsumedQuantity FROM core.cost_lines ORDER BY ALL")
 
 
-def test_a_month_so_far_line_counts_what_the_weeks_invoice_has_not_billed(tmp_path):
+def test_a_month_so_far_line_counts_the_time_the_weeks_invoice_does_not_bill(tmp_path):
     """The month to date as the bundled mapping describes it, one line per instance for the month
     so far (days 1-12: ins-a 1,100.00, ins-b 550.00), then the first week's invoice (days 1-8:
-    ins-a in one line of 700.00, ins-b in two of 200.00). Each month-to-date line counts what the
-    invoice has not billed, from the 8th: 400.00 and 150.00, its GPU-hours in the same proportion
-    (ins-b's 2,112 × 150/550 = 576: the line's own price per GPU-hour stays). Before, both counted
-    (2,450.00 for 1,650.00)."""
+    ins-a in one line of 700.00, ins-b in two of 200.00, a dearer price than the month to date's).
+    Each month-to-date line counts the 4 of its 11 days the invoice does not bill, from the 8th, at
+    its own price: 400.00 and 200.00, and 768 of its GPU-hours. Before, both counted (2,450.00 for 1,700.00)."""
     month_to_date = GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + month_so_far("", "ins-b", 1, 12, "550.00")
     week = GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00") + month_so_far("INV-W1", "ins-b", 1, 4, "200.00") + (
         month_so_far("INV-W1", "ins-b", 4, 8, "200.00"))
-    assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("week-1.csv", week)) == [("2026-11", Decimal("1650.0000000000"))]
+    assert land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("week-1.csv", week)) == [("2026-11", Decimal("1700.0000000000"))]
     assert run_says(tmp_path) == [("mtd.csv", "counts in part", (
-        "2 of its lines, charges from 2026-11-01 00:00 to 2026-11-12 00:00 (UTC), count only what week-1.csv has not billed "
-        "of them yet, whose invoice bills part of the same resources' times (lines without an invoice id are the month to "
-        "date; README: The ledger)"))]
+        "2 of its lines, charges from 2026-11-01 00:00 to 2026-11-12 00:00 (UTC), count only the time week-1.csv does not bill "
+        "yet, at their own price (lines without an invoice id are the month to date; README: The ledger)"))]
     d = Decimal
     assert counted_lines(tmp_path) == [
         ("mtd.csv", "ins-a", "11-08", "11-12", d("400.0000000000"), d("400.0000000000"), d("768.0000000000")),
-        ("mtd.csv", "ins-b", "11-08", "11-12", d("150.0000000000"), d("150.0000000000"), d("576.0000000000")),
+        ("mtd.csv", "ins-b", "11-08", "11-12", d("200.0000000000"), d("200.0000000000"), d("768.0000000000")),
         ("week-1.csv", "ins-a", "11-01", "11-08", d("700.0000000000"), d("700.0000000000"), d("1344.0000000000")),
         ("week-1.csv", "ins-b", "11-01", "11-04", d("200.0000000000"), d("200.0000000000"), d("576.0000000000")),
         ("week-1.csv", "ins-b", "11-04", "11-08", d("200.0000000000"), d("200.0000000000"), d("768.0000000000"))]
@@ -335,3 +338,31 @@ def test_a_month_to_date_saying_pending_beside_its_invoice_counts_once(tmp_path)
     pending = gpu_cloud("", 2).replace("\n,acc-1", "\nPending,acc-1")
     assert land_in_turn(tmp_path, ("usage.csv", pending), ("invoice.csv", gpu_cloud("INV-NOV", 3))) == [
         ("2026-11", Decimal("705.6000000000"))]
+
+
+def test_a_month_so_far_line_beside_a_voided_invoice_a_fee_and_another_currency(tmp_path):
+    """The month to date (days 1-12) of three nodes: ins-a on demand (1,100.00), ins-b's monthly fee
+    (3,000.00 for November) and its on-demand hours (1,100.00), ins-c on demand (1,100.00). Then
+    the first week's invoice (days 1-8) bills each charge, ins-c in EUR; a credit note voids ins-a's
+    line and a re-issue bills it again at 650.00. Each month-to-date line counts the time no
+    invoice bills, once however many bill it, at its own price: ins-a, ins-b's hours and ins-c
+    400.00 from the 8th, the fee 23 of its 30 days (2,300.00); the fee and the hours are two
+    charges, each billed once. (Subtracting invoice amounts lost ins-a's days 8-12 to the re-issue,
+    dropped ins-b's hours for the fee's invoice line, and kept ins-c's days 1-8 twice.)"""
+    month_to_date = GPU_CLOUD + month_so_far("", "ins-a", 1, 12, "1100.00") + gpu_charge(
+        "", "ins-b", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", 720, "3000.00", mode="Monthly") + month_so_far(
+        "", "ins-b", 1, 12, "1100.00") + month_so_far("", "ins-c", 1, 12, "1100.00")
+    week = GPU_CLOUD + month_so_far("INV-W1", "ins-a", 1, 8, "700.00") + month_so_far("INV-W1", "ins-b", 1, 8, "700.00", mode="Monthly") + (
+        month_so_far("INV-W1", "ins-b", 1, 8, "700.00") + month_so_far("INV-W1", "ins-c", 1, 8, "650.00", currency="EUR"))
+    void = GPU_CLOUD + month_so_far("CN-W1", "ins-a", 1, 8, "-700.00")
+    reissue = GPU_CLOUD + month_so_far("INV-W1R", "ins-a", 1, 8, "650.00")
+    land_in_turn(tmp_path, ("mtd.csv", month_to_date), ("week-1.csv", week), ("void.csv", void), ("reissue.csv", reissue))
+    assert answer(tmp_path, "SELECT BillingCurrency, sum(BilledCost) FROM core.cost_lines GROUP BY ALL ORDER BY 1") == [
+        ("EUR", Decimal("650.0000000000")), ("USD", Decimal("5550.0000000000"))]
+    assert answer(tmp_path, "SELECT ResourceId, SkuId, strftime(ChargePeriodStart, '%m-%d'), BilledCost FROM core.cost_lines "
+                            "WHERE x_SourceFile = 'mtd.csv' ORDER BY ALL") == [
+        ("ins-a", "H100-80GB-on_demand", "11-08", Decimal("400.0000000000")),
+        ("ins-b", "H100-80GB-monthly", "11-08", Decimal("2300.0000000000")),
+        ("ins-b", "H100-80GB-on_demand", "11-08", Decimal("400.0000000000")),
+        ("ins-c", "H100-80GB-on_demand", "11-08", Decimal("400.0000000000"))]
+

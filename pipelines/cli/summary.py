@@ -242,30 +242,34 @@ WITH invoice_files AS (
 ),
 lines AS (
     SELECT c.x_SourceFile, c.x_SourceSha256, c.x_SourceRow, c.ProviderName, c.BillingAccountId, c.ResourceId, c.InvoiceId,
-           c.BilledCost, c.BillingCurrency, c.ChargePeriodStart, coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd,
-           f.ingested_at
+           c.BillingPeriodStart, c.SkuId, c.BilledCost, c.ChargePeriodStart,
+           coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd, f.ingested_at
     FROM raw.cost_lines AS c JOIN invoice_files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
     WHERE c.x_SourceSha256 IN (SELECT sha256 FROM invoice_files)
 ),
--- A month-to-date line and each invoiced line billing its resource's time again: all of the line's
--- time (it counts through the invoice), or part of it (it counts what the invoice has not billed).
+-- A month-to-date line and the invoiced lines billing its charge again (core.billing_lines' join:
+-- provider, billing account, billing period, resource and SKU, over times that meet); what became
+-- of the line is read from core.cost_lines: gone (it counts through the invoice), or a smaller
+-- line (it counts the time the invoice does not bill).
 pairs AS (
-    SELECT m.x_SourceFile AS path, m.x_SourceRow AS line, m.ChargePeriodStart AS line_start, m.ChargePeriodEnd AS line_end,
-           i.x_SourceFile AS invoice, i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd AS within
+    SELECT m.x_SourceFile AS path, m.x_SourceSha256 AS sha, m.x_SourceRow AS line, m.BilledCost AS billed,
+           m.ChargePeriodStart AS line_start, m.ChargePeriodEnd AS line_end, i.x_SourceFile AS invoice,
+           m.ingested_at >= $since OR i.ingested_at >= $since AS read_now
     FROM lines AS m
     JOIN lines AS i
       ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
+     AND i.BillingPeriodStart = m.BillingPeriodStart AND i.SkuId IS NOT DISTINCT FROM m.SkuId
     WHERE m.InvoiceId IS NULL AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.x_SourceSha256 <> m.x_SourceSha256
-      AND (m.ingested_at >= $since OR i.ingested_at >= $since)
-      AND ((i.ChargePeriodStart <= m.ChargePeriodStart AND m.ChargePeriodEnd <= i.ChargePeriodEnd)
-           OR (m.BilledCost > 0 AND m.BillingCurrency = i.BillingCurrency AND m.ChargePeriodEnd > m.ChargePeriodStart
-               AND i.ChargePeriodEnd > i.ChargePeriodStart
-               AND i.ChargePeriodStart < m.ChargePeriodEnd AND m.ChargePeriodStart < i.ChargePeriodEnd))
+      AND i.ChargePeriodStart <= m.ChargePeriodEnd AND m.ChargePeriodStart <= i.ChargePeriodEnd
 ),
 per_line AS (
-    SELECT path, line, any_value(line_start) AS line_start, any_value(line_end) AS line_end, bool_or(within) AS whole,
-           list(DISTINCT invoice) AS invoices
-    FROM pairs GROUP BY path, line
+    SELECT p.path, p.line, any_value(p.line_start) AS line_start, any_value(p.line_end) AS line_end,
+           any_value(c.x_SourceRow) IS NULL AS whole, list(DISTINCT p.invoice) AS invoices
+    FROM pairs AS p
+    LEFT JOIN core.cost_lines AS c ON c.x_SourceSha256 = p.sha AND c.x_SourceRow = p.line
+    GROUP BY p.path, p.line
+    -- Lines this run read, or whose invoice it read: every invoice billing them is named.
+    HAVING bool_or(p.read_now) AND (whole OR any_value(c.BilledCost) <> any_value(p.billed))
 )
 SELECT path,
        count(*) FILTER (WHERE whole) AS lines, min(line_start) FILTER (WHERE whole) AS first_start,
@@ -273,7 +277,8 @@ SELECT path,
        array_to_string(list_sort(list_distinct(flatten(list(invoices) FILTER (WHERE whole)))), ', ') AS invoices,
        count(*) FILTER (WHERE NOT whole) AS part_lines, min(line_start) FILTER (WHERE NOT whole) AS part_first_start,
        max(line_end) FILTER (WHERE NOT whole) AS part_last_end,
-       array_to_string(list_sort(list_distinct(flatten(list(invoices) FILTER (WHERE NOT whole)))), ', ') AS part_invoices
+       array_to_string(list_sort(list_distinct(flatten(list(invoices) FILTER (WHERE NOT whole)))), ', ') AS part_invoices,
+       length(list_distinct(flatten(list(invoices) FILTER (WHERE NOT whole)))) AS part_invoice_files
 FROM per_line
 GROUP BY path
 ORDER BY path
@@ -292,7 +297,7 @@ def invoiced_again_counted(warehouse: Path, since: datetime) -> list[dict]:
         return []
     conn = connect(warehouse, read_only=True)
     try:
-        if not all(table_exists(conn, t) for t in ("raw.files", "raw.file_slices", "raw.cost_lines")):
+        if not all(table_exists(conn, t) for t in ("raw.files", "raw.file_slices", "raw.cost_lines", "core.cost_lines")):
             return []
         rows = fetch_dicts(conn, INVOICED_AGAIN, {"since": since})
     finally:
@@ -304,9 +309,8 @@ def invoiced_again_counted(warehouse: Path, since: datetime) -> list[dict]:
             said.append(f"{r['lines']:,} of its lines, {_charges(r['first_start'], r['last_end'])}, count through "
                         f"{r['invoices']}, whose invoice bills the same resources and times again")
         if r["part_lines"]:
-            said.append(f"{r['part_lines']:,} of its lines, "
-                        f"{_charges(r['part_first_start'], r['part_last_end'])}, count only what {r['part_invoices']} has not "
-                        "billed of them yet, whose invoice bills part of the same resources' times")
+            said.append(f"{r['part_lines']:,} of its lines, {_charges(r['part_first_start'], r['part_last_end'])}, count only the "
+                        f"time {r['part_invoices']} {'does' if r['part_invoice_files'] == 1 else 'do'} not bill yet, at their own price")
         notices.append({"path": r["path"], "notice": "counts in part", "reason": (
             "; ".join(said) + " (lines without an invoice id are the month to date; README: The ledger)")})
     return notices

@@ -12,7 +12,7 @@
 --   * Oracle's two forms of a tenancy's charges (cost reports, FOCUS reports) count once: each
 --     hour both hold counts through the one holding more of its lines;
 --   * a GPU cloud's month-to-date line (no invoice id) that an invoice bills again counts through
---     the invoice (invoiced_again); one the invoice bills part of counts the rest (invoiced_in_part).
+--     the invoice (invoiced_again); one the invoice bills part of counts the time it does not (invoiced_in_part).
 -- A view: core.cost_lines reads it once per build; nothing else needs its rows stored.
 CREATE OR REPLACE VIEW core.billing_lines AS
 WITH readers AS (
@@ -102,76 +102,83 @@ oracle_hours AS (
     HAVING count(DISTINCT x_Connector) = 2 AND tenancy IS NOT NULL
 ),
 -- A GPU cloud's month to date (lines without an invoice id, where its invoices are deliveries) is
--- restated line by line by the invoice: a line whose resource's charge time an invoiced usage line
--- of another file covers (same provider, billing account and resource; the invoice's line from
--- its start to its end) counts through the invoice, wherever either file lies and whichever came
--- first. Only the lines an invoice bills again: other resources' and later days' lines of the
--- month to date still count, and credit notes (no positive cost) restate nothing.
+-- restated line by line by the invoice. An invoiced usage line (a positive cost) of another file
+-- bills the same charge again where it has the same provider, billing account, billing period,
+-- resource and SKU (a node's monthly fee and its on-demand hours are two charges), over the time
+-- both cover; the currency does not matter, the time does. Whichever file came first and wherever
+-- either lies:
+--   * a month-to-date line within one such invoiced line counts through the invoice (invoiced_again);
+--   * one they bill part of (one line per instance for the month so far, beside the first week's
+--     invoice) counts the part of its time they do not cover, at its own price: its amounts and
+--     quantities by the share of its time left, and where they cover its start its charge starts
+--     where that cover ends. Covered all through, it no longer counts (invoiced_in_part).
+-- Other resources' and later days' lines of the month to date still count, and credit notes (no
+-- positive cost) restate nothing. An invoice line crossing into the next billing month restates
+-- only its own month's lines: each month is built apart.
 -- (pipelines/cli/summary.py names the files, with the same rule: keep the two in step.)
-invoiced_again AS (
-    SELECT DISTINCT m.x_SourceSha256, m.x_SourceRow
+invoice_matches AS (
+    SELECT m.x_SourceSha256, m.x_SourceRow, m.BilledCost AS line_billed, m.ChargePeriodStart AS line_start,
+           m.ChargePeriodEnd AS line_end, i.ChargePeriodStart AS invoiced_start, i.ChargePeriodEnd AS invoiced_end
     FROM counted AS m
     JOIN counted AS i
       ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
+     AND i.BillingPeriodStart = m.BillingPeriodStart AND i.SkuId IS NOT DISTINCT FROM m.SkuId
     WHERE m.by_invoice AND m.InvoiceId IS NULL AND i.by_invoice AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0
       AND i.x_SourceSha256 <> m.x_SourceSha256
-      AND i.ChargePeriodStart <= m.ChargePeriodStart
-      AND coalesce(m.ChargePeriodEnd, m.ChargePeriodStart) <= coalesce(i.ChargePeriodEnd, i.ChargePeriodStart)
+      AND i.ChargePeriodStart <= coalesce(m.ChargePeriodEnd, m.ChargePeriodStart)
+      AND m.ChargePeriodStart <= coalesce(i.ChargePeriodEnd, i.ChargePeriodStart)
 ),
--- A month-to-date line that an invoice bills part of (one line per instance for the month so far,
--- and the first week's invoice): it counts what the invoice has not billed yet. Each invoiced
--- usage line of another file for the same provider, billing account, resource and currency takes
--- its amount for the part of its time inside the line (all of it for a line within), and the
--- month-to-date line keeps the rest of its BilledCost, never below zero (nothing left: it no longer
--- counts). Its other amounts and quantities shrink in the same proportion, and where the invoice
--- bills its first part without a gap its charge starts where the invoice's ends, so the time is
--- paid once. (Lines wholly within one invoiced line are invoiced_again; the run summary names both.)
-invoice_overlaps AS (
-    SELECT m.x_SourceSha256, m.x_SourceRow, m.BilledCost AS line_billed, m.ChargePeriodStart AS line_start,
-           m.ChargePeriodEnd AS line_end, i.ChargePeriodStart AS invoiced_start, i.ChargePeriodEnd AS invoiced_end,
-           datediff('second', greatest(m.ChargePeriodStart, i.ChargePeriodStart), least(m.ChargePeriodEnd, i.ChargePeriodEnd))
-               AS overlap_seconds,
-           to_units(i.BilledCost)
-               * datediff('second', greatest(m.ChargePeriodStart, i.ChargePeriodStart), least(m.ChargePeriodEnd, i.ChargePeriodEnd))
-               // datediff('second', i.ChargePeriodStart, i.ChargePeriodEnd) AS invoiced_units
-    FROM counted AS m
-    JOIN counted AS i
-      ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
-     AND i.BillingCurrency = m.BillingCurrency
-    WHERE m.by_invoice AND m.InvoiceId IS NULL AND m.BilledCost > 0 AND m.ChargePeriodEnd > m.ChargePeriodStart
-      AND i.by_invoice AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.ChargePeriodEnd > i.ChargePeriodStart
-      AND i.x_SourceSha256 <> m.x_SourceSha256
-      AND i.ChargePeriodStart < m.ChargePeriodEnd AND m.ChargePeriodStart < i.ChargePeriodEnd
+invoiced_again AS (
+    SELECT DISTINCT x_SourceSha256, x_SourceRow
+    FROM invoice_matches
+    WHERE invoiced_start <= line_start AND coalesce(line_end, line_start) <= coalesce(invoiced_end, invoiced_start)
+),
+-- The invoiced time inside each positive month-to-date line of a length, as runs of time that do
+-- not overlap (an invoice and its re-issue bill the same days once).
+invoiced_spans AS (
+    SELECT x_SourceSha256, x_SourceRow, line_billed, line_start, line_end,
+           greatest(line_start, invoiced_start) AS s, least(line_end, invoiced_end) AS e
+    FROM invoice_matches
+    WHERE line_billed > 0 AND line_end > line_start AND invoiced_end > invoiced_start
+      AND invoiced_start < line_end AND line_start < invoiced_end
+),
+invoiced_runs AS (
+    SELECT x_SourceSha256, x_SourceRow, any_value(line_start) AS line_start, any_value(line_end) AS line_end,
+           min(s) AS s, max(e) AS e
+    FROM (SELECT *, sum(CASE WHEN s <= reached THEN 0 ELSE 1 END) OVER (PARTITION BY x_SourceSha256, x_SourceRow ORDER BY s, e) AS run
+          FROM (SELECT *, max(e) OVER (PARTITION BY x_SourceSha256, x_SourceRow ORDER BY s, e
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS reached
+                FROM invoiced_spans))
+    GROUP BY x_SourceSha256, x_SourceRow, run
 ),
 invoiced_in_part AS (
-    SELECT x_SourceSha256, x_SourceRow, to_units(any_value(line_billed)) AS billed_units,
-           greatest(0, to_units(any_value(line_billed)) - sum(invoiced_units)) AS left_units,
-           -- Invoiced from the line's start on, without a gap (the lines' overlaps add up to the span).
-           CASE WHEN min(invoiced_start) <= any_value(line_start)
-                 AND sum(overlap_seconds) = datediff('second', any_value(line_start), least(max(invoiced_end), any_value(line_end)))
-                THEN least(max(invoiced_end), any_value(line_end)) ELSE any_value(line_start) END AS left_start
-    FROM invoice_overlaps
+    SELECT x_SourceSha256, x_SourceRow,
+           datediff('second', any_value(line_start), any_value(line_end)) AS line_seconds,
+           datediff('second', any_value(line_start), any_value(line_end)) - sum(datediff('second', s, e)) AS left_seconds,
+           coalesce(max(e) FILTER (WHERE s = line_start), any_value(line_start)) AS left_start
+    FROM invoiced_runs
     GROUP BY x_SourceSha256, x_SourceRow
 )
 SELECT n.* EXCLUDE (by_invoice, delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
            REPLACE (
-               CASE WHEN p.left_units IS NULL THEN n.BilledCost ELSE from_units(p.left_units) END AS BilledCost,
-               CASE WHEN p.left_units IS NULL THEN n.EffectiveCost
-                    ELSE from_units(to_units(n.EffectiveCost) * p.left_units // p.billed_units) END AS EffectiveCost,
-               CASE WHEN p.left_units IS NULL THEN n.ListCost
-                    ELSE from_units(to_units(n.ListCost) * p.left_units // p.billed_units) END AS ListCost,
-               CASE WHEN p.left_units IS NULL THEN n.ContractedCost
-                    ELSE from_units(to_units(n.ContractedCost) * p.left_units // p.billed_units) END AS ContractedCost,
-               CASE WHEN p.left_units IS NULL THEN n.PricingCurrencyEffectiveCost
-                    ELSE from_units(to_units(n.PricingCurrencyEffectiveCost) * p.left_units // p.billed_units)
+               CASE WHEN p.line_seconds IS NULL THEN n.BilledCost
+                    ELSE from_units(to_units(n.BilledCost) * p.left_seconds // p.line_seconds) END AS BilledCost,
+               CASE WHEN p.line_seconds IS NULL THEN n.EffectiveCost
+                    ELSE from_units(to_units(n.EffectiveCost) * p.left_seconds // p.line_seconds) END AS EffectiveCost,
+               CASE WHEN p.line_seconds IS NULL THEN n.ListCost
+                    ELSE from_units(to_units(n.ListCost) * p.left_seconds // p.line_seconds) END AS ListCost,
+               CASE WHEN p.line_seconds IS NULL THEN n.ContractedCost
+                    ELSE from_units(to_units(n.ContractedCost) * p.left_seconds // p.line_seconds) END AS ContractedCost,
+               CASE WHEN p.line_seconds IS NULL THEN n.PricingCurrencyEffectiveCost
+                    ELSE from_units(to_units(n.PricingCurrencyEffectiveCost) * p.left_seconds // p.line_seconds)
                END AS PricingCurrencyEffectiveCost,
-               CASE WHEN p.left_units IS NULL THEN n.x_SourceCost
-                    ELSE from_units(to_units(n.x_SourceCost) * p.left_units // p.billed_units) END AS x_SourceCost,
-               CASE WHEN p.left_units IS NULL THEN n.ConsumedQuantity
-                    ELSE CAST(from_units(to_units(n.ConsumedQuantity) * p.left_units // p.billed_units) AS DECIMAL(28, 10))
+               CASE WHEN p.line_seconds IS NULL THEN n.x_SourceCost
+                    ELSE from_units(to_units(n.x_SourceCost) * p.left_seconds // p.line_seconds) END AS x_SourceCost,
+               CASE WHEN p.line_seconds IS NULL THEN n.ConsumedQuantity
+                    ELSE CAST(from_units(to_units(n.ConsumedQuantity) * p.left_seconds // p.line_seconds) AS DECIMAL(28, 10))
                END AS ConsumedQuantity,
-               CASE WHEN p.left_units IS NULL THEN n.PricingQuantity
-                    ELSE CAST(from_units(to_units(n.PricingQuantity) * p.left_units // p.billed_units) AS DECIMAL(28, 10))
+               CASE WHEN p.line_seconds IS NULL THEN n.PricingQuantity
+                    ELSE CAST(from_units(to_units(n.PricingQuantity) * p.left_seconds // p.line_seconds) AS DECIMAL(28, 10))
                END AS PricingQuantity,
                coalesce(p.left_start, n.ChargePeriodStart) AS ChargePeriodStart)
 FROM numbered AS n
@@ -180,7 +187,7 @@ LEFT JOIN oracle_hours AS o
  AND o.hour_no = CASE WHEN n.ProviderName = 'Oracle' THEN epoch_us(n.ChargePeriodStart) // 3600000000 END
 LEFT JOIN invoiced_again AS a ON a.x_SourceSha256 = n.x_SourceSha256 AND a.x_SourceRow = n.x_SourceRow
 LEFT JOIN invoiced_in_part AS p ON p.x_SourceSha256 = n.x_SourceSha256 AND p.x_SourceRow = n.x_SourceRow
-WHERE (o.form IS NULL OR o.form = n.x_Connector) AND a.x_SourceRow IS NULL AND (p.left_units IS NULL OR p.left_units > 0)
+WHERE (o.form IS NULL OR o.form = n.x_Connector) AND a.x_SourceRow IS NULL AND (p.left_seconds IS NULL OR p.left_seconds > 0)
 QUALIFY line_key IS NULL OR delivery_mode <> 'incremental'
      OR row_number() OVER (PARTITION BY ProviderName, line_key, key_ordinal
                            ORDER BY line_version DESC NULLS LAST, x_DeliveryCreatedAt DESC NULLS LAST,
