@@ -4,6 +4,10 @@
 -- convert back: no float ever touches an amount, and no product is left at an implicit width.
 CREATE OR REPLACE MACRO to_units(amount) AS CAST(round(CAST(amount AS DECIMAL(38, 10)) * 10000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.0000000001 AS DECIMAL(38, 10));
+-- `part` of `whole` (say, seconds) of an amount, in whole 10^-10 units rounded down; the amount itself
+-- where `whole` is NULL (no share to take).
+CREATE OR REPLACE MACRO share_of(amount, part, whole) AS CASE WHEN whole IS NULL THEN CAST(amount AS DECIMAL(38, 10))
+                                                               ELSE from_units(to_units(amount) * part // whole) END;
 -- Micro-units (10^-6) where a coarser integer is wanted (anomaly series): widened first, so a
 -- 10^12 amount never overflows DECIMAL(18) on the way.
 CREATE OR REPLACE MACRO to_micros(amount) AS CAST(round(CAST(amount AS DECIMAL(38, 10)) * 1000000) AS HUGEINT);

@@ -136,14 +136,14 @@ invoiced_again AS (
 -- The invoiced time inside each positive month-to-date line of a length, as runs of time that do
 -- not overlap (an invoice and its re-issue bill the same days once).
 invoiced_spans AS (
-    SELECT x_SourceSha256, x_SourceRow, line_billed, line_start, line_end,
+    SELECT x_SourceSha256, x_SourceRow, line_start, datediff('second', line_start, line_end) AS line_seconds,
            greatest(line_start, invoiced_start) AS s, least(line_end, invoiced_end) AS e
     FROM invoice_matches
     WHERE line_billed > 0 AND line_end > line_start AND invoiced_end > invoiced_start
       AND invoiced_start < line_end AND line_start < invoiced_end
 ),
 invoiced_runs AS (
-    SELECT x_SourceSha256, x_SourceRow, any_value(line_start) AS line_start, any_value(line_end) AS line_end,
+    SELECT x_SourceSha256, x_SourceRow, any_value(line_start) AS line_start, any_value(line_seconds) AS line_seconds,
            min(s) AS s, max(e) AS e
     FROM (SELECT *, sum(CASE WHEN s <= reached THEN 0 ELSE 1 END) OVER (PARTITION BY x_SourceSha256, x_SourceRow ORDER BY s, e) AS run
           FROM (SELECT *, max(e) OVER (PARTITION BY x_SourceSha256, x_SourceRow ORDER BY s, e
@@ -152,34 +152,22 @@ invoiced_runs AS (
     GROUP BY x_SourceSha256, x_SourceRow, run
 ),
 invoiced_in_part AS (
-    SELECT x_SourceSha256, x_SourceRow,
-           datediff('second', any_value(line_start), any_value(line_end)) AS line_seconds,
-           datediff('second', any_value(line_start), any_value(line_end)) - sum(datediff('second', s, e)) AS left_seconds,
+    SELECT x_SourceSha256, x_SourceRow, any_value(line_seconds) AS line_seconds,
+           any_value(line_seconds) - sum(datediff('second', s, e)) AS left_seconds,
            coalesce(max(e) FILTER (WHERE s = line_start), any_value(line_start)) AS left_start
     FROM invoiced_runs
     GROUP BY x_SourceSha256, x_SourceRow
 )
 SELECT n.* EXCLUDE (by_invoice, delivery_mode, delivery_seq, delivery_first_seen, line_key, line_version, key_ordinal)
            REPLACE (
-               CASE WHEN p.line_seconds IS NULL THEN n.BilledCost
-                    ELSE from_units(to_units(n.BilledCost) * p.left_seconds // p.line_seconds) END AS BilledCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.EffectiveCost
-                    ELSE from_units(to_units(n.EffectiveCost) * p.left_seconds // p.line_seconds) END AS EffectiveCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.ListCost
-                    ELSE from_units(to_units(n.ListCost) * p.left_seconds // p.line_seconds) END AS ListCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.ContractedCost
-                    ELSE from_units(to_units(n.ContractedCost) * p.left_seconds // p.line_seconds) END AS ContractedCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.PricingCurrencyEffectiveCost
-                    ELSE from_units(to_units(n.PricingCurrencyEffectiveCost) * p.left_seconds // p.line_seconds)
-               END AS PricingCurrencyEffectiveCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.x_SourceCost
-                    ELSE from_units(to_units(n.x_SourceCost) * p.left_seconds // p.line_seconds) END AS x_SourceCost,
-               CASE WHEN p.line_seconds IS NULL THEN n.ConsumedQuantity
-                    ELSE CAST(from_units(to_units(n.ConsumedQuantity) * p.left_seconds // p.line_seconds) AS DECIMAL(28, 10))
-               END AS ConsumedQuantity,
-               CASE WHEN p.line_seconds IS NULL THEN n.PricingQuantity
-                    ELSE CAST(from_units(to_units(n.PricingQuantity) * p.left_seconds // p.line_seconds) AS DECIMAL(28, 10))
-               END AS PricingQuantity,
+               share_of(n.BilledCost, p.left_seconds, p.line_seconds) AS BilledCost,
+               share_of(n.EffectiveCost, p.left_seconds, p.line_seconds) AS EffectiveCost,
+               share_of(n.ListCost, p.left_seconds, p.line_seconds) AS ListCost,
+               share_of(n.ContractedCost, p.left_seconds, p.line_seconds) AS ContractedCost,
+               share_of(n.PricingCurrencyEffectiveCost, p.left_seconds, p.line_seconds) AS PricingCurrencyEffectiveCost,
+               share_of(n.x_SourceCost, p.left_seconds, p.line_seconds) AS x_SourceCost,
+               CAST(share_of(n.ConsumedQuantity, p.left_seconds, p.line_seconds) AS DECIMAL(28, 10)) AS ConsumedQuantity,
+               CAST(share_of(n.PricingQuantity, p.left_seconds, p.line_seconds) AS DECIMAL(28, 10)) AS PricingQuantity,
                coalesce(p.left_start, n.ChargePeriodStart) AS ChargePeriodStart)
 FROM numbered AS n
 LEFT JOIN oracle_hours AS o

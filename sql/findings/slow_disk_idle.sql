@@ -113,15 +113,13 @@ telemetry AS (
     -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the
     -- host's GPUs nobody held are set aside (a host reporting fewer GPUs than held counts by ratio);
     -- when the job holds the whole host this is the share of its GPU-minutes under the threshold.
-    SELECT t.event_id,
-           coalesce(avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
-                                                 - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus)) FILTER (WHERE t.whole_minute),
-                    avg(least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
-                                                 - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus))) AS idle_share,
-           sum(t.gpus_seen) AS gpu_minutes_seen, any_value(t.gpu_model) AS telemetry_gpu_model
-    FROM telemetry_minutes AS t
-    JOIN job_gpus AS j USING (event_id)
-    GROUP BY t.event_id
+    SELECT event_id, coalesce(avg(waiting) FILTER (WHERE whole_minute), avg(waiting)) AS idle_share,
+           sum(gpus_seen) AS gpu_minutes_seen, any_value(gpu_model) AS telemetry_gpu_model
+    FROM (SELECT t.*, least(1.0, greatest(0.0, t.idle_gpus * greatest(t.gpus_seen, j.held_gpus) / t.gpus_seen
+                                              - greatest(0, t.gpus_seen - j.held_gpus)) / j.gpus) AS waiting
+          FROM telemetry_minutes AS t
+          JOIN job_gpus AS j USING (event_id))
+    GROUP BY event_id
 ),
 priced AS (
     SELECT c.*, coalesce(j.gpus, 0) AS gpus, coalesce(j.cards, 0) AS cards, j.workloads, coalesce(j.own_workload, false) AS own_workload,
