@@ -8,6 +8,12 @@ CREATE OR REPLACE MACRO from_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) 
 -- where `whole` is NULL (no share to take).
 CREATE OR REPLACE MACRO share_of(amount, part, whole) AS CASE WHEN whole IS NULL THEN CAST(amount AS DECIMAL(38, 10))
                                                                ELSE from_units(to_units(amount) * part // whole) END;
+-- Two charges share time: periods are half open, [start, end), and a charge of no length (its end
+-- NULL or its start) is the instant it starts. Touching periods (a month's fee ending as the next
+-- month's line begins) share none.
+CREATE OR REPLACE MACRO charges_meet(a_start, a_end, b_start, b_end) AS
+    (a_start < coalesce(b_end, b_start) OR (coalesce(b_end, b_start) = b_start AND a_start <= b_start))
+    AND (b_start < coalesce(a_end, a_start) OR (coalesce(a_end, a_start) = a_start AND b_start <= a_start));
 -- Micro-units (10^-6) where a coarser integer is wanted (anomaly series): widened first, so a
 -- 10^12 amount never overflows DECIMAL(18) on the way.
 CREATE OR REPLACE MACRO to_micros(amount) AS CAST(round(CAST(amount AS DECIMAL(38, 10)) * 1000000) AS HUGEINT);

@@ -179,6 +179,21 @@ def test_a_month_to_date_read_in_another_time_zone_is_still_its_month(tmp_path):
         conn.close()
 
 
+def test_an_invoice_read_in_another_time_zone_still_bills_its_month_to_date(tmp_path):
+    """The month to date (days 2-11) read with --timezone UTC, then week 1's invoice (days 2-8) read
+    in Europe/Berlin, where November, the invoice's billing period, starts an hour earlier: the
+    invoice still bills the month to date's days, which count once (2,352.00). Matched by billing
+    period as well as time, both counted before (3,998.40)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "mtd.csv").write_text(gpu_cloud("", 10))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb").success
+    (landing / "week-1.csv").write_text(gpu_cloud("INV-W1", 7))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", timezone="Europe/Berlin").success
+    assert answer(tmp_path, "SELECT sum(BilledCost) FROM core.cost_lines") == [(Decimal("2352.0000000000"),)]
+    assert answer(tmp_path, "SELECT sum(amount_billing) FROM marts.cost_attribution") == [(Decimal("2352.0000000000"),)]
+
+
 def test_the_same_month_without_then_with_its_period_stated_is_a_restatement(tmp_path):
     """October's lines without BillingPeriodStart, then the same with it: a line without a stated
     period shares every month (both counted, 60.00 for 30.00)."""
@@ -366,3 +381,41 @@ def test_a_month_so_far_line_beside_a_voided_invoice_a_fee_and_another_currency(
         ("ins-b", "H100-80GB-on_demand", "11-08", Decimal("400.0000000000")),
         ("ins-c", "H100-80GB-on_demand", "11-08", Decimal("400.0000000000"))]
 
+
+
+@pytest.mark.parametrize("first", ["month to date", "invoice"])
+def test_a_weeks_invoice_crossing_into_the_next_month_bills_its_month_to_date_days(tmp_path, first):
+    """December's month so far (days 1-8, 700.00) and week 5's invoice, one line from November 29
+    to December 6 (700.00, its billing period November), in either order: the invoice bills
+    December 1-6 of the month to date too, which counts December 6-8 alone (200.00). Before, each
+    month was matched and built apart: December kept its 700.00 (1,400.00 for 900.00)."""
+    month_to_date = GPU_CLOUD + gpu_charge("", "ins-a", "2026-12-01T00:00:00Z", "2026-12-08T00:00:00Z", 168, "700.00")
+    week = GPU_CLOUD + gpu_charge("INV-W5", "ins-a", "2026-11-29T00:00:00Z", "2026-12-06T00:00:00Z", 168, "700.00")
+    files = [("mtd-dec.csv", month_to_date), ("week-5.csv", week)]
+    assert land_in_turn(tmp_path, *(files if first == "month to date" else files[::-1])) == [
+        ("2026-11", Decimal("700.0000000000")), ("2026-12", Decimal("200.0000000000"))]
+    d = Decimal
+    assert counted_lines(tmp_path) == [
+        ("mtd-dec.csv", "ins-a", "12-06", "12-08", d("200.0000000000"), d("200.0000000000"), d("384.0000000000")),
+        ("week-5.csv", "ins-a", "11-29", "12-06", d("700.0000000000"), d("700.0000000000"), d("1344.0000000000"))]
+    assert answer(tmp_path, "SELECT sum(amount_billing) FROM marts.cost_attribution") == [(d("900.0000000000"),)]
+
+
+def test_charges_meet_where_they_share_time_not_where_they_touch():
+    """The invoice match's test of time (sql/macros.sql): periods are half open, a charge of no
+    length is the instant it starts. November's fee ending as December's line begins shares no
+    time with it, nor does a one-off charge at that instant (a same-month test hid this before)."""
+    import duckdb
+
+    from pipelines.warehouse.connection import SQL_DIR
+
+    conn = duckdb.connect()
+    conn.execute((SQL_DIR / "macros.sql").read_text())
+    nov, dec, dec6, dec8 = "2026-11-01", "2026-12-01", "2026-12-06", "2026-12-08"
+    cases = [((nov, dec), (dec, dec8), False), ((nov, dec), (dec, None), False), ((nov, dec), (dec, dec), False),
+             ((nov, dec6), (dec, dec8), True), ((nov, dec6), (dec, None), True), ((dec, None), (dec, None), True),
+             ((dec, None), (nov, dec), False), ((dec6, dec6), (dec, dec8), True), ((dec8, None), (dec, dec8), False)]
+    for (a_start, a_end), (b_start, b_end), meet in cases:
+        got = conn.execute("SELECT charges_meet(?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ, ?::TIMESTAMPTZ)",
+                           [a_start, a_end, b_start, b_end]).fetchone()[0]
+        assert got is meet, (a_start, a_end, b_start, b_end)

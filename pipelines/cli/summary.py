@@ -242,25 +242,24 @@ WITH invoice_files AS (
 ),
 lines AS (
     SELECT c.x_SourceFile, c.x_SourceSha256, c.x_SourceRow, c.ProviderName, c.BillingAccountId, c.ResourceId, c.InvoiceId,
-           c.BillingPeriodStart, c.SkuId, c.BilledCost, c.ChargePeriodStart,
-           coalesce(c.ChargePeriodEnd, c.ChargePeriodStart) AS ChargePeriodEnd, f.ingested_at
+           c.SkuId, c.BilledCost, c.ChargePeriodStart, c.ChargePeriodEnd, f.ingested_at
     FROM raw.cost_lines AS c JOIN invoice_files AS f ON f.path = c.x_SourceFile AND f.sha256 = c.x_SourceSha256
     WHERE c.x_SourceSha256 IN (SELECT sha256 FROM invoice_files)
 ),
 -- A month-to-date line and the invoiced lines billing its charge again (core.billing_lines' join:
--- provider, billing account, billing period, resource and SKU, over times that meet); what became
+-- provider, billing account, resource and SKU, over times that meet); what became
 -- of the line is read from core.cost_lines: gone (it counts through the invoice), or a smaller
 -- line (it counts the time the invoice does not bill).
 pairs AS (
     SELECT m.x_SourceFile AS path, m.x_SourceSha256 AS sha, m.x_SourceRow AS line, m.BilledCost AS billed,
-           m.ChargePeriodStart AS line_start, m.ChargePeriodEnd AS line_end, i.x_SourceFile AS invoice,
+           m.ChargePeriodStart AS line_start, coalesce(m.ChargePeriodEnd, m.ChargePeriodStart) AS line_end, i.x_SourceFile AS invoice,
            m.ingested_at >= $since OR i.ingested_at >= $since AS read_now
     FROM lines AS m
     JOIN lines AS i
       ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
-     AND i.BillingPeriodStart = m.BillingPeriodStart AND i.SkuId IS NOT DISTINCT FROM m.SkuId
+     AND i.SkuId IS NOT DISTINCT FROM m.SkuId
     WHERE m.InvoiceId IS NULL AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0 AND i.x_SourceSha256 <> m.x_SourceSha256
-      AND i.ChargePeriodStart <= m.ChargePeriodEnd AND m.ChargePeriodStart <= i.ChargePeriodEnd
+      AND charges_meet(i.ChargePeriodStart, i.ChargePeriodEnd, m.ChargePeriodStart, m.ChargePeriodEnd)
 ),
 per_line AS (
     SELECT p.path, p.line, any_value(p.line_start) AS line_start, any_value(p.line_end) AS line_end,

@@ -12,7 +12,9 @@ one recorded when it was last built (`core.period_builds`), or when it was built
 any more (its rows must go). A month of `core.cost_lines` also covers the labels (one category and
 subcategory per ServiceName, decided over every month's counts in
 `core.service_names_by_billing_month`) of the names it holds: a delivery that changes a label
-rebuilds every month holding that name, in the run's range or not.
+rebuilds every month holding that name, in the run's range or not. A billing month also covers the
+invoices (a GPU cloud's, where invoices are deliveries) whose charge times reach into it: a week's
+invoice from November 29 restates December's month to date (core.billing_lines' invoice_matches).
 
 The fingerprints come from folder names and the small registry tables, never from the rows: a
 plan costs O(files), whatever the history.
@@ -42,7 +44,7 @@ import hashlib
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -290,6 +292,11 @@ def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -
     for content, _, state in rows:
         for period in periods_of_content[content]:
             states[period].append(state)
+    if model.lake_kind == "billing":
+        states_of_content: dict[str, list[str]] = defaultdict(list)
+        for content, _, state in rows:
+            states_of_content[content].append(state)
+        _add_invoiced_reach(conn, states, states_of_content)
     if model.reach:
         states = _with_neighbours(states, model.reach)
     if model.service_labels:
@@ -297,6 +304,41 @@ def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -
             if period in states:
                 states[period].append(f"labels:{labels}")
     return {period: hashlib.sha256("\n".join([salt, *sorted(s)]).encode()).hexdigest()[:32] for period, s in states.items()}
+
+
+# The charge times of each invoice a file version holds, where a GPU cloud's invoices are deliveries
+# (raw.file_slices, written when the file was read): an invoiced line restates the month-to-date
+# lines of the same charge over the time both cover, whatever billing month either states
+# (core.billing_lines' invoice_matches), so the invoice is an input of every month its times reach.
+INVOICED_REACH = """
+SELECT coalesce(f.content_sha256, f.sha256) AS content, s.min_charge_start, coalesce(s.max_charge_end, s.min_charge_start)
+FROM raw.file_slices AS s
+JOIN raw.files AS f ON f.path = s.path AND f.sha256 = s.sha256
+WHERE f.kind = 'billing' AND s.by_invoice AND s.line_invoice IS NOT NULL AND s.min_charge_start IS NOT NULL
+"""
+
+
+def _add_invoiced_reach(conn: duckdb.DuckDBPyConnection, states: dict[str, list[str]],
+                        states_of_content: dict[str, list[str]]) -> None:
+    """Each billing month with inputs of its own also covers the states of the invoices whose charge
+    times reach into it (a week's invoice from November 29 bills December's month to date up to
+    December 6): a new, voided or re-issued invoice rebuilds the months whose lines it restates.
+    Months without inputs of their own have no lines to restate. O(invoice slices × months)."""
+    reaches = conn.execute(INVOICED_REACH).fetchall()
+    if not reaches:
+        return
+    months = {}
+    for period in states:
+        if period != UNKNOWN:
+            year, month = (int(p) for p in period.split("-"))
+            first = datetime(year, month, 1, tzinfo=timezone.utc)
+            months[period] = first, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+    for content, start, end in reaches:
+        start, end = start.astimezone(timezone.utc), end.astimezone(timezone.utc)
+        for period, (first, after) in months.items():
+            # Half-open times; a line of no length at an instant lies in the month holding it.
+            if start < after and (end > first or (end == start and start >= first)):
+                states[period] += [f"invoiced:{state}" for state in states_of_content.get(content, [content])]
 
 
 # Per billing month, the labels (category, subcategory) of every ServiceName its lines carry.

@@ -103,18 +103,19 @@ oracle_hours AS (
 ),
 -- A GPU cloud's month to date (lines without an invoice id, where its invoices are deliveries) is
 -- restated line by line by the invoice. An invoiced usage line (a positive cost) of another file
--- bills the same charge again where it has the same provider, billing account, billing period,
--- resource and SKU (a node's monthly fee and its on-demand hours are two charges), over the time
--- both cover; the currency does not matter, the time does. Whichever file came first and wherever
--- either lies:
+-- bills the same charge again where it has the same provider, billing account, resource and SKU (a
+-- node's monthly fee and its on-demand hours are two charges), over the time both cover; the
+-- currency and the billing month do not matter, the time does (a week's invoice from November 29
+-- bills December's month to date up to December 6). Whichever file came first and wherever either
+-- lies:
 --   * a month-to-date line within one such invoiced line counts through the invoice (invoiced_again);
 --   * one they bill part of (one line per instance for the month so far, beside the first week's
 --     invoice) counts the part of its time they do not cover, at its own price: its amounts and
 --     quantities by the share of its time left, and where they cover its start its charge starts
 --     where that cover ends. Covered all through, it no longer counts (invoiced_in_part).
 -- Other resources' and later days' lines of the month to date still count, and credit notes (no
--- positive cost) restate nothing. An invoice line crossing into the next billing month restates
--- only its own month's lines: each month is built apart.
+-- positive cost) restate nothing. (Each month is built apart: an invoice is an input of every month
+-- its times reach, pipelines/warehouse/periods.py.)
 -- (pipelines/cli/summary.py names the files, with the same rule: keep the two in step.)
 invoice_matches AS (
     SELECT m.x_SourceSha256, m.x_SourceRow, m.BilledCost AS line_billed, m.ChargePeriodStart AS line_start,
@@ -122,11 +123,10 @@ invoice_matches AS (
     FROM counted AS m
     JOIN counted AS i
       ON i.ProviderName = m.ProviderName AND i.BillingAccountId = m.BillingAccountId AND i.ResourceId = m.ResourceId
-     AND i.BillingPeriodStart = m.BillingPeriodStart AND i.SkuId IS NOT DISTINCT FROM m.SkuId
+     AND i.SkuId IS NOT DISTINCT FROM m.SkuId
     WHERE m.by_invoice AND m.InvoiceId IS NULL AND i.by_invoice AND i.InvoiceId IS NOT NULL AND i.BilledCost > 0
       AND i.x_SourceSha256 <> m.x_SourceSha256
-      AND i.ChargePeriodStart <= coalesce(m.ChargePeriodEnd, m.ChargePeriodStart)
-      AND m.ChargePeriodStart <= coalesce(i.ChargePeriodEnd, i.ChargePeriodStart)
+      AND charges_meet(i.ChargePeriodStart, i.ChargePeriodEnd, m.ChargePeriodStart, m.ChargePeriodEnd)
 ),
 invoiced_again AS (
     SELECT DISTINCT x_SourceSha256, x_SourceRow
