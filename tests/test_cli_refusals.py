@@ -27,7 +27,7 @@ from tests.conftest import REPO, sample
 FOCUS = "billing/focus10_sample_multicloud_1000.csv"
 FINOPS_VARS = ("FINOPS_LANDING", "FINOPS_WAREHOUSE", "FINOPS_REPORTS", "FINOPS_TIMEZONE", "FINOPS_REPORTING_CURRENCY",
                "FINOPS_FX_RATES", "FINOPS_PHASE_RULES", "FINOPS_CHARGE_RULES", "FINOPS_PRICE_CATALOG", "FINOPS_TCO_PARAMS",
-               "FINOPS_PLANNED_RUNS", "FINOPS_WEBHOOK_URL")
+               "FINOPS_PLANNED_RUNS", "FINOPS_WEBHOOK_URL", "FINOPS_HOST_NAMES")
 
 
 @pytest.fixture(autouse=True)
@@ -81,7 +81,11 @@ def refusals(tmp_path: Path) -> list[tuple[list[str], str]]:
     landing = landing_with(tmp_path, focus__csv=sample(FOCUS))
     wh = str(tmp_path / "wh.duckdb")
     run = ["run", "--landing", str(landing), "--warehouse", wh]
+    (tmp_path / "hosts.csv").write_text("hostname,instance\nip-10-0-1-23,i-0abc\n")
+    (tmp_path / "twice.csv").write_text("host,resource_id\nip-10-0-1-23,i-0abc\nip-10-0-1-99,i-0abc\n")
     return [
+        ([*run, "--host-names", str(tmp_path / "hosts.csv")], "a host names CSV needs the columns host and resource_id"),
+        ([*run, "--host-names", str(tmp_path / "twice.csv")], "resource i-0abc is named ip-10-0-1-23 (line 2) and ip-10-0-1-99 (line 3)"),
         ([*run, "--as-of", "12/10/2026"], "'12/10/2026' is not a date written YYYY-MM-DD"),
         ([*run, "--as-of", "20261210"], "is not a date written YYYY-MM-DD"),
         ([*run, "--as-of", "2026-02-30"], "is not a real date"),

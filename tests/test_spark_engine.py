@@ -325,3 +325,44 @@ def test_ctes_spark_would_compute_again_are_chosen_and_the_split_query_answers_t
     finally:
         conn.close()
     assert "marts.cost_attribution" in split and len(split) >= 4, split
+
+
+def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
+    """core.host_names from a workload file and from the user's file, and the price and attribution
+    that read it (tests/test_host_names.py's instance billed as i-0gpu1, reporting as ip-10-0-1-23):
+    Spark gives the same links, prices and phases as DuckDB."""
+    from datetime import date
+
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse.connection import connect
+    from tests.conftest import run_pipeline, smi_minutes
+    from tests.test_gpu_hour_prices import T0, cur
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cur.csv").write_text(cur())
+    (landing / "ip-10-0-1-23.csv").write_text(
+        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+    (landing / "jobs.csv").write_text("workload_id,phase,host,resource_id,gpu_count,started_at,ended_at\n"
+                                      "ft-1,finetuning,ip-10-0-1-23,i-0gpu1,2,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z\n"
+                                      "ft-2,finetuning,gpu-b.cluster.local,i-0gpu2,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z\n")
+    (tmp_path / "hosts.csv").write_text("host,resource_id\nip-10-0-7-7,i-0gpu2\n")
+    settings = FinopsSettings(landing_dir=str(landing), reporting_currency="USD", host_names_file=str(tmp_path / "hosts.csv"))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4), reporting_currency="USD",
+                        host_names_file=str(tmp_path / "hosts.csv")).success
+    (tmp_path / "spark").mkdir()
+    spark = build_on_spark(engine, tmp_path / "wh.duckdb", tmp_path / "spark" / "warehouse.duckdb", settings,
+                           ["core.host_names", "marts.gpu_hour_prices", "marts.cost_attribution"])
+    queries = ("SELECT resource_id, host, source FROM core.host_names ORDER BY ALL",
+               "SELECT host, count(*), sum(price_per_gpu_hour) FROM marts.gpu_hour_prices GROUP BY ALL ORDER BY ALL",
+               "SELECT phase, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL ORDER BY ALL")
+    answers = []
+    for path in (tmp_path / "wh.duckdb", spark):
+        conn = connect(path, read_only=True)
+        try:
+            answers.append([conn.execute(q).fetchall() for q in queries])
+        finally:
+            conn.close()
+    assert answers[0] == answers[1]
+    assert answers[0][0] == [("i-0gpu1", "ip-10-0-1-23", "workloads"), ("i-0gpu2", "ip-10-0-7-7", "host names file hosts.csv")]
+    assert answers[0][1] == [("ip-10-0-1-23", 48, Decimal("120.0000000000"))]

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from models.host_names import load_host_names
 from models.phase_rules import load_charge_rules, load_rules
 from pipelines.ingest.fx_reference import FX_INPUT_SCHEMA, ecb_rates
 from pipelines.settings import BUNDLED_PRICE_CATALOG, FinopsSettings
@@ -76,6 +77,11 @@ def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"phase_rules": load_rules(Path(settings.phase_rules_file) if settings.phase_rules_file else None)}
 
 
+def host_names_input(settings: FinopsSettings) -> dict[str, pa.Table]:
+    """The user's host names of billed resources (models/host_names.py); none without a file."""
+    return {"host_names_input": load_host_names(Path(settings.host_names_file) if settings.host_names_file else None)}
+
+
 def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     return {"charge_rules": load_charge_rules(Path(settings.charge_rules_file) if settings.charge_rules_file else None)}
 
@@ -94,9 +100,12 @@ _MODELS = [
              "core.gpu_minutes: one GPU-minute with samples; missing minutes have no row", "core"),
     SqlModel("core.workloads", ("raw.workloads", "raw.files"),
              "core.workloads: one job or service with its phase (explicit or by rule) and GPUs", "core", phase_rules_input),
+    SqlModel("core.host_names", ("core.workloads",),
+             "core.host_names: the host telemetry names a billed resource by (your file, else its workloads)", "core",
+             host_names_input),
     SqlModel("core.storage_events", ("raw.storage_events", "raw.files"), "core.storage_events: checkpoint writes and transfers",
              "core"),
-    SqlModel("marts.cost_attribution", ("core.cost_lines", "core.workloads", "core.gpu_minutes"),
+    SqlModel("marts.cost_attribution", ("core.cost_lines", "core.workloads", "core.gpu_minutes", "core.host_names"),
              "marts.cost_attribution: each charge split into phases, with method and evidence", "marts", charge_rules_input),
     SqlModel("marts.daily_cost_by_billing_month", ("marts.cost_attribution", "core.cost_lines"),
              "marts.daily_cost_by_billing_month: day × billing month × provider × service × phase", "marts"),
@@ -109,7 +118,7 @@ _MODELS = [
     SqlModel("marts.spend_by_phase", ("marts.daily_cost_by_billing_month", "marts.gpu_busy_by_workload_hour"),
              "marts.spend_by_phase: cost, share, GPU-hours paid and busy per phase", "marts"),
     SqlModel("core.price_catalog", (), "core.price_catalog: GPU and egress prices with provenance", "core", price_catalog_input),
-    SqlModel("marts.gpu_hour_prices", ("core.cost_lines",),
+    SqlModel("marts.gpu_hour_prices", ("core.cost_lines", "core.host_names"),
              "marts.gpu_hour_prices: what a GPU-hour was paid, per resource and stretch of its charges", "marts"),
     SqlModel("marts.egress_lines_by_billing_month", ("core.cost_lines",),
              "marts.egress_lines_by_billing_month: each billing line that moves data out, its GB and path", "marts"),
@@ -142,7 +151,7 @@ _MODELS = [
              "marts.daily_series: day × provider × sub-account × service × phase: cost, GPU-hours, egress GB", "marts"),
     SqlModel("marts.gpu_hours_profile",
              ("core.workloads", "marts.gpu_spans_by_day", "marts.gpu_busy_by_workload_hour", "marts.gpu_busy_by_host_hour",
-              "core.cost_lines"),
+              "core.cost_lines", "core.host_names"),
              "marts.gpu_hours_profile: hour × phase: GPU-hours held, busy, and GPUs paid", "marts"),
 ]
 SQL_MODELS: dict[str, SqlModel] = {m.table: m for m in _MODELS}

@@ -90,11 +90,12 @@ classified AS (
 ),
 gpu_charges AS (
     -- The GPU charges that workloads and telemetry split, with the hosts their resource may be: its
-    -- id's and its name's.
-    SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, ResourceId,
-           norm_host(ResourceId) AS id_host, norm_host(ResourceName) AS name_host
-    FROM classified
-    WHERE tag_phase IS NULL AND paid_gpu_seconds > 0
+    -- id's, its name's, and the one core.host_names gives it (an AWS instance's hostname).
+    SELECT c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd, c.gpu_count, c.ResourceId,
+           norm_host(c.ResourceId) AS id_host, norm_host(c.ResourceName) AS name_host, n.host AS named_host
+    FROM classified AS c
+    LEFT JOIN core.host_names AS n ON n.resource_id = c.ResourceId
+    WHERE c.tag_phase IS NULL AND c.paid_gpu_seconds > 0
 ),
 charge_hosts AS (
     -- One row per GPU charge and host it may be, so workloads and telemetry are joined on equality
@@ -102,6 +103,8 @@ charge_hosts AS (
     SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, id_host AS host FROM gpu_charges WHERE id_host IS NOT NULL
     UNION
     SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, name_host AS host FROM gpu_charges WHERE name_host IS NOT NULL
+    UNION
+    SELECT x_ChargeId, ChargePeriodStart, ChargePeriodEnd, gpu_count, named_host AS host FROM gpu_charges WHERE named_host IS NOT NULL
 ),
 charge_workloads AS (
     -- Workloads on the charged resource inside the charge period: on one of its hosts, or else (on
@@ -119,7 +122,7 @@ charge_workloads AS (
                  w.workload_id, w.phase, w.gpu_count, w.gpu_cards, w.started_at, w.ended_at
           FROM gpu_charges AS c
           JOIN core.workloads AS w
-            ON w.resource_id = c.ResourceId AND NOT coalesce(w.host IN (c.id_host, c.name_host), false))
+            ON w.resource_id = c.ResourceId AND NOT coalesce(w.host IN (c.id_host, c.name_host, c.named_host), false))
     WHERE started_at < ChargePeriodEnd AND coalesce(ended_at, ChargePeriodEnd) > ChargePeriodStart
 ),
 held AS (

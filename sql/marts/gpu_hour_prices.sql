@@ -31,8 +31,9 @@ WITH paid AS (
 ),
 lines AS (
     SELECT x_ChargeId,
-           -- Telemetry and workloads may name the host as the resource's name or its id: keep both.
-           norm_host(coalesce(ResourceName, ResourceId)) AS host, norm_host(ResourceId) AS resource_host,
+           -- Telemetry and workloads may name the host as the resource's name or its id: keep both. A
+           -- host core.host_names gives the resource (an AWS instance's hostname) comes before its name.
+           coalesce(n.host, norm_host(coalesce(ResourceName, ResourceId))) AS host, norm_host(ResourceId) AS resource_host,
            ResourceId AS resource_id, BillingCurrency AS currency, x_GpuModel AS gpu_model, x_GpuCount AS gpu_count,
            ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
            usage_charge,
@@ -42,6 +43,7 @@ lines AS (
            -- Per hour of the clock: what the stretch's hours cost, run or not (the fleet's hourly bill).
            to_units(EffectiveCost) * 3600 // datediff('second', ChargePeriodStart, ChargePeriodEnd) AS units_per_clock_hour
     FROM paid
+    LEFT JOIN core.host_names AS n ON n.resource_id = paid.ResourceId
 ),
 keyed AS (
     -- One text key per resource and currency, so every join below is an equality.

@@ -31,10 +31,14 @@ telemetry_models AS (
     GROUP BY host
 ),
 billed_models AS (
-    -- Invoices name the host as the resource's name or its id: both are keys.
+    -- Invoices name the host as the resource's name or its id, and core.host_names may give it
+    -- another (an AWS instance's hostname): all are keys.
     SELECT host, arg_max(gpu_model, gpus) AS gpu_model
-    FROM (SELECT unnest([norm_host(ResourceName), norm_host(ResourceId)]) AS host, x_GpuModel AS gpu_model, x_GpuCount AS gpus
-          FROM core.cost_lines WHERE x_GpuModel IS NOT NULL AND coalesce(x_GpuCount, 0) > 0)
+    FROM (SELECT unnest([norm_host(c.ResourceName), norm_host(c.ResourceId), n.host]) AS host, c.x_GpuModel AS gpu_model,
+                 c.x_GpuCount AS gpus
+          FROM core.cost_lines AS c
+          LEFT JOIN core.host_names AS n ON n.resource_id = c.ResourceId
+          WHERE c.x_GpuModel IS NOT NULL AND coalesce(c.x_GpuCount, 0) > 0)
     WHERE host IS NOT NULL
     GROUP BY host
 ),
