@@ -36,9 +36,12 @@ METRICS = {
     "DCGM_FI_DEV_GPU_TEMP": ("temperature_c", 1.0),
 }
 VALUE_COLUMNS = sorted({c for c, _ in METRICS.values()})
-# Label spellings differ across dcgm-exporter versions and Prometheus relabelling.
+# Label spellings differ across dcgm-exporter versions and Prometheus relabelling. On Kubernetes,
+# dcgm-exporter's own Hostname is its pod's name unless the pod is given NODE_NAME (releases before
+# 3.1, and DaemonSets without it): a node label Prometheus adds from service discovery names the
+# node itself, so it comes first.
 LABELS = {
-    "host": ("Hostname", "hostname", "host", "node", "kubernetes_node"),
+    "host": ("kubernetes_node", "node", "Hostname", "hostname", "host"),
     "gpu_index": ("gpu", "GPU"),
     "gpu_uuid": ("UUID", "uuid"),
     "gpu_model": ("modelName", "DCGM_FI_DEV_NAME"),

@@ -95,6 +95,22 @@ def test_prometheus_query_range_export(tmp_path):
     assert [(q["x_SourceRow"], q["reason"]) for q in ctx.quarantined] == [(7, "point is not [unix time, number]")]
 
 
+def test_a_node_label_from_prometheus_names_the_host_before_the_exporters_pod_name(tmp_path):
+    """dcgm-exporter on Kubernetes without NODE_NAME labels its metrics Hostname="<its pod>"; the
+    scrape's relabelling adds the node (kubernetes_node or node). The node is the host its bill and
+    its workloads name: the pod name made every GPU a host of its own, unpriced and unheld."""
+    export = {"status": "success", "data": {"resultType": "matrix", "result": [
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "nvidia-dcgm-exporter-cwbcm", "gpu": "0", "UUID": "GPU-x",
+                    "kubernetes_node": "ip-172-31-54-152.ec2.internal"}, "values": [[1725148800, "10"]]},
+        {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": "nvidia-dcgm-exporter-q8x2m", "gpu": "0", "UUID": "GPU-y",
+                    "node": "gpu-node-2"}, "values": [[1725148800, "20"]]},
+    ]}}
+    path = tmp_path / "dcgm_export.json"
+    path.write_text(json.dumps(export))
+    rows, _ = read_all(PrometheusDcgmConnector(), path)
+    assert sorted((r["gpu_uuid"], r["host"]) for r in rows) == [("GPU-x", "ip-172-31-54-152"), ("GPU-y", "gpu-node-2")]
+
+
 def test_dmon_sample_needs_a_start_time_and_then_loads_per_second(tmp_path):
     original = sample("telemetry/nvidia_smi_dmon_h100_load.txt")
     assert detect(original).connector.name == "nvidia_smi_dmon"
