@@ -77,9 +77,9 @@ class FinopsSettings(ConfigurableResource):
     charge_rules_file: str | None = Field(default=None, description="YAML charge rules replacing the bundled ones.")
     tco_params_file: str | None = Field(default=None, description="YAML purchasing parameters overriding the bundled ones.")
     price_catalog_file: str | None = Field(default=None, description="CSV of your own prices; wins over the bundled catalog.")
-    host_names_file: str | None = Field(default=None, description="Your resources' host names (CSV host,resource_id, or the JSON of "
-                                          "`aws ec2 describe-instances` or `kubectl get nodes -o json`): telemetry naming an "
-                                          "instance by its hostname meets its charges.")
+    host_names_files: list[str] = Field(default=[], description="Your resources' host names (CSVs of host,resource_id, or the JSON "
+                                        "of `aws ec2 describe-instances` or `kubectl get nodes -o json`): telemetry naming an "
+                                        "instance by its hostname meets its charges.")
     # Hidden-cost thresholds (documented in the README).
     fast_disk_gbps: float = Field(default=3.0, description="Throughput of the fast disk checkpoints could go to (GB/s).")
     signature_write_mb_s: float = Field(default=100.0, description="Disk write rate that, with idle GPUs, marks a checkpoint.")
@@ -185,7 +185,7 @@ def settings_from_env() -> tuple[FinopsSettings, str]:
         tco_params_file=os.environ.get("FINOPS_TCO_PARAMS") or None,
         charge_rules_file=os.environ.get("FINOPS_CHARGE_RULES") or None,
         price_catalog_file=os.environ.get("FINOPS_PRICE_CATALOG") or None,
-        host_names_file=os.environ.get("FINOPS_HOST_NAMES") or None,
+        host_names_files=[p for p in os.environ.get("FINOPS_HOST_NAMES", "").split(os.pathsep) if p],
         planned_runs_file=os.environ.get("FINOPS_PLANNED_RUNS") or None,
         reports_dir=os.environ.get("FINOPS_REPORTS") or None,
         webhook_url=os.environ.get("FINOPS_WEBHOOK_URL") or None,

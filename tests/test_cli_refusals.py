@@ -85,7 +85,8 @@ def refusals(tmp_path: Path) -> list[tuple[list[str], str]]:
     (tmp_path / "twice.csv").write_text("host,resource_id\nip-10-0-1-23,i-0abc\nip-10-0-1-99,i-0abc\n")
     return [
         ([*run, "--host-names", str(tmp_path / "hosts.csv")], "a host names CSV needs the columns host and resource_id"),
-        ([*run, "--host-names", str(tmp_path / "twice.csv")], "resource i-0abc is named ip-10-0-1-23 (line 2) and ip-10-0-1-99 (line 3)"),
+        ([*run, "--host-names", str(tmp_path / "twice.csv")],
+         "resource i-0abc is named ip-10-0-1-23 (twice.csv, line 2) and ip-10-0-1-99 (twice.csv, line 3)"),
         ([*run, "--as-of", "12/10/2026"], "'12/10/2026' is not a date written YYYY-MM-DD"),
         ([*run, "--as-of", "20261210"], "is not a date written YYYY-MM-DD"),
         ([*run, "--as-of", "2026-02-30"], "is not a real date"),

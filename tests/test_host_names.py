@@ -11,7 +11,7 @@ its three layouts, or a workload naming both), the idle card is 24 GPU-hours at 
 """
 
 import json
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -19,7 +19,7 @@ import pytest
 from models.host_names import HostNamesError, instance_of_provider_id, load_host_names
 from pipelines.warehouse.connection import connect, fetch_all
 from tests.conftest import run_pipeline, smi_minutes
-from tests.test_gpu_hour_prices import T0, cur
+from tests.test_gpu_hour_prices import T0, cur, stamp
 
 HOST_NAMES = {
     "hosts.csv": "host,resource_id,owner\nIP-10-0-1-23.ec2.internal,i-0gpu1,ml-platform\nip-10-0-9-9,i-0other,\n",
@@ -45,7 +45,7 @@ def findings_and_phases(tmp_path, host_names: str | None = None, jobs: str | Non
     settings = {}
     if host_names:
         (tmp_path / host_names).write_text(HOST_NAMES[host_names])
-        settings["host_names_file"] = str(tmp_path / host_names)
+        settings["host_names_files"] = [str(tmp_path / host_names)]
     outcome = run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4), reporting_currency="USD", **settings)
     assert outcome.success and not outcome.failed_checks, outcome.failed_checks
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
@@ -102,18 +102,99 @@ def test_host_names_files_are_read_strictly(tmp_path):
     csv_file = tmp_path / "hosts.csv"
     csv_file.write_text("host,resource_id\nip-10-0-1-23,i-0abc\n,i-0def\n")
     with pytest.raises(HostNamesError, match=r"hosts.csv, line 3: host and resource_id must both be given"):
-        load_host_names(csv_file)
-    csv_file.write_text("host,resource_id\nip-10-0-1-23,i-0abc\nIP-10-0-1-23,i-0abc\n")
-    assert load_host_names(csv_file).to_pylist() == [
+        load_host_names([csv_file])
+    # The same host written with and without its domain is one host.
+    csv_file.write_text("host,resource_id\nip-10-0-1-23,i-0abc\nIP-10-0-1-23.ec2.internal,i-0abc\n")
+    assert load_host_names([csv_file]).to_pylist() == [
         {"host": "ip-10-0-1-23", "resource_id": "i-0abc", "source": "host names file hosts.csv"}]
+    # Files add up; a resource two of them name differently is refused, naming both.
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"items": [{"metadata": {"name": "ip-10-0-2-2.ec2.internal"},
+                                            "spec": {"providerID": "aws:///us-east-1a/i-0eks"}}, None, "x"]}))
+    assert sorted(r["resource_id"] for r in load_host_names([csv_file, nodes]).to_pylist()) == ["i-0abc", "i-0eks"]
+    nodes.write_text(json.dumps({"items": [{"metadata": {"name": "ip-10-0-9-9"}, "spec": {"providerID": "aws:///z/i-0abc"}}]}))
+    with pytest.raises(HostNamesError, match=r"resource i-0abc is named ip-10-0-1-23 \(hosts.csv, line 2\) and ip-10-0-9-9 "
+                                             r"\(nodes.json, node ip-10-0-9-9\)"):
+        load_host_names([csv_file, nodes])
     other = tmp_path / "other.json"
-    other.write_text(json.dumps({"Instances": []}))
-    with pytest.raises(HostNamesError, match="neither `aws ec2 describe-instances` output"):
-        load_host_names(other)
-    other.write_text("{not json")
-    with pytest.raises(HostNamesError, match="not valid JSON"):
-        load_host_names(other)
-    assert load_host_names(None).num_rows == 0
+    for text, message in ((json.dumps({"Instances": []}), "neither `aws ec2 describe-instances` output"),
+                          ("{not json", "not valid JSON"),
+                          (json.dumps({"Reservations": [None, "r", {"Instances": [None, {"InstanceId": "i-0x"}]}]}),
+                           "names no resource and host"),
+                          (json.dumps({"kind": "PodList", "items": [{"metadata": {"name": "trainer-0"}, "spec": {}}]}),
+                           "names no resource and host")):
+        other.write_text(text)
+        with pytest.raises(HostNamesError, match=message):
+            load_host_names([other])
+    other.write_bytes("host,resource_id\nhôte-1,i-0abc\n".encode("cp1252"))
+    with pytest.raises(HostNamesError, match="other.json: not UTF-8 text; save it as UTF-8"):
+        load_host_names([other])
+    assert load_host_names([]).num_rows == 0
     assert [instance_of_provider_id(p) for p in ("aws:///us-east-1a/i-0abc", "gce://proj/europe-west4-a/gke-node-1",
                                                   "azure:///subscriptions/s/resourceGroups/g/providers/x/vm-1")] == [
         "i-0abc", "gke-node-1", "/subscriptions/s/resourceGroups/g/providers/x/vm-1"]
+
+
+def test_a_link_keeps_the_host_the_bill_names_too(tmp_path):
+    """A FOCUS bill of i-0a, named trainer-01 (8 GPUs, 24 h at 32.00: 4.00 a GPU-hour), whose
+    telemetry names trainer-01 (its Name tag is its hostname); cards 6 and 7 idle all day. The
+    fleet's describe-instances links i-0a to ip-10-0-1-23 too: the bill's own name still meets the
+    telemetry. Before, the link replaced it in the prices, and the findings made the whole bill
+    unmonitored (768.00) and priced the idle cards from the catalog, beside an attribution that
+    found the telemetry."""
+    focus = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+             "ServiceName,ServiceCategory,ResourceId,ResourceName,x_GpuCount,x_GpuModel\n" + "".join(
+                 f"32.00,32.00,USD,Usage,{stamp(T0 + timedelta(hours=h))},{stamp(T0 + timedelta(hours=h + 1))},AWS,"
+                 "Amazon Elastic Compute Cloud,Compute,i-0a,trainer-01,8,A100-40GB\n" for h in range(24)))
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "focus.csv").write_text(focus)
+    (landing / "trainer-01.csv").write_text(smi_minutes(T0, 24 * 60, 8, lambda minute, gpu: 1 if gpu >= 6 else 90, "GPU-a",
+                                                        model="NVIDIA A100-SXM4-40GB"))
+    (tmp_path / "instances.json").write_text(json.dumps({"Reservations": [{"Instances": [
+        {"InstanceId": "i-0a", "PrivateDnsName": "ip-10-0-1-23.us-west-2.compute.internal"}]}]}))
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4), reporting_currency="USD",
+                        host_names_files=[str(tmp_path / "instances.json")]).success
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        found = fetch_all(conn, "SELECT subkind, resource, wasted_cost, price_source FROM findings.unused_gpu ORDER BY ALL")
+        phases = dict(fetch_all(conn, "SELECT phase, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL"))
+    finally:
+        conn.close()
+    assert found == [("idle_run", f"trainer-01/GPU-a{g}", Decimal("96.0000000000"), "charge") for g in (6, 7)]
+    assert phases == {"unattributed": Decimal("576.0000000000"), "idle": Decimal("192.0000000000")}
+
+
+def test_the_command_line_reads_every_host_names_file_and_says_what_they_linked(tmp_path, monkeypatch):
+    """`--host-names` repeated (an EC2 fleet's describe-instances beside an EKS cluster's nodes):
+    both files link, and the run says how many billed resources each source linked. A file naming
+    nothing is refused (exit 2) before anything runs."""
+    from typer.testing import CliRunner
+
+    from pipelines.cli.main import app
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("FINOPS_HOST_NAMES", raising=False)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "cur.csv").write_text(cur())
+    (landing / "ip-10-0-1-23.csv").write_text(
+        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+    (tmp_path / "instances.json").write_text(HOST_NAMES["instances.json"])
+    (tmp_path / "nodes.json").write_text(json.dumps({"items": [
+        {"metadata": {"name": "ip-10-0-2-2.ec2.internal"}, "spec": {"providerID": "aws:///us-east-1a/i-0eks"}}]}))
+    (tmp_path / "pods.json").write_text(json.dumps({"kind": "PodList", "items": [{"metadata": {"name": "p"}, "spec": {}}]}))
+    run = ["run", "--landing", str(landing), "--warehouse", str(tmp_path / "wh.duckdb"), "--as-of", "2026-09-04"]
+    refused = CliRunner().invoke(app, [*run, "--host-names", str(tmp_path / "pods.json")], terminal_width=200)
+    assert refused.exit_code == 2 and "pods.json: names no resource and host" in refused.stderr
+    done = CliRunner().invoke(app, [*run, "--host-names", str(tmp_path / "instances.json"),
+                                    "--host-names", str(tmp_path / "nodes.json")], terminal_width=200)
+    assert done.exit_code == 0, done.output
+    assert ("host names: 2 resources linked to the host their telemetry names (instances.json 1, nodes.json 1); "
+            "1 of them billed for GPUs, 1 reporting telemetry under that host (core.host_names)") in done.stdout
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        assert fetch_all(conn, "SELECT resource_id, host FROM core.host_names ORDER BY 1") == [
+            ("i-0eks", "ip-10-0-2-2"), ("i-0gpu1", "ip-10-0-1-23")]
+    finally:
+        conn.close()

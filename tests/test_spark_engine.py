@@ -347,9 +347,9 @@ def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
                                       "ft-1,finetuning,ip-10-0-1-23,i-0gpu1,2,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z\n"
                                       "ft-2,finetuning,gpu-b.cluster.local,i-0gpu2,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z\n")
     (tmp_path / "hosts.csv").write_text("host,resource_id\nip-10-0-7-7,i-0gpu2\n")
-    settings = FinopsSettings(landing_dir=str(landing), reporting_currency="USD", host_names_file=str(tmp_path / "hosts.csv"))
+    settings = FinopsSettings(landing_dir=str(landing), reporting_currency="USD", host_names_files=[str(tmp_path / "hosts.csv")])
     assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4), reporting_currency="USD",
-                        host_names_file=str(tmp_path / "hosts.csv")).success
+                        host_names_files=[str(tmp_path / "hosts.csv")]).success
     (tmp_path / "spark").mkdir()
     spark = build_on_spark(engine, tmp_path / "wh.duckdb", tmp_path / "spark" / "warehouse.duckdb", settings,
                            ["core.host_names", "marts.gpu_hour_prices", "marts.cost_attribution"])

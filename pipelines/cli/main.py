@@ -110,18 +110,16 @@ def tco_params_file(value: Path | None) -> Path | None:
     return value
 
 
-def host_names_file(value: Path | None) -> Path | None:
-    """A host names file every row of which names a host and a resource, each resource once, else a
-    one-line refusal (exit 2): a half-read file would leave some instances unlinked unseen."""
-    if value is None:
-        return None
+def host_names_files(value: list[Path] | None) -> list[Path]:
+    """Host names files every row of which names a host and a resource, each resource once across
+    them, else a one-line refusal (exit 2): a half-read file would leave some instances unlinked unseen."""
     from models.host_names import load_host_names
 
     try:
-        load_host_names(value)
-    except (ValueError, UnicodeDecodeError) as exc:
+        load_host_names(value or [])
+    except (ValueError, OSError) as exc:
         raise typer.BadParameter(str(exc)) from None
-    return value
+    return value or []
 
 
 def _open_warehouse(warehouse: Path):
@@ -320,11 +318,10 @@ def run(
                                                       exists=True, dir_okay=False, envvar="FINOPS_PLANNED_RUNS")] = None,
     price_catalog: Annotated[Path | None, typer.Option(help="Your own GPU and egress prices CSV, winning over the bundled catalog.",
                                                        exists=True, dir_okay=False, envvar="FINOPS_PRICE_CATALOG")] = None,
-    host_names: Annotated[Path | None, typer.Option(help="Your instances' host names, where telemetry names a host other than "
-                                                    "the bill's resource: a CSV of host,resource_id, or the JSON of `aws ec2 "
-                                                    "describe-instances` or `kubectl get nodes -o json`.",
-                                               exists=True, dir_okay=False, envvar="FINOPS_HOST_NAMES",
-                                               callback=host_names_file)] = None,
+    host_names: Annotated[list[Path] | None, typer.Option(
+        help="Your instances' host names, where telemetry names a host other than the bill's resource: a CSV of "
+             "host,resource_id, or the JSON of `aws ec2 describe-instances` or `kubectl get nodes -o json`. Repeat it "
+             "for several files.", exists=True, dir_okay=False, envvar="FINOPS_HOST_NAMES", callback=host_names_files)] = None,
     tco_params: Annotated[Path | None, typer.Option(help="Purchasing parameters YAML overriding the bundled ones.",
                                                     exists=True, dir_okay=False, envvar="FINOPS_TCO_PARAMS",
                                                     callback=tco_params_file)] = None,
@@ -367,7 +364,7 @@ def run(
                               planned_runs_file=str(planned_runs.resolve()) if planned_runs else None,
                               price_catalog_file=str(price_catalog.resolve()) if price_catalog else None,
                               tco_params_file=str(tco_params.resolve()) if tco_params else None,
-                              host_names_file=str(host_names.resolve()) if host_names else None,
+                              host_names_files=[str(p.resolve()) for p in host_names or []],
                               reports_dir=str(reports), webhook_url=webhook_url)
     from pipelines.ingest.fx_reference import ecb_currencies, rated_currencies
 

@@ -42,6 +42,7 @@ def summary_dict(warehouse: Path) -> dict:
                                                 "gpu_hours_busy, utilization_pct, cost_per_busy_gpu_hour, cost_by_billing_currency, "
                                                 "parts_without_fx_rate FROM marts.spend_by_phase WHERE period = 'all'"),
             "unidentified_gpus": unidentified_gpu_charges(conn),
+            "host_names": host_names_linked(conn),
             # The phases' parts as analysts read them (marts.daily_cost: every part of every charge,
             # summed by day): a table of days, where joining every part to its line cost O(history).
             "conservation": fetch_dicts(conn, """
@@ -52,6 +53,32 @@ def summary_dict(warehouse: Path) -> dict:
         }
     finally:
         conn.close()
+
+
+def host_names_linked(conn) -> list[dict]:
+    """Per source of core.host_names (a host names file, the workloads): the resources it linked,
+    how many of them are billed for GPUs, and how many of those report telemetry under that host,
+    so a user sees a file took effect (and one whose instances no bill or telemetry names)."""
+    if not all(table_exists(conn, t) for t in ("core.host_names", "marts.gpu_hour_prices", "marts.gpu_spans_by_day")):
+        return []
+    return fetch_dicts(conn, """
+        WITH billed AS (SELECT DISTINCT resource_id FROM marts.gpu_hour_prices),
+             seen AS (SELECT DISTINCT host FROM marts.gpu_spans_by_day)
+        SELECT regexp_replace(source, '^host names file ', '') AS source, count(*) AS links,
+               count(*) FILTER (WHERE resource_id IN (SELECT resource_id FROM billed)) AS billed,
+               count(*) FILTER (WHERE resource_id IN (SELECT resource_id FROM billed) AND host IN (SELECT host FROM seen)) AS reporting
+        FROM core.host_names GROUP BY 1 ORDER BY 1""")
+
+
+def host_names_line(rows: list[dict]) -> str | None:
+    """ "2 resources linked to the host their telemetry names (instances.json 1, workloads 1); …", or None."""
+    if not rows:
+        return None
+    links = sum(r["links"] for r in rows)
+    sources = ", ".join(f"{for_terminal(r['source'])} {r['links']:,}" for r in rows)
+    return (f"{links:,} resource{'' if links == 1 else 's'} linked to the host their telemetry names ({sources}); "
+            f"{sum(r['billed'] for r in rows):,} of them billed for GPUs, {sum(r['reporting'] for r in rows):,} reporting "
+            "telemetry under that host (core.host_names)")
 
 
 SHOW_UNIDENTIFIED = 5  # GPU charges without a GPU count: the most frequent names listed
@@ -482,6 +509,8 @@ def print_summary(console: Console, s: dict, warehouse: Path, elapsed: float) ->
 
     if line := unidentified_gpu_line(s.get("unidentified_gpus") or []):
         console.print(Text.assemble(("unidentified GPUs", "yellow"), f": {line}"), highlight=False, soft_wrap=True)
+    if line := host_names_line(s.get("host_names") or []):
+        console.print(Text(f"host names: {line}"), highlight=False, soft_wrap=True)
 
     balance = Table("currency", "cost lines", "attributed to phases", "conserved", title="money conservation")
     for c in s["conservation"]:

@@ -79,7 +79,7 @@ def phase_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:
 
 def host_names_input(settings: FinopsSettings) -> dict[str, pa.Table]:
     """The user's host names of billed resources (models/host_names.py); none without a file."""
-    return {"host_names_input": load_host_names(Path(settings.host_names_file) if settings.host_names_file else None)}
+    return {"host_names_input": load_host_names([Path(p) for p in settings.host_names_files])}
 
 
 def charge_rules_input(settings: FinopsSettings) -> dict[str, pa.Table]:

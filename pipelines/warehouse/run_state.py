@@ -56,9 +56,12 @@ def model_salt(settings: FinopsSettings) -> str:
 def _digest(values: dict, settings: FinopsSettings, extra: dict) -> str:
     inputs = {"settings": values, **extra}
     for name in ("fx_rates_file", "phase_rules_file", "charge_rules_file", "planned_runs_file", "price_catalog_file",
-                 "tco_params_file", "host_names_file"):  # a user's file edited in place counts as new settings
+                 "tco_params_file"):  # a user's file edited in place counts as new settings
         if (file := getattr(settings, name, None)) and Path(file).exists():
             inputs[name] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    for file in getattr(settings, "host_names_files", None) or ():
+        if Path(file).exists():
+            inputs[f"host_names:{file}"] = hashlib.sha256(Path(file).read_bytes()).hexdigest()
     inputs["code"] = code_digest()
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 

@@ -2,9 +2,10 @@
 -- it otherwise. An AWS instance is billed as i-0abc… while nvidia-smi and dcgm-exporter on it report
 -- its hostname (ip-10-0-1-23): linked here, its GPU charges meet that host's telemetry and workloads
 -- (marts.gpu_hour_prices, marts.cost_attribution, marts.gpu_hours_profile, and the findings
--- through them), so its idle cards are priced at what the instance was paid and its hours are no
--- longer unmonitored. One host per resource:
---   * the user's file (`--host-names`: a CSV of host and resource_id, or the JSON of
+-- through them; the host its bill names still meets its telemetry too), so its idle cards are
+-- priced at what the instance was paid and its hours are no longer unmonitored. One host per
+-- resource:
+--   * the user's files (`--host-names`, repeatable: CSVs of host and resource_id, or the JSON of
 --     `aws ec2 describe-instances` or `kubectl get nodes -o json`; models/host_names.py), first;
 --   * else the workloads naming both a host and the resource id (a workload file's resource_id
 --     column), the host of the latest of them.

@@ -40,7 +40,7 @@ hours AS (
            from_units(sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
     FROM busy AS b
     JOIN marts.gpu_hour_prices AS p
-      ON b.host IN (p.host, p.resource_host) AND p.period_start <= b.hour AND p.period_end > b.hour
+      ON b.host IN (p.host, p.resource_host, p.name_host) AND p.period_start <= b.hour AND p.period_end > b.hour
     GROUP BY b.host, b.hour, p.currency
 ),
 valley_prices AS (

@@ -130,7 +130,7 @@ priced AS (
     LEFT JOIN job_gpus AS j USING (event_id)
     LEFT JOIN telemetry AS t USING (event_id)
     LEFT JOIN marts.gpu_hour_prices AS p
-      ON c.host IN (p.host, p.resource_host) AND p.period_start <= c.started_at AND p.period_end > c.started_at
+      ON c.host IN (p.host, p.resource_host, p.name_host) AND p.period_start <= c.started_at AND p.period_end > c.started_at
     -- Two resources answering to the host: the dearer (one price per resource, so never a credit's).
     QUALIFY row_number() OVER (PARTITION BY c.event_id ORDER BY p.price_per_gpu_hour DESC NULLS LAST) = 1
 ),

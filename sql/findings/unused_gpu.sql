@@ -133,7 +133,7 @@ run_prices AS (
            from_units(sum(to_units(p.price_per_gpu_hour) * o.seconds) // sum(o.seconds)) AS price_per_gpu_hour
     FROM runs AS r
     JOIN marts.gpu_hour_prices AS p
-      ON r.host IN (p.host, p.resource_host) AND p.period_start < r.period_end AND p.period_end > r.period_start,
+      ON r.host IN (p.host, p.resource_host, p.name_host) AND p.period_start < r.period_end AND p.period_end > r.period_start,
     LATERAL (SELECT datediff('second', greatest(p.period_start, r.period_start), least(p.period_end, r.period_end)) AS seconds) AS o
     GROUP BY ALL
 ),
@@ -157,7 +157,7 @@ idle_runs AS (
     LEFT JOIN catalog AS k ON k.gpu_model = gpu_model_key(r.gpu_model)
 ),
 stretches AS (
-    SELECT row_number() OVER (ORDER BY host, resource_host, resource_id, currency, period_start) AS stretch, * FROM marts.gpu_hour_prices
+    SELECT row_number() OVER (ORDER BY host, resource_host, name_host, resource_id, currency, period_start) AS stretch, * FROM marts.gpu_hour_prices
 ),
 stretch_adjustments AS (
     -- Each stretch's credits and negations as money: each line's EffectiveCost spread over its period.
@@ -170,7 +170,7 @@ stretch_adjustments AS (
 charge_parts AS (
     -- Each GPU usage charge's part of each of its stretches (marts.gpu_hour_prices: a credit or a
     -- negation pays for no GPU, so it is no charge here).
-    SELECT s.stretch, s.x_ChargeId, s.host, s.resource_host,
+    SELECT s.stretch, s.x_ChargeId, s.host, s.resource_host, s.name_host,
            to_units(c.EffectiveCost) * datediff('second', s.period_start, s.period_end)
                // datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd) AS units
     FROM (SELECT *, unnest(charge_ids) AS x_ChargeId FROM stretches) AS s
@@ -179,14 +179,14 @@ charge_parts AS (
 charge_costs AS (
     -- What was paid for the charge: its stretches' credits and negations shared among the usage
     -- charges there by cost (all of them where it is alone), never below zero, as the stretch's price.
-    SELECT p.x_ChargeId, any_value(p.host) AS host, any_value(p.resource_host) AS resource_host,
+    SELECT p.x_ChargeId, any_value(p.host) AS host, any_value(p.resource_host) AS resource_host, any_value(p.name_host) AS name_host,
            sum(greatest(-p.units, coalesce(a.units, 0) * p.units // nullif(p.stretch_units, 0))) AS adjustment_units
     FROM (SELECT *, sum(units) OVER (PARTITION BY stretch) AS stretch_units FROM charge_parts) AS p
     LEFT JOIN stretch_adjustments AS a USING (stretch)
     GROUP BY p.x_ChargeId
 ),
 gpu_charges AS (
-    SELECT p.x_ChargeId, p.host, p.resource_host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
+    SELECT p.x_ChargeId, p.host, p.resource_host, p.name_host, c.ResourceId AS resource_id, c.x_GpuCount AS gpu_count, c.x_GpuModel AS gpu_model,
            c.ChargePeriodStart AS period_start, c.ChargePeriodEnd AS period_end, c.BillingCurrency AS currency,
            paid_gpu_seconds(c.x_GpuCount, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit)
                AS paid_gpu_seconds,
@@ -203,7 +203,7 @@ charge_coverage AS (
                / datediff('second', s.span_start, s.span_end)) AS covered_gpu_seconds
     FROM gpu_charges AS g
     JOIN marts.gpu_spans_by_day AS s
-      ON s.host IN (g.host, g.resource_host) AND s.span_start < g.period_end AND s.span_end > g.period_start
+      ON s.host IN (g.host, g.resource_host, g.name_host) AND s.span_start < g.period_end AND s.span_end > g.period_start
     GROUP BY g.x_ChargeId
 ),
 dark_charges AS (
@@ -213,7 +213,7 @@ dark_charges AS (
                -- A minute of the host's telemetry in [period_start, period_end): a stretch holding one.
                -- Its first candidate is the stretch's first minute or the first whole minute of the period.
                SELECT 1 FROM marts.gpu_spans_by_day AS s
-               WHERE s.host IN (c.host, c.resource_host)
+               WHERE s.host IN (c.host, c.resource_host, c.name_host)
                  AND greatest(s.span_start, utc_minute_ceil(c.period_start)) < least(s.span_end, c.period_end)
            ) AS reported
     FROM gpu_charges AS c
@@ -231,7 +231,7 @@ dark_held AS (
                AS held_gpu_seconds
     FROM dark_charges AS d
     LEFT JOIN core.workloads AS w
-      ON (w.host IN (d.host, d.resource_host) OR w.resource_id = d.resource_id)
+      ON (w.host IN (d.host, d.resource_host, d.name_host) OR w.resource_id = d.resource_id)
      AND w.started_at < d.period_end AND coalesce(w.ended_at, d.period_end) > d.period_start
     GROUP BY d.x_ChargeId, d.paid_gpu_seconds
 ),

@@ -34,6 +34,7 @@ lines AS (
            -- Telemetry and workloads may name the host as the resource's name or its id: keep both. A
            -- host core.host_names gives the resource (an AWS instance's hostname) comes before its name.
            coalesce(n.host, norm_host(coalesce(ResourceName, ResourceId))) AS host, norm_host(ResourceId) AS resource_host,
+           norm_host(ResourceName) AS name_host,
            ResourceId AS resource_id, BillingCurrency AS currency, x_GpuModel AS gpu_model, x_GpuCount AS gpu_count,
            ChargePeriodStart AS period_start, ChargePeriodEnd AS period_end,
            usage_charge,
@@ -47,7 +48,7 @@ lines AS (
 ),
 keyed AS (
     -- One text key per resource and currency, so every join below is an equality.
-    SELECT *, concat_ws('|', host, resource_host, resource_id, currency) AS resource_key FROM lines
+    SELECT *, concat_ws('|', host, resource_host, name_host, resource_id, currency) AS resource_key FROM lines
 ),
 bounds AS (
     -- The resource's line starts and ends in order: stretch n runs from bound n to bound n + 1.
@@ -65,7 +66,7 @@ line_stretches AS (
     JOIN bounds AS b ON b.resource_key = l.resource_key AND b.t = l.period_end
 ),
 priced AS (
-    SELECT any_value(l.host) AS host, any_value(l.resource_host) AS resource_host, any_value(l.resource_id) AS resource_id,
+    SELECT any_value(l.host) AS host, any_value(l.resource_host) AS resource_host, any_value(l.name_host) AS name_host, any_value(l.resource_id) AS resource_id,
            any_value(l.currency) AS currency, s.t AS period_start, s.next_t AS period_end,
            max(l.gpu_model) FILTER (WHERE l.usage_charge) AS gpu_model,
            -- Two usage charges of one resource at once bill the same GPUs (say, instance and accelerator lines).
@@ -80,7 +81,7 @@ priced AS (
     GROUP BY l.resource_key, s.t, s.next_t
     HAVING bool_or(l.usage_charge)
 )
-SELECT host, resource_host, resource_id, gpu_model, gpu_count, period_start, period_end, currency,
+SELECT host, resource_host, name_host, resource_id, gpu_model, gpu_count, period_start, period_end, currency,
        from_units(usage_units_per_hour // gpu_count) AS usage_price_per_gpu_hour,
        from_units(units_per_hour // gpu_count) AS price_per_gpu_hour,
        from_units(units_per_clock_hour // gpu_count) AS price_per_gpu_clock_hour,
