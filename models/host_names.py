@@ -82,8 +82,9 @@ def _from_csv(text: str, path: Path) -> list[tuple[str, str, str]]:
 
 
 def short_host(host: str) -> str:
-    """A host as telemetry's is compared (norm_host in sql/macros.sql): lower case, the domain
-    dropped, an IP address whole."""
+    """A host as telemetry's is compared: lower case, the domain dropped, an IP address whole (the
+    rule of norm_host in sql/macros.sql and of the connectors' normalise_host, which models/ cannot
+    import)."""
     host = host.strip().lower()
     return host if re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", host) else host.split(".", 1)[0]
 
