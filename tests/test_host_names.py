@@ -31,15 +31,20 @@ HOST_NAMES = {
 }
 
 
+def land_instance_reporting_its_hostname(landing) -> None:
+    """The bill of i-0gpu1 and its nvidia-smi file, saved as ip-10-0-1-23.csv."""
+    landing.mkdir(exist_ok=True)
+    (landing / "cur.csv").write_text(cur())
+    (landing / "ip-10-0-1-23.csv").write_text(
+        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+
+
 def findings_and_phases(tmp_path, host_names: str | None = None, jobs: str | None = None) -> tuple[list, dict]:
     """Run over the bill and the telemetry (and `jobs`, and the `host_names` file): the unused-GPU
     findings per kind and resource, and the usage charges' money per phase. A second call runs again
     over the same warehouse."""
     landing = tmp_path / "landing"
-    landing.mkdir(exist_ok=True)
-    (landing / "cur.csv").write_text(cur())
-    (landing / "ip-10-0-1-23.csv").write_text(
-        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+    land_instance_reporting_its_hostname(landing)
     if jobs:
         (landing / "jobs.csv").write_text(jobs)
     settings = {}
@@ -176,10 +181,7 @@ def test_the_command_line_reads_every_host_names_file_and_says_what_they_linked(
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.delenv("FINOPS_HOST_NAMES", raising=False)
     landing = tmp_path / "landing"
-    landing.mkdir()
-    (landing / "cur.csv").write_text(cur())
-    (landing / "ip-10-0-1-23.csv").write_text(
-        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+    land_instance_reporting_its_hostname(landing)
     (tmp_path / "instances.json").write_text(HOST_NAMES["instances.json"])
     (tmp_path / "nodes.json").write_text(json.dumps({"items": [
         {"metadata": {"name": "ip-10-0-2-2.ec2.internal"}, "spec": {"providerID": "aws:///us-east-1a/i-0eks"}}]}))

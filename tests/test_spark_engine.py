@@ -335,14 +335,11 @@ def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
 
     from pipelines.settings import FinopsSettings
     from pipelines.warehouse.connection import connect
-    from tests.conftest import run_pipeline, smi_minutes
-    from tests.test_gpu_hour_prices import T0, cur
+    from tests.conftest import run_pipeline
+    from tests.test_host_names import land_instance_reporting_its_hostname
 
     landing = tmp_path / "landing"
-    landing.mkdir()
-    (landing / "cur.csv").write_text(cur())
-    (landing / "ip-10-0-1-23.csv").write_text(
-        smi_minutes(T0, 48 * 60, 8, lambda minute, gpu: 1 if gpu == 0 and minute >= 1440 else 90, "GPU-p"))
+    land_instance_reporting_its_hostname(landing)
     (landing / "jobs.csv").write_text("workload_id,phase,host,resource_id,gpu_count,started_at,ended_at\n"
                                       "ft-1,finetuning,ip-10-0-1-23,i-0gpu1,2,2026-09-01T00:00:00Z,2026-09-01T12:00:00Z\n"
                                       "ft-2,finetuning,gpu-b.cluster.local,i-0gpu2,1,2026-09-01T00:00:00Z,2026-09-01T01:00:00Z\n")

@@ -44,7 +44,7 @@ import hashlib
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 import duckdb
@@ -286,17 +286,16 @@ def input_fingerprints(conn: duckdb.DuckDBPyConnection, table: str, salt: str) -
     folders = _folders(conn, model)
     rows = conn.execute(BILLING_STATE if model.lake_kind == "billing" else TELEMETRY_STATE).fetchall()
     periods_of_content: dict[str, set[str]] = defaultdict(set)
-    for content, sha, _ in rows:
+    states_of_content: dict[str, list[str]] = defaultdict(list)
+    for content, sha, state in rows:
         periods_of_content[content] |= folders.get(sha, set())
+        states_of_content[content].append(state)
     states: dict[str, list[str]] = defaultdict(list)
-    for content, _, state in rows:
+    for content, content_states in states_of_content.items():
         for period in periods_of_content[content]:
-            states[period].append(state)
+            states[period] += content_states
     if model.lake_kind == "billing":
-        states_of_content: dict[str, list[str]] = defaultdict(list)
-        for content, _, state in rows:
-            states_of_content[content].append(state)
-        _add_invoiced_reach(conn, states, states_of_content)
+        _add_invoiced_reach(conn, model, states, states_of_content)
     if model.reach:
         states = _with_neighbours(states, model.reach)
     if model.service_labels:
@@ -318,7 +317,7 @@ WHERE f.kind = 'billing' AND s.by_invoice AND s.line_invoice IS NOT NULL AND s.m
 """
 
 
-def _add_invoiced_reach(conn: duckdb.DuckDBPyConnection, states: dict[str, list[str]],
+def _add_invoiced_reach(conn: duckdb.DuckDBPyConnection, model: PeriodModel, states: dict[str, list[str]],
                         states_of_content: dict[str, list[str]]) -> None:
     """Each billing month with inputs of its own also covers the states of the invoices whose charge
     times reach into it (a week's invoice from November 29 bills December's month to date up to
@@ -329,10 +328,8 @@ def _add_invoiced_reach(conn: duckdb.DuckDBPyConnection, states: dict[str, list[
         return
     months = {}
     for period in states:
-        if period != UNKNOWN:
-            year, month = (int(p) for p in period.split("-"))
-            first = datetime(year, month, 1, tzinfo=timezone.utc)
-            months[period] = first, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=timezone.utc)
+        if (days := model.days(period)) is not None:  # the month's [first instant, first instant after), UTC
+            months[period] = tuple(datetime.combine(day, time(), timezone.utc) for day in (days[0], days[1] + timedelta(days=1)))
     for content, start, end in reaches:
         start, end = start.astimezone(timezone.utc), end.astimezone(timezone.utc)
         for period, (first, after) in months.items():
