@@ -1,7 +1,8 @@
 """The command line's clean refusals and exit codes (README, "Exit codes"), run as a user runs them.
 
 Bad arguments: exit 2, one line on stderr, no traceback, nothing run. A run in which a file failed or
-had every row quarantined: exit 1, the files listed. An empty landing folder: exit 66, nothing run.
+had every row quarantined, or no file a connector reads: exit 1, the files listed. An empty landing folder:
+exit 66, nothing run.
 FINOPS_* variables are option defaults. Data echoed to the terminal carries no control characters.
 """
 
@@ -232,6 +233,26 @@ def test_an_empty_landing_folder_says_so_and_runs_nothing(tmp_path):
     assert result.exit_code == EXIT_NO_INPUT == 66
     assert result.output.strip() == f"no files in {landing.resolve()}: nothing loaded, no report written"
     assert not warehouse.exists() and not (tmp_path / "reports").exists()
+
+
+def test_a_landing_folder_no_connector_reads_fails_the_run(tmp_path):
+    """Files, but none a connector reads (a wrong folder, an unknown export): exit 1 every run, the
+    folder named; beside a file that loads, the same stray file is only skipped."""
+    landing = tmp_path / "landing"
+    (landing / "billing").mkdir(parents=True)
+    (landing / "billing" / "mystery.csv").write_text("foo,bar,baz\n1,2,3\n")
+    (landing / "notes.txt").write_text("hello\n")
+    warehouse = tmp_path / "wh.duckdb"
+    for _ in range(2):  # unrecognised files are looked at again by every run, and fail it again
+        result = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
+        assert result.exit_code == 1, result.output[-3000:]
+        assert result.stdout.splitlines()[-1].startswith(
+            f"nothing recognised: {landing.resolve()} — no connector reads any of its 2 files")
+        assert "skipped: billing/mystery.csv" in result.output
+    shutil.copy(sample(FOCUS), landing / "focus.csv")
+    loaded = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
+    assert loaded.exit_code == 0, loaded.output[-3000:]
+    assert "nothing recognised" not in loaded.output and "skipped: billing/mystery.csv" in loaded.output
 
 
 # --- 3. FINOPS_* as option defaults; a report beside its warehouse -------------------------------------------------

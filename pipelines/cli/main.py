@@ -195,7 +195,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
         return 0
     from pipelines.orchestration.runner import run_graph
     from pipelines.cli.summary import (files_read_since, print_notices, print_problems, print_summary, run_notices, run_problems,
-                                       summary_dict, oracle_forms_counted, invoiced_again_counted)
+                                       summary_dict, oracle_forms_counted, invoiced_again_counted, nothing_recognised)
 
     if _whole_process:
         # What is imported by now (Dagster, the asset graph) lives as long as this command: kept out
@@ -258,7 +258,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     print_notices(console, run_notices(files) + oracle_forms_counted(warehouse, run_started_at)
                   + invoiced_again_counted(warehouse, run_started_at))
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
-    problems = run_problems(files)
+    problems = run_problems(files) + nothing_recognised(summary, landing)
     print_problems(console, problems)
     if not outcome.published:
         console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",
@@ -347,7 +347,8 @@ def run(
     A run reads new files, then rebuilds only the billing months and telemetry days they changed;
     --since/--until rebuild a range of days whatever changed (a backfill).
 
-    Exit 0: done; 1: a file failed or had every row quarantined, or the run failed; 2: a bad argument
+    Exit 0: done; 1: a file failed or had every row quarantined, no file was one a connector reads, or
+    the run failed; 2: a bad argument
     (nothing is run); 66: the landing folder holds no files (nothing is run)."""
     from pipelines.ingest.landing import landing_files
 

@@ -364,6 +364,21 @@ def run_problems(files: list[dict]) -> list[dict]:
     return problems
 
 
+def nothing_recognised(summary: dict, landing: Path) -> list[dict]:
+    """A landing folder none of whose files a connector reads (a wrong folder, a new export format)
+    loads nothing, however many runs read it: the run fails, so a schedule does not report an empty
+    warehouse as done. A stray file beside loaded ones is only skipped."""
+    unread = {"unrecognized", "refused"}
+    statuses = {f["status"] for f in summary["files"]}
+    if not statuses or not statuses <= unread:
+        return []
+    n = sum(f["files"] for f in summary["files"])
+    return [{"path": str(landing), "problem": "nothing recognised", "reason": (
+        f"no connector reads any of its {n:,} file{'' if n == 1 else 's'} (listed as skipped or refused above), so nothing "
+        "is loaded; `finops connectors` lists the files each connector recognises, and a mapping file "
+        "(README: Adding a source) reads another export's columns")}]
+
+
 def run_notices(files: list[dict]) -> list[dict]:
     """Of `files_read_since`, the files this run loaded with something to say: the rows it
     quarantined (the rest loaded, and the run passes) with the first reason and the money set
