@@ -99,16 +99,19 @@ def test_a_write_seen_on_a_volume_and_its_disk_is_one_stall(tmp_path, devices):
     assert rows == [(1, pytest.approx(16 / 60, abs=1e-4), 120_000_000_000)]
 
 
-def leaks_on_one_node(tmp_path, job_gpus: int, smi: str, write: tuple[str, str]) -> list[tuple]:
-    """gpu01 (8 GPUs, 32.00 for 00:00-02:00), job-1 holding `job_gpus` of them, telemetry `smi` and
-    one checkpoint write (start, end) to NFS; idle runs from 30 minutes: hidden costs by kind."""
+def leaks_on_one_node(tmp_path, job_gpus: int | None, smi: str | None, write: tuple[str, str]) -> list[tuple]:
+    """gpu01 (8 GPUs, 32.00 for 00:00-02:00), job-1 holding `job_gpus` of them (None: no workload
+    file), telemetry `smi` (None: none) and one checkpoint write (start, end) to NFS; idle runs from
+    30 minutes: hidden costs by kind."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "charges.csv").write_text(HEADER + f"32.00,32.00,USD,Usage,{HOURS},GpuCloud,GPU,Compute,ins-gpu01,gpu01,16,"
                                                   "GPU-Hours,,,,A100 80G,8\n")
-    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      f"job-1,pretraining,gpu01,{job_gpus},2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
-    (landing / "gpu01.csv").write_text(smi)
+    if job_gpus is not None:
+        (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                          f"job-1,pretraining,gpu01,{job_gpus},2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
+    if smi is not None:
+        (landing / "gpu01.csv").write_text(smi)
     (landing / "checkpoints.jsonl").write_text(json.dumps({
         "job": "job-1", "host": "gpu01", "started_at": write[0], "ended_at": write[1],
         "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n")
@@ -138,6 +141,34 @@ def test_idle_cards_beside_a_stalled_job_stay_an_idle_run(tmp_path):
                   f"{0 if g >= 4 or 60 <= minute < 80 else 85} %, 100 MiB, 80.00 W" for g in range(8)]
     assert leaks_on_one_node(tmp_path, 4, "\n".join(lines) + "\n", ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
         ("slow_disk_idle", "checkpoint", Decimal("2.67")), ("unused_gpu", "idle_run", Decimal("16.00"))]
+
+
+def test_a_checkpoint_on_a_node_no_workload_file_names_is_a_stall_of_its_gpus(tmp_path):
+    """Checkpoint logs and telemetry, but no scheduler export (a job started by hand on a rented
+    node): the write of 01:00-01:20 with the node's 8 GPUs at 0 % is 8 × 1/3 GPU-hour at 2.00,
+    5.33 wasted (before: no finding, its job's GPUs unknown). It names where its GPUs came from."""
+    assert leaks_on_one_node(tmp_path, None, telemetry("gpu01", range(60, 80)), ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
+        ("slow_disk_idle", "checkpoint", Decimal("5.33"))]
+    conn = connect(tmp_path / "wh.duckdb", read_only=True)
+    try:
+        [(evidence,)] = fetch_all(conn, "SELECT evidence FROM findings.slow_disk_idle")
+    finally:
+        conn.close()
+    evidence = json.loads(evidence)
+    assert (evidence["gpus"], evidence["workloads"], evidence["idle_share"]) == (8, None, 1.0)
+    assert evidence["gpus_from"] == "the host's GPUs in telemetry (no workload record)"
+
+
+def test_a_long_write_on_a_node_no_workload_file_names_is_one_leak(tmp_path):
+    """The hour-long write (00:30-01:30) with no workload file: the stall takes every GPU seen, so
+    its 8 GPU-hours are not an idle run too (16.00 in all, not 32.00); with no telemetry either,
+    its GPUs are unknown and the paid hours are what is left to say (no_telemetry)."""
+    assert leaks_on_one_node(tmp_path, None, telemetry("gpu01", range(30, 90)),
+                             ("2026-09-07T00:30:00Z", "2026-09-07T01:30:00Z")) == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]
+    blind = tmp_path / "blind"
+    blind.mkdir()
+    assert [kind for kind, *_ in leaks_on_one_node(blind, None, None, ("2026-09-07T00:30:00Z", "2026-09-07T01:30:00Z"))] == [
+        "unused_gpu"]
 
 
 def telemetry_every_10_s(host: str, idle_from: int, idle_until: int) -> str:

@@ -4,7 +4,8 @@
 -- $signature_write_mb_s MB/s while its workloads' GPUs are busy under $idle_busy_threshold
 -- (consecutive intervals merge into one write, across the host's devices).
 -- GPUs of the job: the event's own workload (its workload_id) where it ran on the host then, else
--- every workload holding GPUs on the host while the write ran. Idle share: minute by minute, the
+-- every workload holding GPUs on the host while the write ran; a checkpoint event on a host no
+-- workload held then, every GPU telemetry saw there during the write. Idle share: minute by minute, the
 -- share of the job's GPUs under $idle_busy_threshold (idle GPUs no workload held are set aside
 -- first), over the window's minutes with telemetry (how many GPU-minutes had telemetry is in the
 -- evidence; with none, the GPUs are taken as waiting, as a synchronous checkpoint makes them).
@@ -75,24 +76,6 @@ checkpoints AS (
     SELECT *, datediff('millisecond', started_at, ended_at) / 1000.0 AS duration_s
     FROM (SELECT * FROM events UNION ALL BY NAME SELECT * FROM signatures)
 ),
-host_jobs AS (
-    SELECT c.event_id, w.workload_id, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
-           coalesce(w.workload_id = c.workload_id, false) AS own,
-           sum(w.gpu_count) OVER (PARTITION BY c.event_id) AS held_gpus
-    FROM checkpoints AS c
-    JOIN core.workloads AS w
-      ON w.host = c.host AND w.started_at < c.ended_at AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > c.started_at
-    WHERE w.gpu_count > 0
-),
-job_gpus AS (
-    -- The checkpoint's own workload where the event names one running on the host; else every
-    -- workload holding GPUs there.
-    SELECT event_id, sum(gpu_count) AS gpus, sum(gpu_cards) AS cards, string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads,
-           any_value(held_gpus) AS held_gpus, bool_or(own) AS own_workload
-    FROM (SELECT *, bool_or(own) OVER (PARTITION BY event_id) AS has_own FROM host_jobs)
-    WHERE own OR NOT has_own
-    GROUP BY event_id
-),
 telemetry_minutes AS (
     -- Per minute of the write: the host's GPUs with a busy signal, and those near zero (under the
     -- idle threshold), waiting on the write.
@@ -109,6 +92,36 @@ telemetry_minutes AS (
       ON m.host = c.host AND m.minute >= utc_minute(c.started_at) AND m.minute < c.ended_at
     GROUP BY ALL
 ),
+host_jobs AS (
+    SELECT c.event_id, w.workload_id, w.gpu_count, workload_cards(w.gpu_cards, w.gpu_count) AS gpu_cards,
+           coalesce(w.workload_id = c.workload_id, false) AS own,
+           sum(w.gpu_count) OVER (PARTITION BY c.event_id) AS held_gpus
+    FROM checkpoints AS c
+    JOIN core.workloads AS w
+      ON w.host = c.host AND w.started_at < c.ended_at AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > c.started_at
+    WHERE w.gpu_count > 0
+),
+job_gpus AS (
+    -- The checkpoint's own workload where the event names one running on the host; else every
+    -- workload holding GPUs there.
+    SELECT event_id, sum(gpu_count) AS gpus, sum(gpu_cards) AS cards, string_agg(workload_id, ', ' ORDER BY workload_id) AS workloads,
+           any_value(held_gpus) AS held_gpus, CASE WHEN bool_or(own) THEN 'the event''s workload' ELSE 'the host''s workloads' END AS gpus_from
+    FROM (SELECT *, bool_or(own) OVER (PARTITION BY event_id) AS has_own FROM host_jobs)
+    WHERE own OR NOT has_own
+    GROUP BY event_id
+    UNION ALL
+    -- A checkpoint event on a host no workload record holds GPUs on then (a job started by hand on a
+    -- rented node, a scheduler whose export is not loaded): the job writing it is taken to hold every
+    -- GPU telemetry saw on the host during the write (idle cards beside it are counted as its; with
+    -- no telemetry either, its GPUs are unknown and it is no finding). A disk-write signature needs a
+    -- workload: a busy disk beside idle cards nobody holds is no checkpoint.
+    SELECT c.event_id, max(t.gpus_seen) AS gpus, max(t.gpus_seen) AS cards, NULL AS workloads, max(t.gpus_seen) AS held_gpus,
+           'the host''s GPUs in telemetry (no workload record)' AS gpus_from
+    FROM checkpoints AS c
+    JOIN telemetry_minutes AS t USING (event_id)
+    WHERE c.subkind = 'checkpoint' AND c.event_id NOT IN (SELECT event_id FROM host_jobs)
+    GROUP BY c.event_id
+),
 telemetry AS (
     -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the
     -- host's GPUs nobody held are set aside (a host reporting fewer GPUs than held counts by ratio);
@@ -122,7 +135,7 @@ telemetry AS (
     GROUP BY event_id
 ),
 priced AS (
-    SELECT c.*, coalesce(j.gpus, 0) AS gpus, coalesce(j.cards, 0) AS cards, j.workloads, coalesce(j.own_workload, false) AS own_workload,
+    SELECT c.*, coalesce(j.gpus, 0) AS gpus, coalesce(j.cards, 0) AS cards, j.workloads, j.gpus_from,
            coalesce(t.idle_share, 1.0) AS idle_share, coalesce(t.gpu_minutes_seen, 0) AS gpu_minutes_seen,
            p.price_per_gpu_hour AS charge_price, p.currency AS charge_currency,
            coalesce(p.gpu_model, t.telemetry_gpu_model) AS gpu_model
@@ -162,7 +175,7 @@ SELECT
     price_source,
     json_object(
         'bytes', bytes, 'duration_s', round(duration_s, 1), 'throughput_mb_s', round(bytes / duration_s / 1e6, 1),
-        'gpus', gpus, 'gpu_cards', round(cards, 4), 'workloads', workloads, 'gpus_from', CASE WHEN own_workload THEN 'the event''s workload' ELSE 'the host''s workloads' END,
+        'gpus', gpus, 'gpu_cards', round(cards, 4), 'workloads', workloads, 'gpus_from', gpus_from,
         'idle_share', round(idle_share, 4),
         'gpu_minutes_with_telemetry', gpu_minutes_seen, 'wasted_gpu_hours', round(wasted_gpu_hours, 4),
         'fast_disk_gbps', $fast_disk_gbps, 'duration_on_fast_disk_s', round(fast_duration_s, 1),
