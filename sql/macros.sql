@@ -215,11 +215,17 @@ CREATE OR REPLACE MACRO paid_gpu_seconds(gpu_count, period_start, period_end, qu
               END
           END);
 -- A GPU credit or negation states no quantity of its own: it pays for what the usage lines of its
--- resource and period ran of what they could (`ran` and `could` summed over them), so a refunded
--- half-hour is that half-hour, not the whole one. A line with a quantity of its own keeps it.
-CREATE OR REPLACE MACRO followed_paid_gpu_seconds(own_paid, capacity, pays, ran, could) AS
-    CASE WHEN NOT pays AND own_paid = capacity AND could > 0 AND ran < could
-         THEN greatest(1, capacity * ran // could) ELSE own_paid END;
+-- resource ran of what they could (`ran` and `could` summed over them) in the part of its period
+-- they cover (`covered` of its `period` seconds; NULL: all of it), so a refunded half-hour is that
+-- half-hour, not the whole one, and a month's credit on an instance billed two days pays for those
+-- two days. The usage lines are those of the same period, else those inside it (callers' rule). A
+-- line with a quantity of its own keeps it.
+CREATE OR REPLACE MACRO followed_paid_gpu_seconds(own_paid, capacity, pays, ran, could, covered, period) AS
+    CASE WHEN NOT pays AND own_paid = capacity AND could > 0 AND period > 0
+              AND (ran < could OR coalesce(covered, period) < period)
+         THEN CAST(greatest(1, CAST(capacity AS HUGEINT) * ran * coalesce(covered, period) // (CAST(could AS HUGEINT) * period))
+                   AS BIGINT)
+         ELSE own_paid END;
 -- FX rates as whole units of 10^-12, so inverse and cross rates divide integers, never floats.
 CREATE OR REPLACE MACRO rate_units(rate) AS CAST(round(rate * 1000000000000) AS HUGEINT);
 CREATE OR REPLACE MACRO from_rate_units(units) AS CAST(CAST(units AS DECIMAL(38, 0)) * 0.000000000001 AS DECIMAL(38, 12));

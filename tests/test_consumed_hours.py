@@ -137,6 +137,41 @@ def test_a_credit_without_a_quantity_pays_for_what_its_charge_ran(tmp_path):
         ("gpu-half", Decimal("0.00"), Decimal("0.00"))]
 
 
+def land_a_months_credit(landing) -> None:
+    """ins-a and ins-b billed by the day on 1 and 2 September, each credited 100.00 for the month;
+    jobs on ins-a only (test_a_months_credit_pays_for_the_days_its_instance_was_billed)."""
+    landing.mkdir()
+    lines = [f"384.00,384.00,USD,Usage,2026-09-0{d}T00:00:00Z,2026-09-0{d + 1}T00:00:00Z,GpuCloud,GPU,Compute,ins-{i},gpu-{i},"
+             f"192,GPU-Hours,H100,8\n" for i in "ab" for d in (1, 2)]
+    lines += [f"-100.00,-100.00,USD,Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,GpuCloud,GPU,Compute,ins-{i},gpu-{i},,,H100,8\n"
+              for i in "ab"]
+    (landing / "charges.csv").write_text(HEADER + "".join(lines))
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "pt-1,pretraining,gpu-a,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n"
+                                      "ft-1,finetuning,gpu-a,8,2026-09-02T00:00:00Z,2026-09-03T00:00:00Z\n")
+
+
+def test_a_months_credit_pays_for_the_days_its_instance_was_billed(tmp_path):
+    """A GPU cloud bills ins-a and ins-b (8 GPUs each) a day at a time, 384.00 on 1 and 2 September,
+    and credits each 100.00 for the month in one line with no quantity. ins-a ran a pre-training job
+    on the 1st and a fine-tuning job on the 2nd; nothing ran on ins-b, and no telemetry came. The
+    credit pays for the two days billed: 334.00 a phase on ins-a, ins-b's 668.00 idle and its leak,
+    a GPU-hour at 334/192. Spread over the month's 30 days, it put 93.33 of each credit in `idle`
+    as negative money, priced the hours at 1.98 and left ins-b's leak at 761.33."""
+    landing = tmp_path / "landing"
+    land_a_months_credit(landing)
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    warehouse = tmp_path / "wh.duckdb"
+    assert query(warehouse, """SELECT c.ResourceId, a.phase, sum(a.amount_billing) FROM marts.cost_attribution AS a
+                               JOIN core.cost_lines AS c USING (x_ChargeId) GROUP BY ALL ORDER BY ALL""") == [
+        ("ins-a", "finetuning", Decimal("334.0000000000")), ("ins-a", "pretraining", Decimal("334.0000000000")),
+        ("ins-b", "idle", Decimal("668.0000000000"))]
+    assert query(warehouse, "SELECT DISTINCT host, price_per_gpu_hour FROM marts.gpu_hour_prices ORDER BY 1") == [
+        ("gpu-a", Decimal("1.7395833333")), ("gpu-b", Decimal("1.7395833333"))]
+    assert query(warehouse, "SELECT resource, wasted_cost FROM findings.hidden_costs WHERE subkind = 'no_telemetry'") == [
+        ("ins-b", Decimal("668.000000"))]
+
+
 @pytest.mark.parametrize(("usage_tags", "credit_phase"), [
     (['{"phase": "pretraining"}', '{"phase": "pretraining"}'], "pretraining"),
     (['{"phase": "pretraining"}', '{"phase": "inference"}'], "idle"),  # tags disagree: split as the charge

@@ -363,3 +363,35 @@ def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
     assert answers[0] == answers[1]
     assert answers[0][0] == [("i-0gpu1", "ip-10-0-1-23", "workloads"), ("i-0gpu2", "ip-10-0-7-7", "host names file hosts.csv")]
     assert answers[0][1] == [("ip-10-0-1-23", 48, Decimal("120.0000000000"))]
+
+
+def test_a_months_credit_over_two_billed_days_on_both_engines(engine, tmp_path):
+    """A month's credit on instances billed two days (tests/test_consumed_hours.py): Spark pays it
+    for the same two days, so its prices and phases are DuckDB's to the unit."""
+    from datetime import date
+
+    from pipelines.settings import FinopsSettings
+    from pipelines.warehouse.connection import connect
+    from tests.conftest import run_pipeline
+    from tests.test_consumed_hours import land_a_months_credit
+
+    landing = tmp_path / "landing"
+    land_a_months_credit(landing)
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", as_of=date(2026, 9, 4), reporting_currency="USD").success
+    (tmp_path / "spark").mkdir()
+    spark = build_on_spark(engine, tmp_path / "wh.duckdb", tmp_path / "spark" / "warehouse.duckdb",
+                           FinopsSettings(landing_dir=str(landing), reporting_currency="USD"),
+                           ["marts.gpu_hour_prices", "marts.cost_attribution"])
+    queries = ("SELECT host, period_start, price_per_gpu_hour FROM marts.gpu_hour_prices ORDER BY ALL",
+               "SELECT phase, method, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL ORDER BY ALL")
+    answers = []
+    for path in (tmp_path / "wh.duckdb", spark):
+        conn = connect(path, read_only=True)
+        try:
+            answers.append([conn.execute(q).fetchall() for q in queries])
+        finally:
+            conn.close()
+    assert answers[0] == answers[1]
+    assert answers[0][1] == [("finetuning", "workload_overlap", Decimal("334.0000000000")),
+                             ("idle", "no_workload", Decimal("668.0000000000")),
+                             ("pretraining", "workload_overlap", Decimal("334.0000000000"))]

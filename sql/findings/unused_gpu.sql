@@ -164,10 +164,12 @@ stretches AS (
     SELECT row_number() OVER (ORDER BY host, resource_host, name_host, resource_id, currency, period_start) AS stretch, * FROM marts.gpu_hour_prices
 ),
 stretch_adjustments AS (
-    -- Each stretch's credits and negations as money: each line's EffectiveCost spread over its period.
-    SELECT s.stretch, sum(to_units(a.EffectiveCost) * datediff('second', s.period_start, s.period_end)
-                          // datediff('second', a.ChargePeriodStart, a.ChargePeriodEnd)) AS units
-    FROM (SELECT stretch, period_start, period_end, unnest(adjustment_ids) AS x_ChargeId FROM stretches) AS s
+    -- Each stretch's credits and negations as money: each line's EffectiveCost spread over the
+    -- stretches of its period that usage charges cover (its own period's, or a month's credit over
+    -- the days its instance was billed: the rule of marts.gpu_hour_prices and the attribution).
+    SELECT s.stretch, sum(to_units(a.EffectiveCost) * datediff('second', s.period_start, s.period_end) // s.covered_seconds) AS units
+    FROM (SELECT *, sum(datediff('second', period_start, period_end)) OVER (PARTITION BY x_ChargeId) AS covered_seconds
+          FROM (SELECT stretch, period_start, period_end, unnest(adjustment_ids) AS x_ChargeId FROM stretches)) AS s
     JOIN core.cost_lines AS a USING (x_ChargeId)
     GROUP BY s.stretch
 ),

@@ -5,7 +5,7 @@
 -- Order of evidence:
 --   1. a phase tag on the charge (tag keys: $phase_tag_keys); an untagged credit or
 --      negation of a GPU charge: the tag its resource's usage lines of the same
---      charge period all carry                                                   → method 'tag'
+--      charge period (else inside it) all carry                                  → method 'tag'
 --   2. GPU charges: workloads on the charged host during the charge period, split
 --      by GPU-seconds held (in cards: a MIG instance as its share of the card)    → 'workload_overlap'
 --      of the GPU-seconds paid (paid_gpu_seconds: the GPUs over the period, or the
@@ -72,6 +72,32 @@ usage_runs AS (
     WHERE gpu_count > 0 AND pays_for_gpu_hours
     GROUP BY ALL
 ),
+credit_usage AS (
+    -- Each GPU credit or negation's usage: the usage lines of its resource and charge period, else
+    -- (a month's credit over an instance's daily lines) those inside its period, with the seconds
+    -- they cover. A credit's whole period counted as paid time put the days its instance was not
+    -- billed in `idle`, as negative money.
+    SELECT c.x_ChargeId, u.ran, u.could, NULL AS covered, u.tag_phase
+    FROM charges AS c
+    JOIN usage_runs AS u
+      ON u.resource_key = coalesce(c.ResourceId, c.ResourceName)
+     AND u.ChargePeriodStart = c.ChargePeriodStart AND u.ChargePeriodEnd = c.ChargePeriodEnd
+    WHERE c.gpu_count > 0 AND NOT c.pays_for_gpu_hours
+    UNION ALL
+    SELECT c.x_ChargeId, sum(u.ran), sum(u.could),
+           least(datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd),
+                 sum(datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd))),
+           CASE WHEN count(u.tag_phase) = count(*) AND count(DISTINCT u.tag_phase) = 1 THEN any_value(u.tag_phase) END
+    FROM charges AS c
+    JOIN usage_runs AS u
+      ON u.resource_key = coalesce(c.ResourceId, c.ResourceName)
+     AND u.ChargePeriodStart >= c.ChargePeriodStart AND u.ChargePeriodEnd <= c.ChargePeriodEnd
+    WHERE c.gpu_count > 0 AND NOT c.pays_for_gpu_hours
+      AND NOT EXISTS (SELECT 1 FROM usage_runs AS same
+                      WHERE same.resource_key = coalesce(c.ResourceId, c.ResourceName)
+                        AND same.ChargePeriodStart = c.ChargePeriodStart AND same.ChargePeriodEnd = c.ChargePeriodEnd)
+    GROUP BY c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd
+),
 classified AS (
     SELECT c.*,
         CASE WHEN c.tag_value IN ('pretraining', 'finetuning', 'inference') THEN c.tag_value
@@ -81,12 +107,11 @@ classified AS (
         -- credit: the part its usage lines ran).
         followed_paid_gpu_seconds(
             paid_gpu_seconds(c.gpu_count, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit),
-            c.gpu_count * datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), c.pays_for_gpu_hours, u.ran, u.could)
+            c.gpu_count * datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), c.pays_for_gpu_hours, u.ran, u.could,
+            u.covered, datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd))
             AS paid_gpu_seconds
     FROM charges AS c
-    LEFT JOIN usage_runs AS u
-      ON c.gpu_count > 0 AND NOT c.pays_for_gpu_hours AND u.resource_key = coalesce(c.ResourceId, c.ResourceName)
-     AND u.ChargePeriodStart = c.ChargePeriodStart AND u.ChargePeriodEnd = c.ChargePeriodEnd
+    LEFT JOIN credit_usage AS u USING (x_ChargeId)
 ),
 gpu_charges AS (
     -- The GPU charges that workloads and telemetry split, with the hosts their resource may be: its

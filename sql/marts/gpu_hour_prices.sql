@@ -11,23 +11,49 @@
 -- A stretch whose credits exceed its charges cost nothing (never a negative price); credits without
 -- a usage charge price nothing. Rates are per hour in whole 10^-10 units, then ÷ GPUs.
 CREATE OR REPLACE TABLE marts.gpu_hour_prices AS
-WITH paid AS (
+WITH gpu_lines AS (
+    SELECT *,
+           paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS own_paid,
+           x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS capacity,
+           pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
+                              CapacityReservationStatus) AS usage_charge,
+           coalesce(ResourceId, ResourceName) AS resource_of_line
+    FROM core.cost_lines
+    WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
+      AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction'
+),
+same_period AS (
+    -- What the usage lines of each line's resource, currency and period ran of what they could.
+    SELECT *, sum(CASE WHEN usage_charge THEN own_paid END) OVER same AS ran, sum(CASE WHEN usage_charge THEN capacity END) OVER same AS could
+    FROM gpu_lines
+    WINDOW same AS (PARTITION BY resource_of_line, BillingCurrency, ChargePeriodStart, ChargePeriodEnd)
+),
+usage_periods AS (
+    SELECT resource_of_line, BillingCurrency, ChargePeriodStart, ChargePeriodEnd, sum(own_paid) AS ran, sum(capacity) AS could
+    FROM gpu_lines WHERE usage_charge GROUP BY ALL
+),
+usage_inside AS (
+    -- A credit or negation with no usage line of its own period (a month's credit over an
+    -- instance's daily lines): the usage lines inside its period, and the seconds they cover.
+    SELECT c.x_ChargeId, sum(u.ran) AS ran, sum(u.could) AS could,
+           least(datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd),
+                 sum(datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd))) AS covered
+    FROM same_period AS c
+    JOIN usage_periods AS u
+      ON u.resource_of_line = c.resource_of_line AND u.BillingCurrency = c.BillingCurrency
+     AND u.ChargePeriodStart >= c.ChargePeriodStart AND u.ChargePeriodEnd <= c.ChargePeriodEnd
+    WHERE NOT c.usage_charge AND c.could IS NULL
+    GROUP BY c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd
+),
+paid AS (
     -- The GPU-seconds each line paid for (paid_gpu_seconds); a credit or negation that states no
-    -- quantity pays for what its resource's usage lines of the same period ran of what they could.
-    SELECT *, followed_paid_gpu_seconds(own_paid, capacity, usage_charge,
-                  sum(CASE WHEN usage_charge THEN own_paid END) OVER (
-                      PARTITION BY coalesce(ResourceId, ResourceName), BillingCurrency, ChargePeriodStart, ChargePeriodEnd),
-                  sum(CASE WHEN usage_charge THEN capacity END) OVER (
-                      PARTITION BY coalesce(ResourceId, ResourceName), BillingCurrency, ChargePeriodStart, ChargePeriodEnd))
-              AS paid_gpu_seconds
-    FROM (SELECT *,
-                 paid_gpu_seconds(x_GpuCount, ChargePeriodStart, ChargePeriodEnd, ConsumedQuantity, ConsumedUnit) AS own_paid,
-                 x_GpuCount * datediff('second', ChargePeriodStart, ChargePeriodEnd) AS capacity,
-                 pays_for_gpu_hours(ChargeCategory, ChargeClass, EffectiveCost, BilledCost, CommitmentDiscountStatus,
-                                    CapacityReservationStatus) AS usage_charge
-          FROM core.cost_lines
-          WHERE coalesce(x_GpuCount, 0) > 0 AND ChargePeriodEnd > ChargePeriodStart
-            AND ChargeCategory IN ('Usage', 'Credit', 'Adjustment') AND ChargeClass IS DISTINCT FROM 'Correction')
+    -- quantity pays for what its resource's usage lines of the same period (else inside it) ran of
+    -- what they could (followed_paid_gpu_seconds), as marts.cost_attribution splits it.
+    SELECT l.* EXCLUDE (ran, could, resource_of_line),
+           followed_paid_gpu_seconds(l.own_paid, l.capacity, l.usage_charge, coalesce(l.ran, i.ran), coalesce(l.could, i.could),
+                                     i.covered, datediff('second', l.ChargePeriodStart, l.ChargePeriodEnd)) AS paid_gpu_seconds
+    FROM same_period AS l
+    LEFT JOIN usage_inside AS i USING (x_ChargeId)
 ),
 lines AS (
     SELECT x_ChargeId,
