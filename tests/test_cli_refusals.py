@@ -249,10 +249,13 @@ def test_a_landing_folder_no_connector_reads_fails_the_run(tmp_path):
         assert result.stdout.splitlines()[-1].startswith(
             f"nothing recognised: {landing.resolve()} — no connector reads any of its 2 files")
         assert "skipped: billing/mystery.csv" in result.output
+        # The schedule's runs say so too: a warning on raw.files (Dagster's run itself succeeds).
+        assert "check warned: raw/files:some_file_recognised — billing/mystery.csv, notes.txt" in result.output
     shutil.copy(sample(FOCUS), landing / "focus.csv")
     loaded = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
     assert loaded.exit_code == 0, loaded.output[-3000:]
     assert "nothing recognised" not in loaded.output and "skipped: billing/mystery.csv" in loaded.output
+    assert "some_file_recognised" not in loaded.output
 
 
 # --- 3. FINOPS_* as option defaults; a report beside its warehouse -------------------------------------------------

@@ -335,6 +335,19 @@ def no_fully_quarantined_files(conn) -> AssetCheckResult:
     return AssetCheckResult(passed=not files, severity=AssetCheckSeverity.WARN, metadata={"quarantined": MetadataValue.json(files)})
 
 
+@check("raw.files", "some landing file is one a connector reads (a folder of files none of them reads, a wrong folder or "
+       "an export no connector or mapping knows, loads nothing)")
+def some_file_recognised(conn) -> AssetCheckResult:
+    # The schedule's side of `finops run`'s `nothing recognised` (exit 1): the run itself succeeds.
+    statuses = dict(fetch_all(conn, "SELECT status, count(*) FROM raw.files GROUP BY status"))
+    unread = [p for (p,) in fetch_all(conn, "SELECT path FROM raw.files WHERE status IN ('unrecognized', 'refused') "
+                                            "ORDER BY path LIMIT 20")]
+    nothing_read = bool(statuses) and set(statuses) <= {"unrecognized", "refused"}
+    return AssetCheckResult(passed=not nothing_read, severity=AssetCheckSeverity.WARN,
+                            metadata={"files": sum(statuses.values()),
+                                      "unread": MetadataValue.json(unread if nothing_read else [])})
+
+
 @check("raw.files", "every GPU-rental mapping file passed its schema check")
 def mapping_files_valid(conn) -> AssetCheckResult:
     from connectors.gpu_rental import invalid_mappings
