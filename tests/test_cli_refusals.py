@@ -251,11 +251,21 @@ def test_a_landing_folder_no_connector_reads_fails_the_run(tmp_path):
         assert "skipped: billing/mystery.csv" in result.output
         # The schedule's runs say so too: a warning on raw.files (Dagster's run itself succeeds).
         assert "check warned: raw/files:some_file_recognised — billing/mystery.csv, notes.txt" in result.output
+    # A new version at the same path is still one file.
+    (landing / "billing" / "mystery.csv").write_text("foo,bar,baz\n4,5,6\n")
+    result = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
+    assert result.exit_code == 1 and "no connector reads any of its 2 files" in result.stdout.splitlines()[-1]
     shutil.copy(sample(FOCUS), landing / "focus.csv")
     loaded = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
     assert loaded.exit_code == 0, loaded.output[-3000:]
     assert "nothing recognised" not in loaded.output and "skipped: billing/mystery.csv" in loaded.output
     assert "some_file_recognised" not in loaded.output
+    # The export moved away and the folder keeps only what no connector reads: what the warehouse
+    # loaded before does not make the run a success.
+    (landing / "focus.csv").unlink()
+    moved = invoke("run", "--landing", str(landing), "--warehouse", str(warehouse))
+    assert moved.exit_code == 1, moved.output[-3000:]
+    assert moved.stdout.splitlines()[-1].startswith(f"nothing recognised: {landing.resolve()} — no connector reads any of its 2 files")
 
 
 # --- 3. FINOPS_* as option defaults; a report beside its warehouse -------------------------------------------------

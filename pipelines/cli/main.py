@@ -258,7 +258,7 @@ def _run_holding_lock(landing: Path, warehouse: Path, reports: Path | None, sett
     print_notices(console, run_notices(files) + oracle_forms_counted(warehouse, run_started_at)
                   + invoiced_again_counted(warehouse, run_started_at))
     # A file that failed, or whose every row was quarantined, fails the run: listed last, one per line.
-    problems = run_problems(files) + nothing_recognised(summary, landing)
+    problems = run_problems(files) + nothing_recognised(warehouse, landing)
     print_problems(console, problems)
     if not outcome.published:
         console.print(Text(f"a step failed: {for_terminal(warehouse)} was left as it was before the run (the next run redoes the work)",

@@ -364,15 +364,28 @@ def run_problems(files: list[dict]) -> list[dict]:
     return problems
 
 
-def nothing_recognised(summary: dict, landing: Path) -> list[dict]:
+def nothing_recognised(warehouse: Path, landing: Path) -> list[dict]:
     """A landing folder none of whose files a connector reads (a wrong folder, a new export format)
-    loads nothing, however many runs read it: the run fails, so a schedule does not report an empty
-    warehouse as done. A stray file beside loaded ones is only skipped."""
-    unread = {"unrecognized", "refused"}
-    statuses = {f["status"] for f in summary["files"]}
-    if not statuses or not statuses <= unread:
+    loads nothing: the run fails, so a schedule does not report it as done, whatever the warehouse
+    loaded from files no longer there. Judged on the files the folder holds now, each by its latest
+    version's verdict; a stray file beside loaded ones is only skipped."""
+    from pipelines.ingest.landing import landing_path, scan_landing
+
+    scan = scan_landing(landing)
+    paths = [landing_path(p, landing) for p in scan.files] + [landing_path(link, landing) for link, _ in scan.refused]
+    if not paths or not warehouse.exists():
         return []
-    n = sum(f["files"] for f in summary["files"])
+    conn = connect(warehouse, read_only=True)
+    try:
+        if not table_exists(conn, "raw.files"):
+            return []
+        verdicts = fetch_all(conn, """
+            SELECT path, arg_max(status, ingested_at) FROM raw.files WHERE list_contains(?, path) GROUP BY path""", [paths])
+    finally:
+        conn.close()
+    if len(verdicts) < len(paths) or any(status not in ("unrecognized", "refused") for _, status in verdicts):
+        return []
+    n = len(paths)
     return [{"path": str(landing), "problem": "nothing recognised", "reason": (
         f"no connector reads any of its {n:,} file{'' if n == 1 else 's'} (listed as skipped or refused above), so nothing "
         "is loaded; `finops connectors` lists the files each connector recognises, and a mapping file "

@@ -339,13 +339,13 @@ def no_fully_quarantined_files(conn) -> AssetCheckResult:
        "an export no connector or mapping knows, loads nothing)")
 def some_file_recognised(conn) -> AssetCheckResult:
     # The schedule's side of `finops run`'s `nothing recognised` (exit 1): the run itself succeeds.
-    statuses = dict(fetch_all(conn, "SELECT status, count(*) FROM raw.files GROUP BY status"))
-    unread = [p for (p,) in fetch_all(conn, "SELECT path FROM raw.files WHERE status IN ('unrecognized', 'refused') "
-                                            "ORDER BY path LIMIT 20")]
+    # Each path by its latest version; a path the warehouse read once counts as read.
+    latest = """SELECT path, arg_max(status, ingested_at) AS status FROM raw.files GROUP BY path"""
+    statuses = dict(fetch_all(conn, f"SELECT status, count(*) FROM ({latest}) GROUP BY status"))
     nothing_read = bool(statuses) and set(statuses) <= {"unrecognized", "refused"}
+    unread = [p for (p,) in fetch_all(conn, f"SELECT path FROM ({latest}) ORDER BY path LIMIT 20")] if nothing_read else []
     return AssetCheckResult(passed=not nothing_read, severity=AssetCheckSeverity.WARN,
-                            metadata={"files": sum(statuses.values()),
-                                      "unread": MetadataValue.json(unread if nothing_read else [])})
+                            metadata={"files": sum(statuses.values()), "unread": MetadataValue.json(unread)})
 
 
 @check("raw.files", "every GPU-rental mapping file passed its schema check")
