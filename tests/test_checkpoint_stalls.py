@@ -145,8 +145,9 @@ def test_idle_cards_beside_a_stalled_job_stay_an_idle_run(tmp_path):
 
 def test_a_checkpoint_on_a_node_no_workload_file_names_is_a_stall_of_its_gpus(tmp_path):
     """Checkpoint logs and telemetry, but no scheduler export (a job started by hand on a rented
-    node): the write of 01:00-01:20 with the node's 8 GPUs at 0 % is 8 × 1/3 GPU-hour at 2.00,
-    5.33 wasted (before: no finding, its job's GPUs unknown). It names where its GPUs came from."""
+    node): the job's GPUs are the 8 busy just before the write, and the write of 01:00-01:20 with
+    them at 0 % is 8 × 1/3 GPU-hour at 2.00, 5.33 wasted (before: no finding, its job's GPUs
+    unknown). It names where its GPUs came from."""
     assert leaks_on_one_node(tmp_path, None, telemetry("gpu01", range(60, 80)), ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
         ("slow_disk_idle", "checkpoint", Decimal("5.33"))]
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
@@ -156,13 +157,26 @@ def test_a_checkpoint_on_a_node_no_workload_file_names_is_a_stall_of_its_gpus(tm
         conn.close()
     evidence = json.loads(evidence)
     assert (evidence["gpus"], evidence["workloads"], evidence["idle_share"]) == (8, None, 1.0)
-    assert evidence["gpus_from"] == "the host's GPUs in telemetry (no workload record)"
+    assert evidence["gpus_from"] == "the GPUs busy on the host just before the write (no workload record)"
+
+
+def test_without_a_workload_file_cards_idle_before_the_write_are_not_the_jobs(tmp_path):
+    """No workload file; cards 0-3 run at 85 % throughout (the job writes asynchronously, and never
+    waits) and cards 4-7 sit at 0 % all along: no stall, and the idle cards' run keeps every hour
+    (4 × 2 h × 2.00 = 16.00). Taking every card seen as the job's made it a stall of 2.67 and cut
+    the idle run to 13.33."""
+    lines = [SMI]
+    for minute in range(120):
+        lines += [f"2026/09/07 {minute // 60:02d}:{minute % 60:02d}:00.000, {g}, GPU-gpu01-{g}, NVIDIA A100-SXM4-80GB, "
+                  f"{0 if g >= 4 else 85} %, 100 MiB, 80.00 W" for g in range(8)]
+    assert leaks_on_one_node(tmp_path, None, "\n".join(lines) + "\n", ("2026-09-07T01:00:00Z", "2026-09-07T01:20:00Z")) == [
+        ("unused_gpu", "idle_run", Decimal("16.00"))]
 
 
 def test_a_long_write_on_a_node_no_workload_file_names_is_one_leak(tmp_path):
-    """The hour-long write (00:30-01:30) with no workload file: the stall takes every GPU seen, so
-    its 8 GPU-hours are not an idle run too (16.00 in all, not 32.00); with no telemetry either,
-    its GPUs are unknown and the paid hours are what is left to say (no_telemetry)."""
+    """The hour-long write (00:30-01:30) with no workload file: the stall's GPUs are the 8 busy
+    before it, so its 8 GPU-hours are not an idle run too (16.00 in all, not 32.00); with no
+    telemetry either, its GPUs are unknown and the paid hours are what is left to say (no_telemetry)."""
     assert leaks_on_one_node(tmp_path, None, telemetry("gpu01", range(30, 90)),
                              ("2026-09-07T00:30:00Z", "2026-09-07T01:30:00Z")) == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]
     blind = tmp_path / "blind"

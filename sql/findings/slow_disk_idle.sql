@@ -5,7 +5,7 @@
 -- (consecutive intervals merge into one write, across the host's devices).
 -- GPUs of the job: the event's own workload (its workload_id) where it ran on the host then, else
 -- every workload holding GPUs on the host while the write ran; a checkpoint event on a host no
--- workload held then, every GPU telemetry saw there during the write. Idle share: minute by minute, the
+-- workload held then, the GPUs busy there in the 5 minutes before the write. Idle share: minute by minute, the
 -- share of the job's GPUs under $idle_busy_threshold (idle GPUs no workload held are set aside
 -- first), over the window's minutes with telemetry (how many GPU-minutes had telemetry is in the
 -- evidence; with none, the GPUs are taken as waiting, as a synchronous checkpoint makes them).
@@ -111,16 +111,21 @@ job_gpus AS (
     GROUP BY event_id
     UNION ALL
     -- A checkpoint event on a host no workload record holds GPUs on then (a job started by hand on a
-    -- rented node, a scheduler whose export is not loaded): the job writing it is taken to hold every
-    -- GPU telemetry saw on the host during the write (idle cards beside it are counted as its; with
-    -- no telemetry either, its GPUs are unknown and it is no finding). A disk-write signature needs a
-    -- workload: a busy disk beside idle cards nobody holds is no checkpoint.
-    SELECT c.event_id, max(t.gpus_seen) AS gpus, max(t.gpus_seen) AS cards, NULL AS workloads, max(t.gpus_seen) AS held_gpus,
-           'the host''s GPUs in telemetry (no workload record)' AS gpus_from
-    FROM checkpoints AS c
-    JOIN telemetry_minutes AS t USING (event_id)
-    WHERE c.subkind = 'checkpoint' AND c.event_id NOT IN (SELECT event_id FROM host_jobs)
-    GROUP BY c.event_id
+    -- rented node, a scheduler whose export is not loaded): the job writing it is taken to hold the
+    -- GPUs busy on the host in the 5 minutes before the write (marts.gpu_spans_by_day; a MIG instance
+    -- as its share of the card); cards idle since before it are nobody's, set aside as the workloads'
+    -- unheld ones are. No GPU busy then, or no telemetry, and its GPUs are unknown: no finding. A
+    -- disk-write signature needs a workload: a busy disk beside idle cards nobody holds is no checkpoint.
+    SELECT event_id, count(*) AS gpus, sum(gpu_share) AS cards, NULL AS workloads, count(*) AS held_gpus,
+           'the GPUs busy on the host just before the write (no workload record)' AS gpus_from
+    FROM (SELECT c.event_id, g.gpu_key, sum(g.card_coverage_minutes) / sum(g.coverage_minutes) AS gpu_share
+          FROM checkpoints AS c
+          JOIN marts.gpu_spans_by_day AS g
+            ON g.host = c.host AND NOT g.idle
+           AND g.span_start < utc_minute(c.started_at) AND g.span_end > utc_minute(c.started_at) - INTERVAL 5 MINUTE
+          WHERE c.subkind = 'checkpoint' AND c.event_id NOT IN (SELECT event_id FROM host_jobs)
+          GROUP BY c.event_id, g.gpu_key)
+    GROUP BY event_id
 ),
 telemetry AS (
     -- The share of the job's GPUs waiting, minute by minute. Idle GPUs are the job's own once the

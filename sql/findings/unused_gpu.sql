@@ -68,17 +68,17 @@ whole_runs AS (
 stalls AS (
     SELECT resource AS stall, host, period_start, period_end,
            TRY_CAST(evidence ->> 'wasted_gpu_hours' AS DOUBLE) AS stall_gpu_hours,
-           -- With no workload record on the host, the stall took every GPU seen as its job's.
-           coalesce(evidence ->> 'workloads', '') = '' AS took_every_gpu,
+           -- With no workload record on the host, the stall's job held the GPUs busy just before it.
+           CASE WHEN coalesce(evidence ->> 'workloads', '') = '' THEN TRY_CAST(evidence ->> 'gpus' AS BIGINT) END AS busy_before_gpus,
            datediff('second', period_start, period_end) / 3600.0 AS hours
     FROM findings.slow_disk_idle
 ),
 stall_unheld AS (
     -- The host's GPUs no workload held while the stall ran (its GPUs seen, less those workloads
-    -- held): the stall set them aside as idle, so their idle runs are not its. None where no
-    -- workload held any: the stall took them all.
-    SELECT s.stall, CASE WHEN any_value(s.took_every_gpu) THEN 0
-                         ELSE greatest(0, coalesce(any_value(v.seen_gpus), 0) - coalesce(sum(w.gpu_count), 0)) END AS unheld_gpus
+    -- held; with no workload record, less those busy just before it): the stall set them aside as
+    -- idle, so their idle runs are not its.
+    SELECT s.stall, greatest(0, coalesce(any_value(v.seen_gpus), 0)
+                                - coalesce(any_value(s.busy_before_gpus), sum(w.gpu_count), 0)) AS unheld_gpus
     FROM stalls AS s
     LEFT JOIN (SELECT s2.stall, count(DISTINCT g.gpu_key) AS seen_gpus
                FROM stalls AS s2
