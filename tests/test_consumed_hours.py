@@ -15,6 +15,7 @@ Charges (USD, FOCUS columns, no telemetry anywhere):
   24.00, nobody held it: 24.00 idle over 12 GPU-hours.
 """
 
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import duckdb
@@ -170,6 +171,44 @@ def test_a_months_credit_pays_for_the_days_its_instance_was_billed(tmp_path):
         ("gpu-a", Decimal("1.7395833333")), ("gpu-b", Decimal("1.7395833333"))]
     assert query(warehouse, "SELECT resource, wasted_cost FROM findings.hidden_costs WHERE subkind = 'no_telemetry'") == [
         ("ins-b", Decimal("668.000000"))]
+
+
+def test_a_months_credit_counts_overlapping_and_straddling_usage_once(tmp_path):
+    """Two instances, each credited 100.00 for September in a line with no quantity.
+    ins-c: 48 hourly lines (16.00, 8 GPUs) and daily lines of the same two days (100.00): the
+    credit pays for the two days once (48 h of 8 GPUs; adding the lines' periods up made it 96 h,
+    its split -25/-75 and its price -50), so -50.00 a phase: day 1's pre-training job, day 2 idle.
+    ins-f: daily lines billed noon to noon from 31 August (384.00 each): the credit pays for the
+    60 hours of them inside September, its 100.00 priced over those hours alone (1.7916666666 a
+    GPU-hour; counting only the days wholly inside took 125.00 off the prices)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    def usage(resource, cost, start, hours):
+        return (f"{cost},{cost},USD,Usage,{start:%Y-%m-%dT%H:%M:%SZ},{start + timedelta(hours=hours):%Y-%m-%dT%H:%M:%SZ},"
+                f"GpuCloud,GPU,Compute,ins-{resource},gpu-{resource},,,H100,8\n")
+    first = datetime(2026, 9, 1, tzinfo=UTC)
+    lines = [usage("c", "16.00", first + timedelta(hours=h), 1) for h in range(48)]
+    lines += [usage("c", "100.00", first + timedelta(days=d), 24) for d in range(2)]
+    lines += [usage("f", "384.00", first - timedelta(hours=12) + timedelta(days=d), 24) for d in range(3)]
+    lines += [f"-100.00,-100.00,USD,Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,GpuCloud,GPU,Compute,ins-{r},gpu-{r},,,H100,8\n"
+              for r in "cf"]
+    (landing / "charges.csv").write_text(HEADER + "".join(lines))
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
+                                      "pt-c,pretraining,gpu-c,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n"
+                                      "pt-f,pretraining,gpu-f,8,2026-08-31T12:00:00Z,2026-09-03T12:00:00Z\n")
+    assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
+    warehouse = tmp_path / "wh.duckdb"
+    assert query(warehouse, """SELECT c.ResourceId, a.phase, sum(a.amount_billing) FROM marts.cost_attribution AS a
+                               JOIN core.cost_lines AS c USING (x_ChargeId) WHERE c.ChargeCategory = 'Credit'
+                               GROUP BY ALL ORDER BY ALL""") == [
+        ("ins-c", "idle", Decimal("-50.0000000000")), ("ins-c", "pretraining", Decimal("-50.0000000000")),
+        ("ins-f", "pretraining", Decimal("-100.0000000000"))]
+    # The credit's money in the prices: what each stretch's price lost to it, over its GPU-hours.
+    assert query(warehouse, """SELECT host, round(sum((price_per_gpu_hour - usage_price_per_gpu_hour) * gpu_count
+                                                    * datediff('second', period_start, period_end) / 3600), 2),
+                                      min(price_per_gpu_hour)
+                               FROM marts.gpu_hour_prices GROUP BY host ORDER BY host""") == [
+        ("gpu-c", Decimal("-100.00"), Decimal("2.2604166666")), ("gpu-f", Decimal("-100.00"), Decimal("1.7916666666"))]
 
 
 @pytest.mark.parametrize(("usage_tags", "credit_phase"), [

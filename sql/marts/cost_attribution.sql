@@ -72,46 +72,67 @@ usage_runs AS (
     WHERE gpu_count > 0 AND pays_for_gpu_hours
     GROUP BY ALL
 ),
-credit_usage AS (
-    -- Each GPU credit or negation's usage: the usage lines of its resource and charge period, else
-    -- (a month's credit over an instance's daily lines) those inside its period, with the seconds
-    -- they cover. A credit's whole period counted as paid time put the days its instance was not
-    -- billed in `idle`, as negative money.
-    SELECT c.x_ChargeId, u.ran, u.could, NULL AS covered, u.tag_phase
+same_period AS (
+    -- Each GPU credit or negation's usage lines of the same resource and charge period (a CUR's
+    -- hourly negations): an equality join, so what is left for the range join below is only the
+    -- credits no usage line of their own period answers.
+    SELECT c.*, u.ran, u.could, u.tag_phase AS usage_tag_phase
     FROM charges AS c
-    JOIN usage_runs AS u
-      ON u.resource_key = coalesce(c.ResourceId, c.ResourceName)
+    LEFT JOIN usage_runs AS u
+      ON c.gpu_count > 0 AND NOT c.pays_for_gpu_hours AND u.resource_key = coalesce(c.ResourceId, c.ResourceName)
      AND u.ChargePeriodStart = c.ChargePeriodStart AND u.ChargePeriodEnd = c.ChargePeriodEnd
-    WHERE c.gpu_count > 0 AND NOT c.pays_for_gpu_hours
-    UNION ALL
-    SELECT c.x_ChargeId, sum(u.ran), sum(u.could),
-           least(datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd),
-                 sum(datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd))),
-           CASE WHEN count(u.tag_phase) = count(*) AND count(DISTINCT u.tag_phase) = 1 THEN any_value(u.tag_phase) END
-    FROM charges AS c
+),
+usage_inside AS (
+    -- A credit with none (a month's credit over an instance's daily lines): the usage lines of its
+    -- resource within its period, each clipped to it (a day billed from noon to noon counts the
+    -- part inside), with what they ran of what they could in that part. A credit's whole period
+    -- counted as paid time put the days its instance was not billed in `idle`, as negative money.
+    SELECT c.x_ChargeId, greatest(u.ChargePeriodStart, c.ChargePeriodStart) AS s, least(u.ChargePeriodEnd, c.ChargePeriodEnd) AS e,
+           u.ran * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
+               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS ran,
+           u.could * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
+               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS could,
+           u.tag_phase
+    FROM same_period AS c
     JOIN usage_runs AS u
       ON u.resource_key = coalesce(c.ResourceId, c.ResourceName)
-     AND u.ChargePeriodStart >= c.ChargePeriodStart AND u.ChargePeriodEnd <= c.ChargePeriodEnd
-    WHERE c.gpu_count > 0 AND NOT c.pays_for_gpu_hours
-      AND NOT EXISTS (SELECT 1 FROM usage_runs AS same
-                      WHERE same.resource_key = coalesce(c.ResourceId, c.ResourceName)
-                        AND same.ChargePeriodStart = c.ChargePeriodStart AND same.ChargePeriodEnd = c.ChargePeriodEnd)
-    GROUP BY c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd
+     AND u.ChargePeriodStart < c.ChargePeriodEnd AND u.ChargePeriodEnd > c.ChargePeriodStart
+    WHERE c.gpu_count > 0 AND NOT c.pays_for_gpu_hours AND c.could IS NULL
+      AND u.ChargePeriodEnd > u.ChargePeriodStart
+),
+usage_inside_islands AS (
+    -- The clipped usage periods merged where they overlap (hourly and daily lines of one day), so
+    -- the time they cover counts once.
+    SELECT *, sum(CASE WHEN s <= prev_e THEN 0 ELSE 1 END) OVER (PARTITION BY x_ChargeId ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+    FROM (SELECT *, max(e) OVER (PARTITION BY x_ChargeId ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+          FROM usage_inside)
+),
+credit_cover AS (
+    -- The seconds of each such credit's period its usage covers, overlaps once.
+    SELECT x_ChargeId, sum(datediff('second', s, e)) AS covered
+    FROM (SELECT x_ChargeId, island, min(s) AS s, max(e) AS e FROM usage_inside_islands GROUP BY x_ChargeId, island)
+    GROUP BY x_ChargeId
+),
+credit_usage AS (
+    SELECT u.x_ChargeId, sum(u.ran) AS ran, sum(u.could) AS could, any_value(v.covered) AS covered,
+           CASE WHEN count(u.tag_phase) = count(*) AND count(DISTINCT u.tag_phase) = 1 THEN any_value(u.tag_phase) END AS tag_phase
+    FROM usage_inside AS u JOIN credit_cover AS v USING (x_ChargeId)
+    GROUP BY u.x_ChargeId
 ),
 classified AS (
-    SELECT c.*,
+    SELECT c.* EXCLUDE (ran, could, usage_tag_phase),
         CASE WHEN c.tag_value IN ('pretraining', 'finetuning', 'inference') THEN c.tag_value
-             WHEN c.tag_value IS NULL THEN u.tag_phase END AS tag_phase,
-        c.tag_value IS NULL AND u.tag_phase IS NOT NULL AS tag_of_usage,
+             WHEN c.tag_value IS NULL THEN coalesce(c.usage_tag_phase, i.tag_phase) END AS tag_phase,
+        c.tag_value IS NULL AND coalesce(c.usage_tag_phase, i.tag_phase) IS NOT NULL AS tag_of_usage,
         -- Its GPUs over the charge period, or the part of it the consumed quantity says they ran (a
         -- credit: the part its usage lines ran).
         followed_paid_gpu_seconds(
             paid_gpu_seconds(c.gpu_count, c.ChargePeriodStart, c.ChargePeriodEnd, c.ConsumedQuantity, c.ConsumedUnit),
-            c.gpu_count * datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), c.pays_for_gpu_hours, u.ran, u.could,
-            u.covered, datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd))
+            c.gpu_count * datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd), c.pays_for_gpu_hours,
+            coalesce(c.ran, i.ran), coalesce(c.could, i.could), i.covered, datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd))
             AS paid_gpu_seconds
-    FROM charges AS c
-    LEFT JOIN credit_usage AS u USING (x_ChargeId)
+    FROM same_period AS c
+    LEFT JOIN credit_usage AS i USING (x_ChargeId)
 ),
 gpu_charges AS (
     -- The GPU charges that workloads and telemetry split, with the hosts their resource may be: its

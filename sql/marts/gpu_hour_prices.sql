@@ -34,16 +34,35 @@ usage_periods AS (
 ),
 usage_inside AS (
     -- A credit or negation with no usage line of its own period (a month's credit over an
-    -- instance's daily lines): the usage lines inside its period, and the seconds they cover.
-    SELECT c.x_ChargeId, sum(u.ran) AS ran, sum(u.could) AS could,
-           least(datediff('second', c.ChargePeriodStart, c.ChargePeriodEnd),
-                 sum(datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd))) AS covered
+    -- instance's daily lines): the usage lines of its resource and currency within its period,
+    -- each clipped to it, with what they ran of what they could there (marts.cost_attribution's rule).
+    SELECT c.x_ChargeId, greatest(u.ChargePeriodStart, c.ChargePeriodStart) AS s, least(u.ChargePeriodEnd, c.ChargePeriodEnd) AS e,
+           u.ran * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
+               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS ran,
+           u.could * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
+               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS could
     FROM same_period AS c
     JOIN usage_periods AS u
       ON u.resource_of_line = c.resource_of_line AND u.BillingCurrency = c.BillingCurrency
-     AND u.ChargePeriodStart >= c.ChargePeriodStart AND u.ChargePeriodEnd <= c.ChargePeriodEnd
+     AND u.ChargePeriodStart < c.ChargePeriodEnd AND u.ChargePeriodEnd > c.ChargePeriodStart
     WHERE NOT c.usage_charge AND c.could IS NULL
-    GROUP BY c.x_ChargeId, c.ChargePeriodStart, c.ChargePeriodEnd
+),
+usage_inside_cover AS (
+    -- The seconds of each such credit's period its usage covers, overlapping lines once.
+    SELECT x_ChargeId, sum(datediff('second', s, e)) AS covered
+    FROM (SELECT x_ChargeId, island, min(s) AS s, max(e) AS e
+          FROM (SELECT *, sum(CASE WHEN s <= prev_e THEN 0 ELSE 1 END)
+                              OVER (PARTITION BY x_ChargeId ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS island
+                FROM (SELECT *, max(e) OVER (PARTITION BY x_ChargeId ORDER BY s, e
+                                             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_e
+                      FROM usage_inside))
+          GROUP BY x_ChargeId, island)
+    GROUP BY x_ChargeId
+),
+usage_inside_runs AS (
+    SELECT u.x_ChargeId, sum(u.ran) AS ran, sum(u.could) AS could, any_value(v.covered) AS covered
+    FROM usage_inside AS u JOIN usage_inside_cover AS v USING (x_ChargeId)
+    GROUP BY u.x_ChargeId
 ),
 paid AS (
     -- The GPU-seconds each line paid for (paid_gpu_seconds); a credit or negation that states no
@@ -53,7 +72,7 @@ paid AS (
            followed_paid_gpu_seconds(l.own_paid, l.capacity, l.usage_charge, coalesce(l.ran, i.ran), coalesce(l.could, i.could),
                                      i.covered, datediff('second', l.ChargePeriodStart, l.ChargePeriodEnd)) AS paid_gpu_seconds
     FROM same_period AS l
-    LEFT JOIN usage_inside AS i USING (x_ChargeId)
+    LEFT JOIN usage_inside_runs AS i USING (x_ChargeId)
 ),
 lines AS (
     SELECT x_ChargeId,
