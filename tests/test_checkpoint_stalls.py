@@ -99,7 +99,8 @@ def test_a_write_seen_on_a_volume_and_its_disk_is_one_stall(tmp_path, devices):
     assert rows == [(1, pytest.approx(16 / 60, abs=1e-4), 120_000_000_000)]
 
 
-def leaks_on_one_node(tmp_path, job_gpus: int | None, smi: str | None, write: tuple[str, str]) -> list[tuple]:
+def leaks_on_one_node(tmp_path, job_gpus: int | None, smi: str | None, write: tuple[str, str],
+                      writers: tuple[str, ...] = ("job-1",)) -> list[tuple]:
     """gpu01 (8 GPUs, 32.00 for 00:00-02:00), job-1 holding `job_gpus` of them (None: no workload
     file), telemetry `smi` (None: none) and one checkpoint write (start, end) to NFS; idle runs from
     30 minutes: hidden costs by kind."""
@@ -112,9 +113,9 @@ def leaks_on_one_node(tmp_path, job_gpus: int | None, smi: str | None, write: tu
                                           f"job-1,pretraining,gpu01,{job_gpus},2026-09-07T00:00:00Z,2026-09-07T02:00:00Z\n")
     if smi is not None:
         (landing / "gpu01.csv").write_text(smi)
-    (landing / "checkpoints.jsonl").write_text(json.dumps({
-        "job": "job-1", "host": "gpu01", "started_at": write[0], "ended_at": write[1],
-        "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n")
+    (landing / "checkpoints.jsonl").write_text("".join(json.dumps({
+        "job": job, "host": "gpu01", "started_at": write[0], "ended_at": write[1],
+        "bytes": 100_000_000_000, "path": "/mnt/nfs/ckpt", "storage_class": "nfs"}) + "\n" for job in writers))
     assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD", idle_min_minutes=30).success
     conn = connect(tmp_path / "wh.duckdb", read_only=True)
     try:
@@ -158,6 +159,14 @@ def test_a_checkpoint_on_a_node_no_workload_file_names_is_a_stall_of_its_gpus(tm
     evidence = json.loads(evidence)
     assert (evidence["gpus"], evidence["workloads"], evidence["idle_share"]) == (8, None, 1.0)
     assert evidence["gpus_from"] == "the GPUs busy on the host just before the write (no workload record)"
+
+
+def test_writes_of_jobs_no_record_names_on_one_node_are_one_wait(tmp_path):
+    """Three jobs' checkpoints (job-a, job-b, job-c) from 00:30 to 01:30 on gpu01, no workload file,
+    its 8 GPUs busy before and idle during: one wait of 8 GPU-hours, 16.00, not three (48.00 for a
+    node paid 32.00)."""
+    assert leaks_on_one_node(tmp_path, None, telemetry("gpu01", range(30, 90)), ("2026-09-07T00:30:00Z", "2026-09-07T01:30:00Z"),
+                             writers=("job-a", "job-b", "job-c")) == [("slow_disk_idle", "checkpoint", Decimal("16.00"))]
 
 
 def test_without_a_workload_file_cards_idle_before_the_write_are_not_the_jobs(tmp_path):

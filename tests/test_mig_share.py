@@ -666,6 +666,26 @@ def test_a_checkpoint_stall_of_a_pod_on_a_slice_costs_its_share_of_the_card(tmp_
         conn.close()
 
 
+def test_a_checkpoint_on_a_sliced_card_no_workload_file_names_is_its_busy_slices_share(tmp_path):
+    # No pod listing: slice 0 is busy from 09:55 to 10:00, the six others idle all day, and a
+    # checkpoint runs from 10:00 to 12:00. The job held slice 0 (busy just before the write): 1/7 of
+    # the card for 2 hours, 0.57, and the idle runs keep the rest, so the leaks stay within the
+    # 48.00 paid for the card (the stall was 7 cards' 28.00; then slice 0's idle run kept its 2 hours too).
+    busy_slice = mig_series("0", "1g.10gb", 0)
+    busy_slice["values"] = [[t, "90" if 595 <= minute < 600 else "0"] for minute, (t, _) in enumerate(busy_slice["values"])]
+    checkpoint = json.dumps({"job": "job-x", "host": "mig-1", "started_at": "2026-09-01T10:00:00Z",
+                             "ended_at": "2026-09-01T12:00:00Z", "bytes": 100_000_000_000, "storage_class": "nfs"})
+    conn = build(tmp_path, files={"charges.csv": CHARGE, "checkpoints.jsonl": checkpoint + "\n",
+                                  "dcgm-mig.json": dcgm(busy_slice, *(mig_series(str(i), "1g.10gb", 0) for i in range(1, 7)))})
+    try:
+        [(gpus, cards, cost)] = fetch_all(conn, "SELECT evidence->>'gpus', evidence->>'gpu_cards', wasted_cost FROM findings.slow_disk_idle")
+        assert (gpus, cards, cost.quantize(CENT)) == ("1", "0.1429", Decimal("0.57"))
+        [(leaks,)] = fetch_all(conn, "SELECT sum(wasted_cost) FROM findings.hidden_costs WHERE kind IN ('slow_disk_idle', 'unused_gpu')")
+        assert Decimal("47.90") < leaks <= Decimal("48.00")
+    finally:
+        conn.close()
+
+
 def with_node(listing: str, labels: dict) -> str:
     """The listing as `kubectl get pods,nodes -A -o json` gives it: node mig-1 with `labels` after the pods."""
     document = json.loads(listing)

@@ -372,7 +372,8 @@ def nothing_recognised(warehouse: Path, landing: Path) -> list[dict]:
     from pipelines.ingest.landing import landing_path, scan_landing
 
     scan = scan_landing(landing)
-    paths = [landing_path(p, landing) for p in scan.files] + [landing_path(link, landing) for link, _ in scan.refused]
+    # As stored: two names that escape alike (an ESC and a literal `\x1b`) are one path there.
+    paths = sorted({landing_path(p, landing) for p in scan.files} | {landing_path(link, landing) for link, _ in scan.refused})
     if not paths or not warehouse.exists():
         return []
     conn = connect(warehouse, read_only=True)

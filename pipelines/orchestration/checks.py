@@ -339,7 +339,8 @@ def no_fully_quarantined_files(conn) -> AssetCheckResult:
        "an export no connector or mapping knows, loads nothing)")
 def some_file_recognised(conn) -> AssetCheckResult:
     # The schedule's side of `finops run`'s `nothing recognised` (exit 1): the run itself succeeds.
-    # Each path by its latest version; a path the warehouse read once counts as read.
+    # Each path by its latest version, over every path the warehouse has read: a folder emptied of
+    # the export it loaded before is `finops run`'s to catch (it scans the folder), not this check's.
     latest = """SELECT path, arg_max(status, ingested_at) AS status FROM raw.files GROUP BY path"""
     statuses = dict(fetch_all(conn, f"SELECT status, count(*) FROM ({latest}) GROUP BY status"))
     nothing_read = bool(statuses) and set(statuses) <= {"unrecognized", "refused"}

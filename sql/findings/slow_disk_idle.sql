@@ -124,6 +124,13 @@ job_gpus AS (
             ON g.host = c.host AND NOT g.idle
            AND g.span_start < utc_minute(c.started_at) AND g.span_end > utc_minute(c.started_at) - INTERVAL 5 MINUTE
           WHERE c.subkind = 'checkpoint' AND c.event_id NOT IN (SELECT event_id FROM host_jobs)
+            -- Jobs no record names cannot be told apart on the host: of their writes that overlap
+            -- there, the first holds the GPUs' wait (three jobs' writes were three stalls of the same cards).
+            AND NOT EXISTS (SELECT 1 FROM checkpoints AS o
+                            WHERE o.host = c.host AND o.subkind = 'checkpoint' AND o.event_id <> c.event_id
+                              AND o.event_id NOT IN (SELECT event_id FROM host_jobs)
+                              AND o.started_at < c.ended_at AND o.ended_at > c.started_at
+                              AND (o.started_at < c.started_at OR (o.started_at = c.started_at AND o.event_id < c.event_id)))
           GROUP BY c.event_id, g.gpu_key)
     GROUP BY event_id
 ),

@@ -68,23 +68,26 @@ whole_runs AS (
 stalls AS (
     SELECT resource AS stall, host, period_start, period_end,
            TRY_CAST(evidence ->> 'wasted_gpu_hours' AS DOUBLE) AS stall_gpu_hours,
-           -- With no workload record on the host, the stall's job held the GPUs busy just before it.
-           CASE WHEN coalesce(evidence ->> 'workloads', '') = '' THEN TRY_CAST(evidence ->> 'gpus' AS BIGINT) END AS busy_before_gpus,
+           -- With no workload record on the host, the stall's job held the GPUs busy just before it (in cards).
+           CASE WHEN coalesce(evidence ->> 'workloads', '') = '' THEN TRY_CAST(evidence ->> 'gpu_cards' AS DOUBLE) END AS busy_before_cards,
            datediff('second', period_start, period_end) / 3600.0 AS hours
     FROM findings.slow_disk_idle
 ),
 stall_unheld AS (
     -- The host's GPUs no workload held while the stall ran (its GPUs seen, less those workloads
-    -- held; with no workload record, less those busy just before it): the stall set them aside as
-    -- idle, so their idle runs are not its.
-    SELECT s.stall, greatest(0, coalesce(any_value(v.seen_gpus), 0)
-                                - coalesce(any_value(s.busy_before_gpus), sum(w.gpu_count), 0)) AS unheld_gpus
+    -- held; with no workload record, less those busy just before it), in cards as the runs'
+    -- hours are (a MIG instance as its share): the stall set them aside as idle, so their idle
+    -- runs are not its.
+    SELECT s.stall, greatest(0, coalesce(any_value(v.seen_cards), 0)
+                                - coalesce(any_value(s.busy_before_cards), sum(workload_cards(w.gpu_cards, w.gpu_count)), 0)) AS unheld_gpus
     FROM stalls AS s
-    LEFT JOIN (SELECT s2.stall, count(DISTINCT g.gpu_key) AS seen_gpus
-               FROM stalls AS s2
-               JOIN marts.gpu_spans_by_day AS g
-                 ON g.host = s2.host AND g.span_start < s2.period_end AND g.span_end > s2.period_start
-               GROUP BY s2.stall) AS v USING (stall)
+    LEFT JOIN (SELECT stall, sum(gpu_share) AS seen_cards
+               FROM (SELECT s2.stall, g.gpu_key, sum(g.card_coverage_minutes) / sum(g.coverage_minutes) AS gpu_share
+                     FROM stalls AS s2
+                     JOIN marts.gpu_spans_by_day AS g
+                       ON g.host = s2.host AND g.span_start < s2.period_end AND g.span_end > s2.period_start
+                     GROUP BY s2.stall, g.gpu_key)
+               GROUP BY stall) AS v USING (stall)
     LEFT JOIN core.workloads AS w
       ON w.host = s.host AND w.gpu_count > 0 AND w.started_at < s.period_end AND coalesce(w.ended_at, s.period_end) > s.period_start
     GROUP BY s.stall
