@@ -138,18 +138,23 @@ def test_a_credit_without_a_quantity_pays_for_what_its_charge_ran(tmp_path):
         ("gpu-half", Decimal("0.00"), Decimal("0.00"))]
 
 
+def land_with_months_credits(landing, usage: list[str], resources: str, *jobs: str) -> None:
+    """charges.csv: the usage lines and a 100.00 credit for September on each of ins-<r> (no quantity);
+    jobs.csv: the workload rows."""
+    credits = [f"-100.00,-100.00,USD,Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,GpuCloud,GPU,Compute,ins-{r},gpu-{r},,,H100,8\n"
+               for r in resources]
+    (landing / "charges.csv").write_text(HEADER + "".join(usage + credits))
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n" + "".join(j + "\n" for j in jobs))
+
+
 def land_a_months_credit(landing) -> None:
     """ins-a and ins-b billed by the day on 1 and 2 September, each credited 100.00 for the month;
     jobs on ins-a only (test_a_months_credit_pays_for_the_days_its_instance_was_billed)."""
     landing.mkdir()
     lines = [f"384.00,384.00,USD,Usage,2026-09-0{d}T00:00:00Z,2026-09-0{d + 1}T00:00:00Z,GpuCloud,GPU,Compute,ins-{i},gpu-{i},"
              f"192,GPU-Hours,H100,8\n" for i in "ab" for d in (1, 2)]
-    lines += [f"-100.00,-100.00,USD,Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,GpuCloud,GPU,Compute,ins-{i},gpu-{i},,,H100,8\n"
-              for i in "ab"]
-    (landing / "charges.csv").write_text(HEADER + "".join(lines))
-    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      "pt-1,pretraining,gpu-a,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n"
-                                      "ft-1,finetuning,gpu-a,8,2026-09-02T00:00:00Z,2026-09-03T00:00:00Z\n")
+    land_with_months_credits(landing, lines, "ab", "pt-1,pretraining,gpu-a,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z",
+                             "ft-1,finetuning,gpu-a,8,2026-09-02T00:00:00Z,2026-09-03T00:00:00Z")
 
 
 def test_a_months_credit_pays_for_the_days_its_instance_was_billed(tmp_path):
@@ -190,12 +195,8 @@ def test_a_months_credit_counts_overlapping_and_straddling_usage_once(tmp_path):
     lines = [usage("c", "16.00", first + timedelta(hours=h), 1) for h in range(48)]
     lines += [usage("c", "100.00", first + timedelta(days=d), 24) for d in range(2)]
     lines += [usage("f", "384.00", first - timedelta(hours=12) + timedelta(days=d), 24) for d in range(3)]
-    lines += [f"-100.00,-100.00,USD,Credit,2026-09-01T00:00:00Z,2026-10-01T00:00:00Z,GpuCloud,GPU,Compute,ins-{r},gpu-{r},,,H100,8\n"
-              for r in "cf"]
-    (landing / "charges.csv").write_text(HEADER + "".join(lines))
-    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n"
-                                      "pt-c,pretraining,gpu-c,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n"
-                                      "pt-f,pretraining,gpu-f,8,2026-08-31T12:00:00Z,2026-09-03T12:00:00Z\n")
+    land_with_months_credits(landing, lines, "cf", "pt-c,pretraining,gpu-c,8,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z",
+                             "pt-f,pretraining,gpu-f,8,2026-08-31T12:00:00Z,2026-09-03T12:00:00Z")
     assert run_pipeline(landing, tmp_path / "wh.duckdb", reporting_currency="USD").success
     warehouse = tmp_path / "wh.duckdb"
     assert query(warehouse, """SELECT c.ResourceId, a.phase, sum(a.amount_billing) FROM marts.cost_attribution AS a

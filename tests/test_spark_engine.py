@@ -161,14 +161,8 @@ def billing_lines_on_both(engine, tmp_path, files: dict[str, str], query: str) -
         SqlEngineResource().build(conn, "core.billing_lines", settings.sql_params(), {})
     finally:
         conn.close()
-    answers = []
-    for path in (warehouse, spark):
-        conn = connect(path, read_only=True)
-        try:
-            answers.append(conn.execute(query).fetchall())
-        finally:
-            conn.close()
-    return answers[0], answers[1]
+    [duck], [on_spark] = (answers_of(path, [query]) for path in (warehouse, spark))
+    return duck, on_spark
 
 
 def test_a_plain_upload_counting_for_part_of_its_days_on_both_engines(engine, tmp_path):
@@ -327,6 +321,17 @@ def test_ctes_spark_would_compute_again_are_chosen_and_the_split_query_answers_t
     assert "marts.cost_attribution" in split and len(split) >= 4, split
 
 
+def answers_of(warehouse, queries) -> list[list[tuple]]:
+    """Each query's rows in `warehouse` (the DuckDB-built one, or the file Spark's tables were copied to)."""
+    from pipelines.warehouse.connection import connect
+
+    conn = connect(warehouse, read_only=True)
+    try:
+        return [conn.execute(q).fetchall() for q in queries]
+    finally:
+        conn.close()
+
+
 def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
     """core.host_names from a workload file and from the user's file, and the price and attribution
     that read it (tests/test_host_names.py's instance billed as i-0gpu1, reporting as ip-10-0-1-23):
@@ -334,7 +339,6 @@ def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
     from datetime import date
 
     from pipelines.settings import FinopsSettings
-    from pipelines.warehouse.connection import connect
     from tests.conftest import run_pipeline
     from tests.test_host_names import land_instance_reporting_its_hostname
 
@@ -353,13 +357,7 @@ def test_an_instance_linked_to_its_hostname_on_both_engines(engine, tmp_path):
     queries = ("SELECT resource_id, host, source FROM core.host_names ORDER BY ALL",
                "SELECT host, count(*), sum(price_per_gpu_hour) FROM marts.gpu_hour_prices GROUP BY ALL ORDER BY ALL",
                "SELECT phase, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL ORDER BY ALL")
-    answers = []
-    for path in (tmp_path / "wh.duckdb", spark):
-        conn = connect(path, read_only=True)
-        try:
-            answers.append([conn.execute(q).fetchall() for q in queries])
-        finally:
-            conn.close()
+    answers = [answers_of(path, queries) for path in (tmp_path / "wh.duckdb", spark)]
     assert answers[0] == answers[1]
     assert answers[0][0] == [("i-0gpu1", "ip-10-0-1-23", "workloads"), ("i-0gpu2", "ip-10-0-7-7", "host names file hosts.csv")]
     assert answers[0][1] == [("ip-10-0-1-23", 48, Decimal("120.0000000000"))]
@@ -371,7 +369,6 @@ def test_a_months_credit_over_two_billed_days_on_both_engines(engine, tmp_path):
     from datetime import date
 
     from pipelines.settings import FinopsSettings
-    from pipelines.warehouse.connection import connect
     from tests.conftest import run_pipeline
     from tests.test_consumed_hours import land_a_months_credit
 
@@ -384,13 +381,7 @@ def test_a_months_credit_over_two_billed_days_on_both_engines(engine, tmp_path):
                            ["marts.gpu_hour_prices", "marts.cost_attribution"])
     queries = ("SELECT host, period_start, price_per_gpu_hour FROM marts.gpu_hour_prices ORDER BY ALL",
                "SELECT phase, method, sum(amount_billing) FROM marts.cost_attribution GROUP BY ALL ORDER BY ALL")
-    answers = []
-    for path in (tmp_path / "wh.duckdb", spark):
-        conn = connect(path, read_only=True)
-        try:
-            answers.append([conn.execute(q).fetchall() for q in queries])
-        finally:
-            conn.close()
+    answers = [answers_of(path, queries) for path in (tmp_path / "wh.duckdb", spark)]
     assert answers[0] == answers[1]
     assert answers[0][1] == [("finetuning", "workload_overlap", Decimal("334.0000000000")),
                              ("idle", "no_workload", Decimal("668.0000000000")),
