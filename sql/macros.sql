@@ -214,6 +214,10 @@ CREATE OR REPLACE MACRO paid_gpu_seconds(gpu_count, period_start, period_end, qu
                        gpu_count * datediff('second', period_start, period_end))) AS BIGINT))
               END
           END);
+-- The part of `amount` (of a line over [start, end)) that falls within [from_, until): a usage line
+-- clipped to a credit's period pays that share of what it ran. Whole units, truncated.
+CREATE OR REPLACE MACRO part_within(amount, start, end_, from_, until) AS
+    amount * datediff('second', greatest(start, from_), least(end_, until)) // datediff('second', start, end_);
 -- A GPU credit or negation states no quantity of its own: it pays for what the usage lines of its
 -- resource ran of what they could (`ran` and `could` summed over them) in the part of its period
 -- they cover (`covered` of its `period` seconds; NULL: all of it), so a refunded half-hour is that

@@ -88,10 +88,8 @@ usage_inside AS (
     -- part inside), with what they ran of what they could in that part. A credit's whole period
     -- counted as paid time put the days its instance was not billed in `idle`, as negative money.
     SELECT c.x_ChargeId, greatest(u.ChargePeriodStart, c.ChargePeriodStart) AS s, least(u.ChargePeriodEnd, c.ChargePeriodEnd) AS e,
-           u.ran * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
-               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS ran,
-           u.could * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
-               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS could,
+           part_within(u.ran, u.ChargePeriodStart, u.ChargePeriodEnd, c.ChargePeriodStart, c.ChargePeriodEnd) AS ran,
+           part_within(u.could, u.ChargePeriodStart, u.ChargePeriodEnd, c.ChargePeriodStart, c.ChargePeriodEnd) AS could,
            u.tag_phase
     FROM same_period AS c
     JOIN usage_runs AS u

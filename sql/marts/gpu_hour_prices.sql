@@ -37,10 +37,8 @@ usage_inside AS (
     -- instance's daily lines): the usage lines of its resource and currency within its period,
     -- each clipped to it, with what they ran of what they could there (marts.cost_attribution's rule).
     SELECT c.x_ChargeId, greatest(u.ChargePeriodStart, c.ChargePeriodStart) AS s, least(u.ChargePeriodEnd, c.ChargePeriodEnd) AS e,
-           u.ran * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
-               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS ran,
-           u.could * datediff('second', greatest(u.ChargePeriodStart, c.ChargePeriodStart), least(u.ChargePeriodEnd, c.ChargePeriodEnd))
-               // datediff('second', u.ChargePeriodStart, u.ChargePeriodEnd) AS could
+           part_within(u.ran, u.ChargePeriodStart, u.ChargePeriodEnd, c.ChargePeriodStart, c.ChargePeriodEnd) AS ran,
+           part_within(u.could, u.ChargePeriodStart, u.ChargePeriodEnd, c.ChargePeriodStart, c.ChargePeriodEnd) AS could
     FROM same_period AS c
     JOIN usage_periods AS u
       ON u.resource_of_line = c.resource_of_line AND u.BillingCurrency = c.BillingCurrency
