@@ -19,6 +19,7 @@ HOURS_PER_YEAR = Decimal(8760)
 HOURS_PER_MONTH = Decimal(730)
 CENT = Decimal("0.01")
 TRAINING = ("pretraining", "finetuning")
+CATALOG = "catalog"  # a price read from the price catalog: the model's own, in the TCO currency
 
 
 def D(value) -> Decimal:
@@ -36,15 +37,90 @@ def _merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def load_params(path: Path | None = None) -> dict:
+SECTIONS = ("buy", "rent", "hybrid")
+# The amounts of money among the parameters, by section: what a change of currency converts.
+MONEY_KEYS = {"buy": ("price_per_kwh", "server_price", "ops_per_server_year"),
+              "rent": ("on_demand_per_card_hour", "spot_per_card_hour", "commit_1y_per_card_hour", "commit_3y_per_card_hour",
+                       "monthly_per_card"),
+              "hybrid": ("inference_card_hour",)}
+
+
+def _shared_first(bundled: dict, mine: dict) -> dict:
+    """The bundled parameters without the per-model values a user's shared value replaces. A value
+    of the user's under `buy`, `rent` or `hybrid` is meant for every model; merged as it was, a
+    bundled `models.<gpu_model>` value of the same key still won, and the user's was silently
+    ignored for every model the bundled file prices (their A100 spot price, say)."""
+    out = {**bundled, "models": {}}
+    for model, sections in (bundled.get("models") or {}).items():
+        theirs = ((mine.get("models") or {}).get(model) or {})
+        kept = {}
+        for section, values in sections.items():
+            kept[section] = {k: v for k, v in values.items()
+                             if k not in (mine.get(section) or {}) or k in (theirs.get(section) or {})}
+        out["models"][model] = kept
+    return out
+
+
+def _money_paths(params: dict) -> list[tuple[str, ...]]:
+    """Where the amounts of money stand in a parameters mapping (a `catalog` price is no amount)."""
+    paths = []
+    for prefix, sections in [((), params), *((("models", m), v) for m, v in (params.get("models") or {}).items())]:
+        for section, keys in MONEY_KEYS.items():
+            for key in keys:
+                if not isinstance((sections.get(section) or {}).get(key, CATALOG), str):
+                    paths.append((*prefix, section, key))
+    return paths
+
+
+def _converted(bundled: dict, mine: dict, currency: str, rate) -> dict:
+    """The bundled amounts the user's file leaves in place, converted into the user's currency. A
+    file giving only `currency: USD` used to relabel the bundled CNY prices as USD, beside catalog
+    prices truly in USD. `rate(from, to)` gives (rate, its date) or None; with no rate, the amounts
+    left in the bundled currency are refused, naming them."""
+    left = [p for p in _money_paths(bundled) if not _has(mine, p)]
+    if not left:
+        return bundled
+    found = rate(bundled["currency"], currency) if rate else None
+    names = ", ".join(".".join(p) for p in left)
+    if found is None:
+        raise ValueError(f"currency {currency}: the bundled amounts are in {bundled['currency']} and no "
+                         f"{bundled['currency']}→{currency} rate is known to convert them ({names}); "
+                         f"give them in {currency} in your parameters file")
+    value, day = D(found[0]), found[1]
+    out = json.loads(json.dumps(bundled, default=str))  # a deep copy
+    for path in left:
+        section = out
+        for part in path[:-1]:
+            section = section[part]
+        section[path[-1]] = D(section[path[-1]]) * value
+    out["converted"] = {"from_currency": bundled["currency"], "rate": str(value), "rate_date": str(day), "keys": names}
+    return out
+
+
+def _has(values: dict, path: tuple[str, ...]) -> bool:
+    for part in path:
+        if not isinstance(values, dict) or part not in values:
+            return False
+        values = values[part]
+    return True
+
+
+def load_params(path: Path | None = None, rate=None) -> dict:
     """The bundled defaults, overridden by the values a user's file gives (checked first: an unknown
-    key or a value out of range is refused with ValueError, models/tco_params.py)."""
+    key or a value out of range is refused with ValueError, models/tco_params.py). A user's shared
+    value replaces the bundled per-model ones too; a currency of the user's converts the bundled
+    amounts their file does not replace (`rate(from, to)` → (rate, date) or None; see _converted)."""
     from models.tco_params import check_file
 
     params = yaml.safe_load(DEFAULT_PARAMS.read_text())
-    if path:
-        params = _merge(params, check_file(path))
-    return params
+    if not path:
+        return params
+    mine = check_file(path)
+    params = _shared_first(params, mine)
+    currency = mine.get("currency", params["currency"])
+    if currency != params["currency"]:
+        params = _converted(params, mine, currency, rate)
+    return _merge(params, mine)
 
 
 @dataclass(frozen=True)
@@ -69,6 +145,15 @@ class UsageProfile:
     demand: str = "workloads"
     # Of gpu_hours_held["unattributed"], the busy GPU-hours no workload held (see unheld_busy_rows).
     unheld_busy: Decimal = Decimal(0)
+    # Most GPUs of recurring load held at once: the fleet when one-off runs count 0 times a year.
+    peak_recurring_gpus: int | None = None
+
+    def fleet(self, runs_per_year=1) -> int:
+        """The cards a fixed strategy needs: the most held at once, one-off runs left out when they
+        count 0 times a year (at least one card: what owning one would cost)."""
+        if D(runs_per_year) == 0 and self.peak_recurring_gpus is not None:
+            return max(self.peak_recurring_gpus, 1)
+        return max(self.peak_gpus, 1)
 
     @property
     def per_year(self) -> Decimal:
@@ -113,15 +198,24 @@ class UsageProfile:
 
 def profile_from_rows(rows: list[dict]) -> UsageProfile:
     """Rows of marts.gpu_hours_profile (hour, phase, gpu_hours_held, gpu_hours_busy and optionally
-    load) for one GPU model. A row without `load` is recurring."""
+    load, gpus_held_peak and gpus_held_peak_recurring) for one GPU model. A row without `load` is
+    recurring.
+
+    The fleet a fixed strategy needs is the most GPUs held at once: the mart's gpus_held_peak where
+    a row has it (workloads), else the hour's average (GPUs paid, busy hours no workload held: no
+    instant is known), the two added in an hour that has both. Sized from averages, 8-GPU jobs of 15
+    minutes each hour came to 2 cards."""
     hours = sorted({r["hour"] for r in rows})
     held: dict[str, Decimal] = {}
     busy: dict[str, Decimal] = {}
     once_held: dict[str, Decimal] = {}
     once_busy: dict[str, Decimal] = {}
-    per_hour: dict = {h: Decimal(0) for h in hours}
     training: dict = {h: Decimal(0) for h in hours}
     training_once: dict = {h: Decimal(0) for h in hours}
+    # Per hour: [average held where no instant is known, the same of recurring load, the most held
+    # at once, the same of recurring load, the average held of rows that know their instants (and
+    # of their recurring load)].
+    at_once: dict = {h: [Decimal(0)] * 6 for h in hours}
     for r in rows:
         h_held, h_busy = D(round(r["gpu_hours_held"], 6)), D(round(r["gpu_hours_busy"], 6))
         one_off = r.get("load") == "one_off"
@@ -130,16 +224,26 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
         if one_off:
             once_held[r["phase"]] = once_held.get(r["phase"], Decimal(0)) + h_held
             once_busy[r["phase"]] = once_busy.get(r["phase"], Decimal(0)) + h_busy
-        per_hour[r["hour"]] += h_held
+        level = at_once[r["hour"]]
+        if r.get("gpus_held_peak") is None:
+            level[0] += h_held
+            level[1] += Decimal(0) if one_off else h_held
+        else:
+            level[2] = max(level[2], D(round(r["gpus_held_peak"], 6)))
+            level[3] = max(level[3], D(round(r.get("gpus_held_peak_recurring") or 0, 6)))
+            level[4] += h_held
+            level[5] += Decimal(0) if one_off else h_held
         if r["phase"] != "inference":
             training[r["hour"]] += h_held
             if one_off:
                 training_once[r["hour"]] += h_held
-    peak = max(per_hour.values(), default=Decimal(0))
+    # The most held at once is never below the hour's average (rounding aside).
+    peak = max((a + max(p, m) for a, _, p, _, m, _ in at_once.values()), default=Decimal(0))
+    recurring_peak = max((a + max(p, m) for _, a, _, p, _, m in at_once.values()), default=Decimal(0))
     models = {r.get("gpu_model") for r in rows}
     return UsageProfile(len(hours), math.ceil(peak), held, busy, [training[h] for h in hours],
                         gpu_model=models.pop() if len(models) == 1 else None, one_off_held=once_held, one_off_busy=once_busy,
-                        one_off_training_by_hour=[training_once[h] for h in hours])
+                        one_off_training_by_hour=[training_once[h] for h in hours], peak_recurring_gpus=math.ceil(recurring_peak))
 
 
 def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
@@ -237,11 +341,13 @@ class Scenario:
     priced: bool = True  # False: the parameters and catalog give no price for it (description says which)
     gpu_model: str | None = None
     busy_year: Decimal = Decimal(0)  # busy GPU-hours a year it serves
+    rent_years: int | None = None  # years of rent paid, where a commitment's whole terms exceed the horizon
 
     def tco(self, years: int) -> Decimal | None:
         if not self.priced:
             return None
-        return money(self.capex + years * (self.yearly_power + self.yearly_ops + self.yearly_rent) - self.residual + self.financing)
+        rent = (self.rent_years or years) * self.yearly_rent
+        return money(self.capex + years * (self.yearly_power + self.yearly_ops) + rent - self.residual + self.financing)
 
 
 def annuity_interest(principal: Decimal, rate: Decimal, years: int) -> Decimal:
@@ -252,7 +358,6 @@ def annuity_interest(principal: Decimal, rate: Decimal, years: int) -> Decimal:
     return instalment * years - principal
 
 
-CATALOG = "catalog"  # a price read from the price catalog: the model's own, in the TCO currency
 RENT_TERMS = {"on_demand_per_card_hour": "on_demand", "spot_per_card_hour": "spot", "commit_1y_per_card_hour": "commit_1y",
               "commit_3y_per_card_hour": "commit_3y", "monthly_per_card": "monthly"}
 BUNDLED_CATALOG = Path(__file__).resolve().parent / "data" / "price_catalog.csv"
@@ -319,6 +424,42 @@ def _unpriced(name: str, gpu_model: str, what: str) -> Scenario:
     return Scenario(name, f"not priced for {gpu_model}: no {what}", 0, priced=False, elasticity="—")
 
 
+def _source(key: str, sources: dict) -> dict:
+    return {"price_source": sources[key]} if key in sources else {}
+
+
+def on_demand(gpu_model: str, rent: dict, sources: dict, held_year: Decimal, fleet_hours: Decimal, cards: int, years: int) -> Scenario:
+    """Every GPU-hour held, on demand."""
+    key = "on_demand_per_card_hour"
+    if key not in rent:
+        return _unpriced("on_demand", gpu_model, "on-demand price")
+    rate = D(rent[key])
+    return Scenario("on_demand", f"{gpu_model} on demand, only the hours used", cards, yearly_rent=held_year * rate,
+                    elasticity="elastic", cost_per_utilization=years * fleet_hours * rate, inputs={key: rent[key], **_source(key, sources)})
+
+
+def spot(profile: "UsageProfile", gpu_model: str, rent: dict, sources: dict, runs, held_year: Decimal, fleet_hours: Decimal,
+         cards: int, years: int) -> Scenario:
+    """Training on spot, with rework after preemptions; inference, which a preemption interrupts
+    for its users, on demand. Priced on every hour held, spot was offered for a serving load."""
+    if "spot_per_card_hour" not in rent:
+        return _unpriced("spot", gpu_model, "spot price")
+    inference = profile.held_year(("inference",), runs)
+    if inference and "on_demand_per_card_hour" not in rent:
+        return _unpriced("spot", gpu_model, "on-demand price for inference (spot serves interruptible work only)")
+    rework = D(rent.get("spot_rework", 0))
+    spot_rate = D(rent["spot_per_card_hour"]) * (1 + rework)
+    yearly = (held_year - inference) * spot_rate + inference * D(rent.get("on_demand_per_card_hour", 0))
+    what = "spot, with rework after preemptions" + (", inference on demand" if inference else " (interruptible work only)")
+    return Scenario("spot", f"{gpu_model} {what}", cards, yearly_rent=yearly, elasticity="elastic",
+                    # Linear in utilization: the mix of training and inference stays the measured one.
+                    cost_per_utilization=years * fleet_hours * (yearly / held_year if held_year else spot_rate),
+                    inputs={"spot_per_card_hour": rent["spot_per_card_hour"], **({"spot_rework": rent["spot_rework"]} if rework else {}),
+                            **({"inference_on_demand_gpu_hours_per_year": float(round(inference, 1)),
+                                "on_demand_per_card_hour": rent["on_demand_per_card_hour"]} if inference else {}),
+                            **_source("spot_per_card_hour", sources)})
+
+
 def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = None) -> list[Scenario]:
     """Every strategy for one GPU model's load, at that model's own prices (`prices`: catalog rows,
     the bundled catalog when None). A strategy the parameters and catalog cannot price comes back
@@ -328,7 +469,7 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
     years = int(params["years"])
     runs = (params.get("annualize") or {}).get("one_off_runs_per_year", 1)
     buy, rent, hybrid = mp["buy"], mp["rent"], mp["hybrid"]
-    cards = max(profile.peak_gpus, 1)
+    cards = profile.fleet(runs)
     held_year = profile.held_year(runs_per_year=runs)  # GPU-hours needed per year
     busy_year = profile.busy_year(runs_per_year=runs)
     fleet_hours = D(cards) * HOURS_PER_YEAR
@@ -364,24 +505,21 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
                             fixed_cost=years * monthly, inputs={"monthly_per_card": rent["monthly_per_card"]}))
     else:
         out.append(_unpriced("rent_monthly", gpu_model, "monthly price"))
-    for name, key, term in (("commit_1y", "commit_1y_per_card_hour", "1-year"), ("commit_3y", "commit_3y_per_card_hour", "3-year")):
+    for name, key, term_years in (("commit_1y", "commit_1y_per_card_hour", 1), ("commit_3y", "commit_3y_per_card_hour", 3)):
         if key not in rent:
-            out.append(_unpriced(name, gpu_model, f"{term} commitment price"))
+            out.append(_unpriced(name, gpu_model, f"{term_years}-year commitment price"))
             continue
+        # A commitment is paid for its whole term: a 3-year one over a 1-year horizon still costs 3
+        # years, and over 5 years it is signed twice. Prorated, it looked cheaper than it binds.
+        terms = math.ceil(years / term_years)
+        paid_years = terms * term_years
         yearly = D(rent[key]) * HOURS_PER_YEAR * cards
-        out.append(Scenario(name, f"{cards} {gpu_model} on {term} commitments", cards, yearly_rent=yearly,
-                            fixed_cost=years * yearly, inputs={key: rent[key]}))
-    for name, key, rework, what in (("on_demand", "on_demand_per_card_hour", Decimal(0), "on demand, only the hours used"),
-                                    ("spot", "spot_per_card_hour", D(rent.get("spot_rework", 0)),
-                                     "spot, with rework after preemptions (interruptible work only)")):
-        if key not in rent:
-            out.append(_unpriced(name, gpu_model, f"{name.replace('_', '-')} price"))
-            continue
-        rate = D(rent[key]) * (1 + rework)
-        out.append(Scenario(name, f"{gpu_model} {what}", cards, yearly_rent=held_year * rate, elasticity="elastic",
-                            cost_per_utilization=years * fleet_hours * rate,
-                            inputs={key: rent[key], **({"spot_rework": rent["spot_rework"]} if rework else {}),
-                                    **({"price_source": mp["sources"][key]} if key in mp["sources"] else {})}))
+        whole = "" if paid_years == years else f", paid for whole terms: {terms} × {term_years} years"
+        out.append(Scenario(name, f"{cards} {gpu_model} on {term_years}-year commitments{whole}", cards, yearly_rent=yearly,
+                            rent_years=paid_years, fixed_cost=paid_years * yearly,
+                            inputs={key: rent[key], "commitment_terms": terms, "paid_years": paid_years}))
+    out.append(on_demand(gpu_model, rent, mp["sources"], held_year, fleet_hours, cards, years))
+    out.append(spot(profile, gpu_model, rent, mp["sources"], runs, held_year, fleet_hours, cards, years))
 
     # Hybrid: monthly cards for the training baseline, on demand above it, inference on cheaper
     # cards sized to the load, nothing in the valleys. One-off runs weigh in their own hours only.
@@ -414,7 +552,7 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
     for s in out:
         s.gpu_model = gpu_model
         s.busy_year = busy_year
-        s.inputs = {"gpu_model": gpu_model, "measured_hours": profile.hours, "peak_gpus": profile.peak_gpus,
+        s.inputs = {"gpu_model": gpu_model, "measured_hours": profile.hours, "peak_gpus": profile.fleet(runs),
                     # "paid": no workload held this model; its demand is the GPUs paid for, its busy hours telemetry's.
                     # "busy": workloads held others, not this one; its demand is its busy hours no workload held.
                     "demand": profile.demand,
@@ -423,7 +561,8 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
                     "utilization": float(round(utilization, 4)), "busy_gpu_hours_per_year": float(round(busy_year, 1)),
                     "held_gpu_hours_per_year": float(round(held_year, 1)),
                     "one_off_gpu_hours_measured": float(round(one_off, 1)), "one_off_runs_per_year": runs,
-                    "recurring_scale": float(round(profile.per_year, 4)), **s.inputs}
+                    "recurring_scale": float(round(profile.per_year, 4)),
+                    **({"converted": params["converted"]} if "converted" in params else {}), **s.inputs}
     return out
 
 

@@ -93,16 +93,49 @@ def _known_keys(loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
+def empty_values(values: dict, where: str = "") -> list[str]:
+    """Keys written with no value (`pue:`, or a section `rent:` with nothing under it). The schema
+    lets every key be left out, and YAML reads a key without a value as null: merged over the
+    defaults, a null replaced the default and the computation failed on it."""
+    out = []
+    for key, value in values.items():
+        name = f"{where}{key}"
+        if value is None:
+            out.append(f"{name}: no value (leave the key out to keep the default)")
+        elif isinstance(value, dict):
+            out += empty_values(value, f"{name}.")
+    return out
+
+
+def unknown_model_keys(models: object) -> list[str]:
+    """`models.<key>` that is not the canonical key its GPU is sized under: a billing spelling
+    ('A100 80G') or a near miss of a known key. Such a section matched no model and was ignored
+    without a word. A name models/data/gpu_models.csv does not know at all stays allowed: a GPU
+    it does not list is sized under its name as the billing gives it."""
+    from models.gpus import canonical_gpu_model, known_models
+
+    out = []
+    for key in models if isinstance(models, dict) else ():
+        canonical = canonical_gpu_model(str(key))
+        if canonical != key:
+            out.append(f"models.{key}: not a GPU model key (did you mean {canonical}?)")
+        elif key not in known_models() and (close := difflib.get_close_matches(str(key), known_models(), n=1, cutoff=0.8)):
+            out.append(f"models.{key}: not a GPU model key (did you mean {close[0]}?)")
+    return out
+
+
 def problems(values: object) -> list[str]:
     """What is wrong with a parameters mapping, one line each ([] when nothing is)."""
     if values is None:
         return []
     if not isinstance(values, dict):
         return ["the file must be a mapping of parameters (currency:, years:, buy:, rent:, hybrid:, models:)"]
+    if empty := empty_values(values):
+        return empty
+    out = unknown_model_keys(values.get("models"))
     try:
         TcoParams.model_validate(values)
     except ValidationError as exc:
-        out = []
         for error in exc.errors():
             # A union (a price or `catalog`) reports each branch: keep the number's complaint.
             loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and (p.startswith(("decimal", "literal", "function")) or p == "int")))
@@ -116,8 +149,7 @@ def problems(values: object) -> list[str]:
                 continue  # the number's own message says what the value must be
             else:
                 out.append(f"{where}: {error['msg']} (got {error.get('input')!r})")
-        return list(dict.fromkeys(out))
-    return []
+    return list(dict.fromkeys(out))
 
 
 def check_file(path: Path) -> dict:

@@ -2,14 +2,14 @@
 and write marts.tco_scenarios and marts.tco_break_even. Used by the asset and by `finops tco`."""
 
 from dataclasses import dataclass
-from decimal import Decimal
+from datetime import date
 from pathlib import Path
 
 import pyarrow as pa
 
 from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profiles_by_model, scenario_rows,
                         scenarios)
-from pipelines.warehouse.connection import fetch_dicts, table_exists
+from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
 TCO_SCENARIOS = pa.schema([
     ("scenario", pa.string()), ("description", pa.string()), ("gpu_model", pa.string()), ("cards", pa.int32()),
@@ -63,18 +63,32 @@ def catalog_prices(conn) -> list[dict]:
         WHERE gpu_model IS NOT NULL AND price_per_gpu_hour IS NOT NULL""")
 
 
+def newest_rate(conn):
+    """rate(from, to) → (one unit of `from` in `to`, the rate's date), the newest core.fx_rates
+    holds, or None: what converts the bundled purchasing amounts into a user's currency."""
+    def rate(from_currency: str, to_currency: str):
+        if not table_exists(conn, "core.fx_rates"):
+            return None
+        rows = fetch_dicts(conn, (SQL_DIR / "queries" / "newest_rate.sql").read_text(),
+                           {"from_currency": from_currency, "to_currency": to_currency, "day": date.today()})
+        return (rows[0]["rate"], rows[0]["rate_date"]) if rows else None
+    return rate
+
+
 def compute(conn, params_file: str | None = None) -> TcoResult:
     rows = fetch_dicts(conn, "SELECT * FROM marts.gpu_hours_profile")
     profiles = profiles_by_model(rows)
     if not profiles:
         raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charge (a billing line with x_GpuCount) is loaded yet, "
                                "and its hours are the hours GPUs were paid for; workloads alone do not make one")
-    params = load_params(Path(params_file) if params_file else None)
+    params = load_params(Path(params_file) if params_file else None, rate=newest_rate(conn))
     prices = catalog_prices(conn)
     per_model = {m: scenarios(p, params, prices) for m, p in profiles.items()}
     table = [row for items in per_model.values() for row in scenario_rows(items, params)]
     table += fleet_rows(per_model, params)
-    main = max(per_model, key=lambda m: (per_model[m][0].inputs["held_gpu_hours_per_year"], m))
+    # The chart's model: the one with the most GPU-hours among those with a priced strategy (one
+    # no price covers draws no line), by name on a tie.
+    main = max(per_model, key=lambda m: (any(s.priced for s in per_model[m]), per_model[m][0].inputs["held_gpu_hours_per_year"], m))
     lines = [{"scenario": s.scenario, "fixed_cost": s.fixed_cost, "cost_per_utilization": s.cost_per_utilization}
              for s in per_model[main] if s.scenario != "hybrid" and s.priced]
     crossings = [b for items in per_model.values() for b in break_even(items)]
@@ -89,7 +103,14 @@ def write(conn, scenario_table: list[dict], break_even_table: list[dict]) -> Non
         conn.unregister("tco_rows")
 
 
-def cheapest(scenario_table: list[dict]) -> dict:
-    """The cheapest fleet-wide strategy (the cheapest row where no fleet totals exist)."""
+def cheapest(scenario_table: list[dict]) -> dict | None:
+    """The cheapest strategy for the whole fleet; None when none is priced for every GPU model (a
+    model's cheapest is then no answer for the fleet)."""
     fleet = [r for r in scenario_table if r["gpu_model"] == FLEET and r["tco"] is not None]
-    return min(fleet or scenario_table, key=lambda r: r["tco"] if r["tco"] is not None else Decimal("Infinity"))
+    return min(fleet, key=lambda r: r["tco"]) if fleet else None
+
+
+def unpriced_models(scenario_table: list[dict]) -> list[str]:
+    """The GPU models no strategy is priced for."""
+    models = dict.fromkeys(r["gpu_model"] for r in scenario_table if r["gpu_model"] != FLEET)
+    return [m for m in models if not any(r["tco"] is not None for r in scenario_table if r["gpu_model"] == m)]

@@ -110,6 +110,20 @@ def tco_params_file(value: Path | None) -> Path | None:
     return value
 
 
+def tco_claims_file(value: Path | None) -> Path | None:
+    """A claims file every claim of which can be checked, else a one-line refusal (exit 2) naming the claim
+    and the field: a 0 the check divides by would otherwise end in a traceback."""
+    if value is None:
+        return None
+    from models.tco_claims import check_claims
+
+    try:
+        check_claims(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 def host_names_files(value: list[Path] | None) -> list[Path]:
     """Host names files every row of which names a host and a resource, each resource once across
     them, else a one-line refusal (exit 2): a half-read file would leave some instances unlinked unseen."""
@@ -521,6 +535,16 @@ def findings(
     console.print(table)
 
 
+def one_off_runs(runs_per_year) -> str:
+    """How the purchasing model counts one-off runs, in words."""
+    runs = float(runs_per_year)
+    if runs == 0:
+        return "one-off runs left out"
+    if runs == 1:
+        return "one-off runs counted once a year"
+    return f"one-off runs counted {runs:g} times a year"
+
+
 @app.command("tco")
 def tco_command(
     warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.",
@@ -530,10 +554,10 @@ def tco_command(
                                                 callback=tco_params_file)] = None,
     check: Annotated[bool, typer.Option("--check", help="Recompute the published claims from their inputs.")] = False,
     claims: Annotated[Path | None, typer.Option(help="Claims YAML to check instead of the bundled ones.",
-                                                exists=True, dir_okay=False)] = None,
+                                                exists=True, dir_okay=False, callback=tco_claims_file)] = None,
     chart: Annotated[Path | None, typer.Option(help="Write the strategies and break-even chart to this SVG file.")] = None,
 ) -> None:
-    """Compare 3-year purchasing strategies for the GPU-hours actually used (and check published claims)."""
+    """Compare purchasing strategies over the parameters' years (3 by default) for the GPU-hours actually used (and check published claims)."""
     if check:
         _print_claims(claims)
         if not warehouse.exists():
@@ -564,18 +588,29 @@ def tco_command(
                           Text(for_terminal(r["elasticity"])))
         console.print(table)
     best = tco.cheapest(scenario_table)
-    console.print(Text.assemble("cheapest for this usage profile: ", (for_terminal(best["scenario"]), "bold"),
-                                f" — {for_terminal(best['description'])}"))
+    if best:
+        console.print(Text.assemble("cheapest for this usage profile: ", (for_terminal(best["scenario"]), "bold"),
+                                    f" — {for_terminal(best['description'])}"))
+    else:
+        console.print(Text(for_terminal("no strategy is priced for the whole fleet: no price for "
+                                        + ", ".join(tco.unpriced_models(scenario_table))
+                                        + " (models.<gpu_model> in the TCO parameters)"), style="yellow"))
     crossings = Table("GPU model", "strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
             crossings.add_row(Text(for_terminal(b["gpu_model"])), Text(for_terminal(f"{b['strategy_a']} vs {b['strategy_b']}")),
                               f"{b['break_even_utilization']:.1%}", Text(for_terminal(b["cheaper_below"])))
     console.print(crossings)
+    runs = (parameters.get("annualize") or {}).get("one_off_runs_per_year", 1)
     console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
-                                    "of its peak fleet, a year of recurring load plus one-off runs counted once")))
+                                    f"of its peak fleet, a year of recurring load plus {one_off_runs(runs)}")))
+    if converted := parameters.get("converted"):
+        console.print(Text(for_terminal(f"the bundled amounts ({converted['keys']}) converted from {converted['from_currency']} "
+                                        f"at {converted['rate']} ({converted['rate_date']})")))
     if chart and (svg := result.chart_svg()) is None:
-        console.print(Text("no chart: every priced strategy comes to nothing (no workload held its GPUs)", style="yellow"))
+        why = ("no strategy is priced" if not any(r["tco"] is not None for r in scenario_table)
+               else "every priced strategy comes to nothing (no workload held its GPUs)")
+        console.print(Text(f"no chart: {why}", style="yellow"))
     elif chart:
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_text(svg)

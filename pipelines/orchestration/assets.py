@@ -206,8 +206,9 @@ def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
         tco.write(conn, result.scenarios, result.break_even)
         apply_docs(conn, "marts.tco_scenarios", "marts.tco_break_even")
     best = tco.cheapest(result.scenarios)
-    yield MaterializeResult(asset_key=key_of("marts.tco_scenarios"), metadata={
-        "rows": len(result.scenarios), "cheapest": best["scenario"], "cheapest_tco": f"{best['tco']} {best['currency']}"})
+    cheapest = ({"cheapest": best["scenario"], "cheapest_tco": f"{best['tco']} {best['currency']}"} if best
+                else {"cheapest": f"none priced for the fleet: no price for {', '.join(tco.unpriced_models(result.scenarios))}"})
+    yield MaterializeResult(asset_key=key_of("marts.tco_scenarios"), metadata={"rows": len(result.scenarios), **cheapest})
     yield MaterializeResult(asset_key=key_of("marts.tco_break_even"), metadata={"rows": len(result.break_even)})
 
 

@@ -1,5 +1,5 @@
 -- marts.gpu_hours_profile: one row per UTC hour, GPU model, phase and load over the measured period:
--- GPUs held by workloads (GPU-hours held in that hour), GPU-hours busy (from core.gpu_minutes), and
+-- GPUs held by workloads (GPU-hours held in that hour, and the most held at once), GPU-hours busy (from core.gpu_minutes), and
 -- the GPUs of that model paid for in that hour (from GPU charges), and its cards' busy GPU-hours
 -- whatever ran (gpu_hours_busy_any, from telemetry: workloads or not), and of those the busy
 -- GPU-hours no workload held (gpu_hours_busy_unheld: minutes at or over the busy threshold that no
@@ -83,6 +83,39 @@ held AS (
     FROM held_parts
     GROUP BY ALL
 ),
+held_events AS (
+    -- Each workload's cards taken at its start and given back at its end, for all load and for
+    -- recurring load alone, and a no-change event at each hour's start, so each hour sees the level
+    -- it starts at.
+    SELECT gpu_model, 'all' AS scope, started_at AS instant, workload_cards(gpu_cards, gpu_count) AS cards FROM runs
+    UNION ALL
+    SELECT gpu_model, 'all', ended_at, -workload_cards(gpu_cards, gpu_count) FROM runs WHERE ended_at IS NOT NULL
+    UNION ALL
+    SELECT gpu_model, 'recurring', started_at, workload_cards(gpu_cards, gpu_count) FROM runs WHERE load = 'recurring'
+    UNION ALL
+    SELECT gpu_model, 'recurring', ended_at, -workload_cards(gpu_cards, gpu_count) FROM runs WHERE load = 'recurring' AND ended_at IS NOT NULL
+    UNION ALL
+    SELECT m.gpu_model, s.scope, h.hour, 0
+    FROM hours AS h
+    CROSS JOIN (SELECT DISTINCT gpu_model FROM runs) AS m
+    CROSS JOIN (SELECT unnest(['all', 'recurring']) AS scope) AS s
+),
+held_levels AS (
+    -- The cards held at once just after each event: every event of the same instant counted (a job
+    -- ending when another starts does not overlap it).
+    SELECT gpu_model, scope, instant, sum(cards) OVER (PARTITION BY gpu_model, scope ORDER BY instant) AS gpus
+    FROM held_events
+),
+held_peaks AS (
+    -- The most cards held at once in the hour: what a fleet must have to run the hour's jobs. The
+    -- hour's GPU-hours held are its average: four 8-GPU jobs of 15 minutes, two at a time, are
+    -- 4 GPU-hours held but need 16 cards.
+    SELECT timezone('UTC', date_trunc('hour', timezone('UTC', instant))) AS hour, gpu_model,
+           max(gpus) FILTER (WHERE scope = 'all') AS gpus_held_peak,
+           max(gpus) FILTER (WHERE scope = 'recurring') AS gpus_held_peak_recurring
+    FROM held_levels
+    GROUP BY ALL
+),
 busy AS (
     -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_workload_hour, built per day).
     -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in.
@@ -132,6 +165,10 @@ SELECT h.hour, g.gpu_model, p.phase, l.load,
        coalesce(held.gpu_hours_held, 0) AS gpu_hours_held,
        -- Of those, held on a host telemetry does not cover in the hour.
        coalesce(held.gpu_hours_held_unseen, 0) AS gpu_hours_held_unseen,
+       -- The most GPUs of this model workloads held at once in the hour, of any load and of
+       -- recurring load alone: the same on each phase and load row.
+       coalesce(held_peaks.gpus_held_peak, 0) AS gpus_held_peak,
+       coalesce(held_peaks.gpus_held_peak_recurring, 0) AS gpus_held_peak_recurring,
        coalesce(busy.gpu_hours_busy, 0) AS gpu_hours_busy,
        -- GPUs of this model paid for in the hour, whatever ran: the same on each phase and load row.
        coalesce(paid.gpus_paid, 0) AS gpus_paid,
@@ -144,6 +181,7 @@ CROSS JOIN models AS g
 CROSS JOIN phases AS p
 CROSS JOIN loads AS l
 LEFT JOIN held ON held.hour = h.hour AND held.gpu_model = g.gpu_model AND held.phase = p.phase AND held.load = l.load
+LEFT JOIN held_peaks ON held_peaks.hour = h.hour AND held_peaks.gpu_model = g.gpu_model
 LEFT JOIN busy ON busy.hour = h.hour AND busy.gpu_model = g.gpu_model AND busy.phase = p.phase AND busy.load = l.load
 LEFT JOIN paid ON paid.hour = h.hour AND paid.gpu_model = g.gpu_model
 LEFT JOIN busy_any ON busy_any.hour = h.hour AND busy_any.gpu_model = g.gpu_model

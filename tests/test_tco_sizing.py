@@ -1,0 +1,212 @@
+"""The purchasing model as an analyst deciding what to buy or rent meets it: a fleet sized for the
+GPUs held at once, parameters of their own read as they mean them, commitments paid for whole
+terms, spot offered for interruptible work only. Each figure is worked out beside it."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import warehouse_from_files
+from models.tco import bundled_catalog_prices, load_params, model_params, profile_from_rows, scenario_rows, scenarios
+from pipelines.analysis import tco
+from pipelines.cli.main import app
+
+START = datetime(2026, 9, 1, tzinfo=UTC)
+
+
+def rows_of(strategies: list, params: dict) -> dict:
+    return {r["scenario"]: r for r in scenario_rows(strategies, params)}
+
+
+def hours(count: int, **phases) -> list[dict]:
+    """`count` hours of A100-80GB rows: phase → (load, GPU-hours held, busy) every hour."""
+    return [{"hour": START + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": phase, "load": load,
+             "gpu_hours_held": held, "gpu_hours_busy": busy}
+            for h in range(count) for phase, (load, held, busy) in phases.items()]
+
+
+def write_params(tmp_path, text: str):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_currency_of_ones_own_converts_the_bundled_amounts_it_leaves(tmp_path):
+    """`currency: USD` alone used to relabel the bundled CNY prices as USD (a 1,332 CNY monthly card
+    became 1,332 USD, beside catalog prices truly in USD)."""
+    mine = write_params(tmp_path, "currency: USD\nmodels:\n  A100-80GB:\n    rent:\n      spot_per_card_hour: 1.10\n")
+    params = load_params(mine, rate=lambda a, b: (Decimal("0.14"), "2026-10-30") if (a, b) == ("CNY", "USD") else None)
+    a100 = params["models"]["A100-80GB"]
+    assert a100["rent"]["monthly_per_card"] == Decimal("186.48")  # 1,332 × 0.14
+    assert a100["buy"]["server_price"] == Decimal("112000.00")  # 800,000 × 0.14
+    assert params["buy"]["price_per_kwh"] == Decimal("0.168")  # 1.2 × 0.14
+    assert a100["rent"]["spot_per_card_hour"] == 1.10  # the user's own, already in USD
+    assert params["rent"]["on_demand_per_card_hour"] == "catalog"  # read in USD from the catalog
+    assert params["converted"]["rate"] == "0.14" and "models.A100-80GB.rent.monthly_per_card" in params["converted"]["keys"]
+    strategies = scenarios(profile_from_rows(hours(24, finetuning=("recurring", 8.0, 6.0))), params, bundled_catalog_prices())
+    rows = rows_of(strategies, params)
+    assert rows["rent_monthly"]["currency"] == "USD"
+    assert rows["rent_monthly"]["tco"] == Decimal("53706.24")  # 8 × 186.48 × 36
+    assert rows["on_demand"]["tco"] == Decimal("376329.60")  # 70,080 GPU-hours a year × 1.79 (Lambda, USD) × 3
+    # No rate: refused, naming what stays in CNY.
+    with pytest.raises(ValueError, match=r"currency USD: the bundled amounts are in CNY and no CNY→USD rate is known.*"
+                                         r"models\.A100-80GB\.rent\.monthly_per_card"):
+        load_params(mine, rate=lambda a, b: None)
+
+
+def test_a_currency_of_ones_own_on_a_warehouse_uses_its_newest_rate(tmp_path):
+    warehouse = tmp_path / "wh.duckdb"
+    conn = duckdb.connect(str(warehouse))
+    conn.execute("CREATE SCHEMA core")
+    conn.execute("CREATE TABLE core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(18, 10))")
+    conn.execute("INSERT INTO core.fx_rates VALUES ('2026-10-01', 'CNY', 'USD', 0.1400), ('2026-10-30', 'CNY', 'USD', 0.1500)")
+    rate = tco.newest_rate(conn)
+    assert rate("CNY", "USD") == (Decimal("0.1500000000"), datetime(2026, 10, 30).date())
+    assert rate("CNY", "EUR") is None
+    conn.close()
+
+
+def test_a_shared_value_of_ones_own_applies_to_every_model(tmp_path):
+    """A user's `rent.spot_per_card_hour` was ignored for the A100, whose bundled per-model price won."""
+    mine = write_params(tmp_path, "buy:\n  server_price: 400000\nrent:\n  spot_per_card_hour: 0.5\n  monthly_per_card: 900\n"
+                                  "models:\n  A100-80GB:\n    rent:\n      monthly_per_card: 1000\n")
+    params = load_params(mine)
+    a100 = model_params(params, "A100-80GB", [])
+    assert a100["rent"]["spot_per_card_hour"] == 0.5  # the user's shared value over the bundled 1.40
+    assert a100["rent"]["monthly_per_card"] == 1000  # the user's own per-model value over their shared one
+    assert a100["rent"]["commit_3y_per_card_hour"] == 1.90  # what the user left alone
+    assert model_params(params, "RTX-6000-Ada", [])["buy"]["gpus_per_server"] == 4
+    rows = rows_of(scenarios(profile_from_rows(hours(24, finetuning=("recurring", 8.0, 6.0))), params, bundled_catalog_prices()), params)
+    assert rows["spot"]["tco"] == Decimal("120888.00")  # 70,080 × 0.5 × 1.15 rework × 3
+    assert rows["buy"]["capex"] == Decimal("400000.00")
+
+
+def test_empty_values_and_billing_spellings_of_model_keys_are_refused(tmp_path):
+    """`pue:` with no value crashed the pricing (null over the default); `models: {A100 80G: …}`
+    matched no model and was ignored without a word."""
+    for text, problem in (
+            ("buy:\n  pue:\n", "buy.pue: no value (leave the key out to keep the default)"),
+            ("rent:\n", "rent: no value (leave the key out to keep the default)"),
+            ("models:\n  A100 80G:\n    rent:\n      monthly_per_card: 500\n", "models.A100 80G: not a GPU model key (did you mean A100-80GB?)"),
+            ("models:\n  H100-80G:\n    rent:\n      monthly_per_card: 500\n", "models.H100-80G: not a GPU model key (did you mean H100-80GB?)")):
+        mine = write_params(tmp_path, text)
+        with pytest.raises(ValueError) as refused:
+            load_params(mine)
+        assert str(refused.value) == f"{mine}: {problem}"
+        result = CliRunner().invoke(app, ["tco", "--params", str(mine), "--warehouse", str(tmp_path / "none.duckdb")], terminal_width=400)
+        assert result.exit_code == 2 and problem in result.output, result.output
+    # A GPU the bundled table does not list keeps its billing name.
+    assert load_params(write_params(tmp_path, "models:\n  Gaudi3:\n    rent:\n      monthly_per_card: 500\n"))["models"]["Gaudi3"]
+
+
+def test_a_commitment_is_paid_for_whole_terms(tmp_path):
+    """A 3-year commitment over a 1-year horizon was prorated to a year (166,440) and ranked ahead of
+    the 1-year one it cannot undercut."""
+    profile = profile_from_rows(hours(24, finetuning=("recurring", 10.0, 6.0)))
+    for years, commit_3y, commit_1y, description in (
+            (1, Decimal("499320.00"), Decimal("210240.00"), "10 A100-80GB on 3-year commitments, paid for whole terms: 1 × 3 years"),
+            (3, Decimal("499320.00"), Decimal("630720.00"), "10 A100-80GB on 3-year commitments"),
+            (5, Decimal("998640.00"), Decimal("1051200.00"), "10 A100-80GB on 3-year commitments, paid for whole terms: 2 × 3 years")):
+        params = load_params(write_params(tmp_path, f"years: {years}\n"))
+        rows = rows_of(scenarios(profile, params, bundled_catalog_prices()), params)
+        # 10 cards × 8,760 h × 1.90 = 166,440 a year, paid for 3 or 6 years; 1-year ones 10 × 8,760 × 2.40 a year.
+        assert (rows["commit_3y"]["tco"], rows["commit_1y"]["tco"], rows["commit_3y"]["description"]) == (commit_3y, commit_1y, description)
+        assert rows["commit_3y"]["yearly_rent"] == Decimal("166440.00")
+
+
+def test_spot_serves_training_and_leaves_inference_on_demand():
+    """Spot was priced on every hour held, and ranked cheapest for a round-the-clock serving load."""
+    params = load_params()
+    serving = profile_from_rows(hours(24, inference=("recurring", 4.0, 2.0)))
+    rows = rows_of(scenarios(serving, params, bundled_catalog_prices()), params)
+    assert rows["spot"]["tco"] == rows["on_demand"]["tco"] == Decimal("367920.00")  # 35,040 h × 3.50 × 3
+    assert rows["spot"]["description"] == "A100-80GB spot, with rework after preemptions, inference on demand"
+    # Without an on-demand price there is nothing to serve inference with: spot is not priced.
+    no_on_demand = {**params, "rent": {k: v for k, v in params["rent"].items() if k != "on_demand_per_card_hour"}}
+    spot = rows_of(scenarios(serving, no_on_demand, []), no_on_demand)["spot"]
+    assert spot["tco"] is None and "no on-demand price for inference (spot serves interruptible work only)" in spot["description"]
+
+
+def test_one_off_runs_left_out_of_the_year_size_no_cards():
+    """`one_off_runs_per_year: 0` left the run's GPU-hours out but still sized the fleet for its 8 cards."""
+    rows = [r for h in range(960) for r in (
+        {"hour": START + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": "pretraining", "load": "one_off",
+         "gpu_hours_held": 8.0 if h < 480 else 0.0, "gpu_hours_busy": 6.4 if h < 480 else 0.0},
+        {"hour": START + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": "finetuning", "load": "recurring",
+         "gpu_hours_held": 2.0, "gpu_hours_busy": 1.3})]
+    profile = profile_from_rows(rows)
+    out = {}
+    for runs in (1, 0):
+        params = {**load_params(), "annualize": {"one_off_runs_per_year": runs}}
+        out[runs] = rows_of(scenarios(profile, params, bundled_catalog_prices()), params)
+    assert (out[1]["rent_monthly"]["cards"], out[1]["rent_monthly"]["tco"]) == (10, Decimal("479520.00"))  # 10 × 1,332 × 36
+    assert (out[0]["rent_monthly"]["cards"], out[0]["rent_monthly"]["tco"]) == (2, Decimal("95904.00"))  # 2 × 1,332 × 36
+    assert out[0]["commit_3y"]["tco"] == Decimal("99864.00")  # 2 × 8,760 × 1.90 × 3
+    assert out[0]["on_demand"]["tco"] == Decimal("183960.00")  # 17,520 h × 3.50 × 3: now dearer than monthly
+
+
+FOCUS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"
+                "ServiceName,ServiceCategory,ResourceId,ResourceName,SkuId,SkuPriceDetails\n")
+
+
+def test_the_fleet_is_sized_for_the_gpus_held_at_once_not_the_hours_average(tmp_path):
+    """Two 8-GPU nodes each run an 8-GPU job for the first 15 minutes of every hour, both at once:
+    4 GPU-hours held an hour, but 16 cards busy at once. Sized from the hour's average, the fleet was
+    4 cards, which cannot run one of the jobs, and monthly rental came out cheaper than on demand."""
+    charges = FOCUS_HEADER + "".join(
+        f'384.00,384.00,USD,Usage,2026-09-0{d}T00:00:00Z,2026-09-0{d + 1}T00:00:00Z,GpuCloud,GPU,Compute,ins-{n},{n},SKU-P5,'
+        f'"{{""GpuCount"": 8, ""InstanceType"": ""p5.48xlarge""}}"\n' for d in (1, 2) for n in ("h-1", "h-2"))
+    jobs = "workload_id,phase,host,gpu_count,started_at,ended_at\n" + "".join(
+        f"batch-{n}-{h:04d},finetuning,{n},8,{(START + timedelta(hours=h)).isoformat()},{(START + timedelta(hours=h, minutes=15)).isoformat()}\n"
+        for h in range(48) for n in ("h-1", "h-2"))
+    # One job at 00:50-01:10 beside them on h-1: the 01:00 hour starts with 8 cards held already.
+    jobs += "late-01,finetuning,h-1,8,2026-09-01T00:50:00+00:00,2026-09-01T01:10:00+00:00\n"
+    warehouse = warehouse_from_files(tmp_path, {"charges.csv": charges, "jobs.csv": jobs})
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    peaks = conn.execute("""SELECT hour, any_value(gpus_held_peak), sum(gpu_hours_held) FROM marts.gpu_hours_profile
+                            WHERE gpu_model = 'H100-80GB' AND hour < '2026-09-01 03:00:00+00' GROUP BY hour ORDER BY hour""").fetchall()
+    assert [(float(p), float(h)) for _, p, h in peaks] == [(16.0, 4 + 8 / 6), (24.0, 4 + 8 / 6), (16.0, 4.0)]
+    mine = tmp_path / "h100.yaml"
+    mine.write_text("models:\n  H100-80GB:\n    rent:\n      monthly_per_card: 2000\n      on_demand_per_card_hour: 5\n")
+    result = tco.compute(conn, str(mine))
+    conn.close()
+    rows = {r["scenario"]: r for r in result.model_rows("H100-80GB")}
+    assert rows["rent_monthly"]["cards"] == 24  # the most held at once: 01:00-01:10
+    assert rows["rent_monthly"]["tco"] == Decimal("1728000.00")  # 24 × 2,000 × 36
+    # On demand pays the hours held: 192 GPU-hours of recurring jobs in 2 days × 182.5, and the
+    # one-off job's 8 × 20 minutes once: 35,042.67 a year × 5 × 3.
+    assert rows["on_demand"]["tco"] == Decimal("525640.00")
+    assert tco.cheapest(result.scenarios)["scenario"] != "rent_monthly"
+
+
+def profile_warehouse(path, models: dict[str, float]):
+    """A warehouse holding only marts.gpu_hours_profile: each model's GPUs fine-tuning for 30 days."""
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE SCHEMA marts")
+    conn.execute("""CREATE TABLE marts.gpu_hours_profile (hour TIMESTAMPTZ, gpu_model VARCHAR, phase VARCHAR, load VARCHAR,
+                    gpu_hours_held DECIMAL(38, 6), gpu_hours_busy DECIMAL(38, 9), gpus_paid DECIMAL(38, 6),
+                    gpu_hours_busy_any DECIMAL(38, 9), gpu_hours_busy_unheld DECIMAL(38, 9), gpu_hours_held_unseen DECIMAL(38, 6))""")
+    conn.executemany("INSERT INTO marts.gpu_hours_profile VALUES (?, ?, 'finetuning', 'recurring', ?, ?, 0, ?, 0, 0)",
+                     [(START + timedelta(hours=h), model, gpus, gpus * 0.75, gpus * 0.75) for h in range(720) for model, gpus in models.items()])
+    conn.close()
+    return path
+
+
+def test_a_model_no_price_covers_is_named_not_answered_for_by_another(tmp_path):
+    """With B200s no price covers beside priced A100s, `finops tco` called the A100's spot price the
+    fleet's cheapest, charted nothing (saying no workload held GPUs), and measured the B200."""
+    warehouse = profile_warehouse(tmp_path / "wh.duckdb", {"A100-80GB": 8.0, "B200": 8.0})
+    chart = tmp_path / "tco.svg"
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--chart", str(chart)], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "cheapest for this usage profile" not in result.output
+    assert "no strategy is priced for the whole fleet: no price for B200 (models.<gpu_model> in the TCO parameters)" in result.output
+    assert "measured utilization of A100-80GB: 100.0%" in result.output
+    assert chart.exists() and f"chart written to {chart}" in result.output
+    # Nothing priced at all: the chart's absence says so.
+    only = profile_warehouse(tmp_path / "b200.duckdb", {"B200": 8.0})
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(only), "--chart", str(tmp_path / "none.svg")], terminal_width=300)
+    assert "no chart: no strategy is priced" in result.output, result.output
