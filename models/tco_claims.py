@@ -1,7 +1,7 @@
 """Recompute published purchasing claims from their own inputs and say which figures follow."""
 
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import yaml
@@ -28,12 +28,28 @@ def _fmt(x: Decimal) -> str:
     return f"{x.to_integral_value():f}" if x == x.to_integral_value() else format(x, ".6g")
 
 
+class _AsWrittenLoader(yaml.SafeLoader):
+    """YAML reads 1.10 as the float 1.1, losing the digit that says the figure was stated to the
+    hundredth. Here a number with a decimal point loads as the Decimal its text spells, so claims
+    files written with plain numbers keep working; a quoted "1.10" keeps its digits too."""
+
+
+def _decimal_as_written(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Decimal:
+    try:
+        return Decimal(loader.construct_scalar(node).replace("_", ""))
+    except InvalidOperation:  # .inf, .nan, 1:30.5 (base 60): YAML's own reading
+        return D(loader.construct_yaml_float(node))
+
+
+_AsWrittenLoader.add_constructor("tag:yaml.org,2002:float", _decimal_as_written)
+
+
 def _precision(claim: dict) -> Decimal:
-    """The last digit the stated figure gives: 0.98 → 0.01; "22 k" is written stated 22000, precision 1000."""
+    """The last digit the stated figure gives, as written: 0.98 → 0.01, 1.10 → 0.01, 22000 → 1; "22 k" is
+    written stated 22000, precision 1000."""
     if "precision" in claim:
         return D(claim["precision"])
-    exponent = D(claim["stated"]).normalize().as_tuple().exponent
-    return Decimal(1).scaleb(min(exponent, 0))
+    return Decimal(1).scaleb(D(claim["stated"]).as_tuple().exponent)
 
 
 def _follows(claim: dict, recomputed: Decimal) -> bool:
@@ -77,5 +93,5 @@ def check_claim(claim: dict) -> ClaimCheck:
 
 
 def check_claims(path: Path | None = None) -> list[ClaimCheck]:
-    document = yaml.safe_load(Path(path or DEFAULT_CLAIMS).read_text())
+    document = yaml.load(Path(path or DEFAULT_CLAIMS).read_text(), Loader=_AsWrittenLoader)
     return [check_claim(c) for c in document["claims"]]

@@ -148,6 +148,25 @@ def test_claims_from_a_users_file_are_printed_as_text_not_markup(tmp_path):
     assert "[/] GPU [red]deal[/red]" in result.output and "yes" in result.output  # 5 × 2 = 10 follows
 
 
+def test_a_stated_figure_is_judged_at_the_precision_it_was_written_with(tmp_path):
+    # YAML reads 1.10 as 1.1; the author wrote it to the hundredth, so 1.14 does not round to it.
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(
+        "claims:\n"
+        "  - {id: hundredth, text: t, kind: sum, stated: 1.10, terms: {a: {amount: 1.14, count: 1}}}\n"
+        "  - {id: tenth, text: t, kind: sum, stated: 1.1, terms: {a: {amount: 1.14, count: 1}}}\n"
+        '  - {id: quoted, text: t, kind: sum, stated: "1.10", terms: {a: {amount: 1.14, count: 1}}}\n'
+        "  - {id: pct_tenth, text: t, kind: saving, stated: 40.0, baseline: 100, alternative: 59.6}\n"
+        "  - {id: pct_whole, text: t, kind: saving, stated: 40, baseline: 100, alternative: 59.6}\n")
+    checks = {c.id: c for c in check_claims(claims)}
+    assert {i: c.follows for i, c in checks.items()} == {
+        "hundredth": False, "tenth": True, "quoted": False, "pct_tenth": False, "pct_whole": True}
+    assert str(checks["hundredth"].stated) == "1.10" and checks["pct_tenth"].recomputed == Decimal("40.4")
+    result = CliRunner().invoke(app, ["tco", "--check", "--claims", str(claims), "--warehouse", str(tmp_path / "none.duckdb")],
+                                terminal_width=250)
+    assert result.exit_code == 0 and "│ 1.10 " in result.output, result.output  # the stated column, as written
+
+
 def demo_shaped() -> list[dict]:
     """40 days as the bundled scenario has them: a one-off pre-training run on 8 A100-80GB for the first
     20 days, recurring fine-tuning on 2 more A100-80GB throughout, and an RTX 6000 Ada serving inference."""
