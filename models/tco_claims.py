@@ -57,11 +57,18 @@ def _follows(claim: dict, recomputed: Decimal) -> bool:
     return abs(D(claim["stated"]) - recomputed) <= _precision(claim) / 2
 
 
+def _divisor(claim: dict, field: str, value) -> Decimal:
+    """A field the check divides by: at 0 no input reproduces the stated figure, so the file is refused."""
+    if D(value) == 0:
+        raise ValueError(f"claim {claim['id']}: {field} is 0, but the check divides by it")
+    return D(value)
+
+
 def check_claim(claim: dict) -> ClaimCheck:
     kind, stated = claim["kind"], D(claim["stated"])
     base = dict(id=claim["id"], text=claim["text"], unit=claim.get("unit", ""), stated=stated)
     if kind == "sum":
-        terms = {k: (D(v["amount"]), D(v["count"])) for k, v in claim["terms"].items()}
+        terms = {k: (D(v["amount"]), _divisor(claim, f"terms.{k}.count", v["count"])) for k, v in claim["terms"].items()}
         total = sum((a * n for a, n in terms.values()), Decimal(0))
         working = " + ".join(f"{_fmt(n)} × {_fmt(a)} ({k})" if n != 1 else f"{_fmt(a)} ({k})" for k, (a, n) in terms.items())
         gap = stated - total
@@ -70,20 +77,21 @@ def check_claim(claim: dict) -> ClaimCheck:
                           working=f"{working.replace('+ -1 ×', '−')} = {_fmt(total)}",
                           to_reproduce="one of: " + ", ".join(fixes))
     if kind == "rate":
-        price, quantity = D(claim["price"]), D(claim["quantity"])
+        price, quantity = _divisor(claim, "price", claim["price"]), _divisor(claim, "quantity", claim["quantity"])
         total = price * quantity
         return ClaimCheck(**base, recomputed=total, follows=_follows(claim, total),
                           working=f"{_fmt(quantity)} {claim.get('quantity_name', '')} × {_fmt(price)} = {_fmt(total)}",
                           to_reproduce=f"price {_fmt(stated / quantity)} per unit, or {_fmt(stated / price)} {claim.get('quantity_name', 'units')}")
     if kind == "depreciation":
-        price, rate, years = D(claim["price"]), D(claim["rate"]), int(claim["years"])
+        price, rate = _divisor(claim, "price", claim["price"]), D(claim["rate"])
+        years = int(_divisor(claim, "years", claim["years"]))
         residual = price * (1 - rate) ** years
         implied = 1 - (stated / price) ** (Decimal(1) / years) if stated > 0 else None
         return ClaimCheck(**base, recomputed=residual, follows=_follows(claim, residual),
                           working=f"{_fmt(price)} × (1 − {_fmt(rate)})^{years} = {_fmt(residual)}",
                           to_reproduce=f"depreciation of {_fmt(implied * 100)} % a year" if implied is not None else "")
     if kind == "saving":
-        baseline, alternative = D(claim["baseline"]), D(claim["alternative"])
+        baseline, alternative = _divisor(claim, "baseline", claim["baseline"]), D(claim["alternative"])
         pct = (baseline - alternative) / baseline * 100
         return ClaimCheck(**base, recomputed=pct, follows=_follows(claim, pct),
                           working=f"({_fmt(baseline)} − {_fmt(alternative)}) ÷ {_fmt(baseline)} = {_fmt(pct)} %",
@@ -93,5 +101,10 @@ def check_claim(claim: dict) -> ClaimCheck:
 
 
 def check_claims(path: Path | None = None) -> list[ClaimCheck]:
-    document = yaml.load(Path(path or DEFAULT_CLAIMS).read_text(), Loader=_AsWrittenLoader)
-    return [check_claim(c) for c in document["claims"]]
+    """Every claim in the file checked, or a ValueError naming the file, the claim and the field at fault."""
+    path = Path(path or DEFAULT_CLAIMS)
+    document = yaml.load(path.read_text(), Loader=_AsWrittenLoader)
+    try:
+        return [check_claim(c) for c in document["claims"]]
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

@@ -167,6 +167,29 @@ def test_a_stated_figure_is_judged_at_the_precision_it_was_written_with(tmp_path
     assert result.exit_code == 0 and "│ 1.10 " in result.output, result.output  # the stated column, as written
 
 
+@pytest.mark.parametrize("claim, field", [
+    ("{id: no_hours, text: t, kind: rate, stated: 10, price: 2, quantity: 0}", "quantity"),
+    ("{id: free, text: t, kind: rate, stated: 10, price: 0.0, quantity: 5}", "price"),
+    ("{id: never, text: t, kind: sum, stated: 1, terms: {a: {amount: 1, count: 1}, b: {amount: 2, count: 0}}}", "terms.b.count"),
+    ("{id: nothing, text: t, kind: saving, stated: 10, baseline: 0, alternative: 5}", "baseline"),
+    ("{id: worthless, text: t, kind: depreciation, stated: 0.2, price: 0, rate: 0.4, years: 3}", "price"),
+    ("{id: at_once, text: t, kind: depreciation, stated: 0.2, price: 1, rate: 0.4, years: 0}", "years"),
+])
+def test_a_claim_with_a_zero_the_check_divides_by_is_refused_in_one_line(tmp_path, claim, field):
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(f"claims:\n  - {claim}\n")
+    claim_id = claim.split(",")[0].removeprefix("{id: ")
+    with pytest.raises(ValueError) as refused:
+        check_claims(claims)
+    assert str(refused.value) == f"{claims}: claim {claim_id}: {field} is 0, but the check divides by it"
+    result = CliRunner().invoke(app, ["tco", "--check", "--claims", str(claims), "--warehouse", str(tmp_path / "none.duckdb")],
+                                terminal_width=400, prog_name="finops")
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"finops tco: Invalid value for '--claims': {claims}: claim {claim_id}: {field} is 0, but the check divides by it "
+        "(see finops tco --help)"]
+
+
 def demo_shaped() -> list[dict]:
     """40 days as the bundled scenario has them: a one-off pre-training run on 8 A100-80GB for the first
     20 days, recurring fine-tuning on 2 more A100-80GB throughout, and an RTX 6000 Ada serving inference."""
