@@ -50,6 +50,19 @@ def test_idle_cards_are_an_open_anomaly_and_planned_runs_are_suppressed(demo_db)
     assert fetch_all(demo_db, "SELECT count(*) FROM marts.daily_series WHERE cost IS NULL") == [(0,)]
 
 
+def test_the_demo_reports_purchasing_is_labelled_with_the_years_and_one_off_runs_its_parameters_give(demo_db, tmp_path):
+    from pipelines.report.daily import gather, render
+
+    params = tmp_path / "tco.yaml"
+    params.write_text("years: 5\nannualize:\n  one_off_runs_per_year: 0\n")
+    data = gather(demo_db, date(2026, 10, 12), str(params))
+    assert data["tco"]["years"] == 5 and {r["years"] for r in data["tco"]["scenarios"]} == {5}
+    page, markdown, _ = render(data)
+    assert "<h3>Purchasing strategy (5-year TCO, CNY)</h3>" in page and "### Purchasing strategy (5-year TCO, CNY)" in markdown
+    assert "| 5-year TCO (USD) | 5-year TCO (CNY) |" in markdown and "3-year TCO" not in page + markdown
+    assert "(GPU-hours held over the card-hours the strategies size for; recurring load a year, one-off runs left out): " in markdown
+
+
 def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
     folder = demo_run.out / "reports" / "2026-10-12"
     page = (folder / "report.html").read_text()

@@ -130,7 +130,8 @@ def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_price
                  "A10G": scenarios(profile_from_rows(hours("A10G", 0.0, 0.0, 1.0)), params)}
     rows = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
     tco = {"scenarios": rows, "break_even": [], "utilization": 0.75, "main_model": "A100-80GB", "currency": "CNY",
-           "rate": None, "rate_date": None, "reporting_currency": None}
+           "rate": None, "rate_date": None, "reporting_currency": None,
+           "years": 3, "one_off_runs_per_year": 1}
     page, markdown, machine = render(report_data(tco=tco))
 
     table = [line for line in markdown.split("### Purchasing strategy")[1].splitlines() if line.startswith("| ")][1:]
@@ -154,6 +155,41 @@ def test_the_purchasing_table_shows_priced_strategies_and_says_what_is_not_price
     assert bundled not in markdown
     _, markdown, _ = render(report_data(tco={**tco, "bundled_params": True}))
     assert bundled in markdown
+
+
+@pytest.mark.parametrize("years, runs, counted", [
+    (5, 2, "one-off runs counted twice a year"),
+    (1, 0, "one-off runs left out"),
+    (3, 1, "one-off runs counted once a year"),
+    (4, Decimal("0.5"), "one-off runs counted 0.5 times a year"),
+])
+def test_the_purchasing_section_says_the_years_and_one_off_runs_it_was_sized_for(years, runs, counted):
+    """The title and the TCO columns said 3 years and the note one run a year whatever the parameters
+    said: with `years: 5` the figures are 5-year ones, and `one_off_runs_per_year: 0` leaves the run out."""
+    from datetime import UTC, datetime, timedelta
+
+    from models.tco import fleet_rows, load_params, profile_from_rows, scenario_rows, scenarios
+
+    params = load_params()
+    params = {**params, "years": years, "annualize": {"one_off_runs_per_year": runs}}
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    hours = [{"hour": start + timedelta(hours=h), "gpu_model": "A100-80GB", "phase": "finetuning", "load": "recurring",
+              "gpu_hours_held": 8.0, "gpu_hours_busy": 6.0, "gpus_paid": 8.0} for h in range(24)]
+    per_model = {"A100-80GB": scenarios(profile_from_rows(hours), params)}
+    rows = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
+    tco = {"scenarios": rows, "break_even": [], "utilization": 0.75, "main_model": "A100-80GB", "currency": "CNY",
+           "rate": Decimal("0.14"), "rate_date": "2026-09-25", "reporting_currency": "USD",
+           "years": years, "one_off_runs_per_year": runs}
+    page, markdown, _ = render(report_data(tco=tco))
+    assert f"<h3>Purchasing strategy ({years}-year TCO, CNY)</h3>" in page
+    assert f"### Purchasing strategy ({years}-year TCO, CNY)" in markdown
+    assert (f"<th class='num'>{years}-year TCO (USD)</th><th class='num'>{years}-year TCO (CNY)</th>") in page
+    assert f"| Cards | {years}-year TCO (USD) | {years}-year TCO (CNY) | Capex (CNY) |" in markdown
+    note = ("Measured utilization of A100-80GB (GPU-hours held over the card-hours the strategies size for; "
+            f"recurring load a year, {counted}): 75.0 %. Amounts in USD at 0.140000 per CNY (2026-09-25).")
+    assert f"<p>{note}</p>" in page and f"\n\n{note}" in markdown
+    if years != 3:
+        assert "3-year TCO" not in page + markdown
 
 
 def test_spend_without_an_fx_rate_is_named_beside_the_totals_it_is_not_in(tmp_path):
@@ -229,7 +265,8 @@ def test_the_purchasing_table_says_a_model_no_workload_held_is_sized_from_the_gp
     per_model = {m: scenarios(p, params) for m, p in profiles_by_model(rows).items()}
     table = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
     tco = {"scenarios": table, "break_even": [], "utilization": 1.0, "main_model": "A100-80GB", "currency": "CNY",
-           "rate": None, "rate_date": None, "reporting_currency": None}
+           "rate": None, "rate_date": None, "reporting_currency": None,
+           "years": 3, "one_off_runs_per_year": 1}
     page, _, _ = render(report_data(tco=tco))
     assert ("No workload held the A100-80GB GPUs, but their telemetry shows them at work: each is sized from the GPUs "
             "paid for") in page
@@ -256,7 +293,8 @@ def test_the_purchasing_table_says_busy_hours_no_workload_held_are_sized_as_dema
     per_model = {m: scenarios(p, params) for m, p in profiles_by_model(rows).items()}
     table = [r for items in per_model.values() for r in scenario_rows(items, params)] + fleet_rows(per_model, params)
     tco = {"scenarios": table, "break_even": [], "utilization": 0.5, "main_model": "A100-80GB", "currency": "CNY",
-           "rate": None, "rate_date": None, "reporting_currency": None}
+           "rate": None, "rate_date": None, "reporting_currency": None,
+           "years": 3, "one_off_runs_per_year": 1}
     page, _, _ = render(report_data(tco=tco))
     assert ("Busy GPU-hours no workload held are sized as demand of no known phase, recurring (A100-80GB: 86.4 in the "
             "measured period), less what workloads on hosts telemetry does not cover held") in page

@@ -92,6 +92,9 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
         result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
                        "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"],
+                       # What the strategies were sized and priced for: the report's labels say it.
+                       "years": int(result.params["years"]),
+                       "one_off_runs_per_year": result.params["annualize"]["one_off_runs_per_year"],
                        "bundled_params": params_file is None,
                        **tco_rate(conn, result.params["currency"], data["kpis"]["currency"], day)}
         data["tco_chart_svg"] = result.chart_svg()
@@ -410,10 +413,11 @@ def tco_columns(tco_data: dict) -> list[Column]:
         Column("Strategy", lambda r: _cell(r["scenario"]).replace("_", " ")),
         Column("Cards", lambda r: _cell(r["cards"]), True),
     ]
+    years = tco_data["years"]
     if rep and rate is not None and rep != cur:
-        columns.append(Column(f"3-year TCO ({rep})", lambda r: money(None if r["tco"] is None else r["tco"] * rate), True))
+        columns.append(Column(f"{years}-year TCO ({rep})", lambda r: money(None if r["tco"] is None else r["tco"] * rate), True))
     columns += [
-        Column(f"3-year TCO ({cur})", lambda r: money(r["tco"]), True),
+        Column(f"{years}-year TCO ({cur})", lambda r: money(r["tco"]), True),
         Column(f"Capex ({cur})", lambda r: money(r["capex"]), True),
         Column(f"Power a year ({cur})", lambda r: money(r["yearly_power"]), True),
         Column(f"Ops a year ({cur})", lambda r: money(r["yearly_ops"]), True),
@@ -442,6 +446,15 @@ def unheld_models(scenarios: list[dict]) -> list[str]:
     """The GPU models of the purchasing table that no workload held in the measured period."""
     return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
                    and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
+
+
+def one_off_counting(runs) -> str:
+    """How the yearly sizing counted a one-off run (annualize.one_off_runs_per_year): 0 leaves it out."""
+    runs = Decimal(str(runs))
+    if runs == 0:
+        return "one-off runs left out"
+    times = {1: "once", 2: "twice"}.get(runs, f"{runs.normalize():f} times")
+    return f"one-off runs counted {times} a year"
 
 
 def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
@@ -697,14 +710,15 @@ def render(data: dict) -> tuple[str, str, str]:
                         | set(paid_demand_models(tco_data["scenarios"], "busy")))
         held = tco_data["main_model"] not in not_measured
         measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
-                    f"recurring load a year, one-off runs once): {tco_data['utilization'] * 100:.1f} %." if held else "")
+                    f"recurring load a year, {one_off_counting(tco_data['one_off_runs_per_year'])}): "
+                    f"{tco_data['utilization'] * 100:.1f} %." if held else "")
         # The bundled parameters are an example market's prices (their currency is theirs, not the bills'):
         # a reader of a USD or EUR estate must know the strategies are priced from them.
         bundled = (f"Purchase, rental and power prices are the bundled example parameters (in {tco_data['currency']}); "
                    "give your own with --tco-params (README: Purchasing strategy)." if tco_data.get("bundled_params") else "")
         notes = [n for n in ((measured + rate_note).strip(), bundled, *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
-        detail.append((f"Purchasing strategy (3-year TCO, {tco_data['currency']})",
+        detail.append((f"Purchasing strategy ({tco_data['years']}-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
                        + (_chart(data["tco_chart_svg"]) if data["tco_chart_svg"] else ""),
                        _md_table(priced, tco_columns(tco_data), empty) + "".join(f"\n\n{_md_escape(n)}" for n in notes)))
