@@ -123,6 +123,15 @@ def load_params(path: Path | None = None, rate=None) -> dict:
     return _merge(params, mine)
 
 
+def one_off_counting(runs) -> str:
+    """How the yearly sizing counted a one-off run (annualize.one_off_runs_per_year): 0 leaves it out."""
+    runs = Decimal(str(runs))
+    if runs == 0:
+        return "one-off runs left out"
+    times = {1: "once", 2: "twice"}.get(runs, f"{runs.normalize():f} times")
+    return f"one-off runs counted {times} a year"
+
+
 @dataclass(frozen=True)
 class UsageProfile:
     """What the measured period says about one GPU model's demand, per hour, phase and load.

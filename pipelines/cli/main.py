@@ -535,16 +535,6 @@ def findings(
     console.print(table)
 
 
-def one_off_runs(runs_per_year) -> str:
-    """How the purchasing model counts one-off runs, in words."""
-    runs = float(runs_per_year)
-    if runs == 0:
-        return "one-off runs left out"
-    if runs == 1:
-        return "one-off runs counted once a year"
-    return f"one-off runs counted {runs:g} times a year"
-
-
 @app.command("tco")
 def tco_command(
     warehouse: Annotated[Path, typer.Option(help="Warehouse whose measured usage to price.",
@@ -562,6 +552,7 @@ def tco_command(
         _print_claims(claims)
         if not warehouse.exists():
             return  # the claims need no warehouse
+    from models.tco import one_off_counting
     from pipelines.analysis import tco
 
     conn = _open_warehouse(warehouse)
@@ -603,7 +594,7 @@ def tco_command(
     console.print(crossings)
     runs = (parameters.get("annualize") or {}).get("one_off_runs_per_year", 1)
     console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
-                                    f"of its peak fleet, a year of recurring load plus {one_off_runs(runs)}")))
+                                    f"of its peak fleet, a year of recurring load plus {one_off_counting(runs)}")))
     if converted := parameters.get("converted"):
         console.print(Text(for_terminal(f"the bundled amounts ({converted['keys']}) converted from {converted['from_currency']} "
                                         f"at {converted['rate']} ({converted['rate_date']})")))

@@ -20,7 +20,7 @@ import polars as pl
 
 from connectors.base import printable
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
-from models.tco import FLEET
+from models.tco import FLEET, one_off_counting
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, rules_in_currency, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
@@ -446,15 +446,6 @@ def unheld_models(scenarios: list[dict]) -> list[str]:
     """The GPU models of the purchasing table that no workload held in the measured period."""
     return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
                    and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
-
-
-def one_off_counting(runs) -> str:
-    """How the yearly sizing counted a one-off run (annualize.one_off_runs_per_year): 0 leaves it out."""
-    runs = Decimal(str(runs))
-    if runs == 0:
-        return "one-off runs left out"
-    times = {1: "once", 2: "twice"}.get(runs, f"{runs.normalize():f} times")
-    return f"one-off runs counted {times} a year"
 
 
 def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
