@@ -96,32 +96,36 @@ currency = _refusing(check_currency)
 finding_kind = _refusing(check_finding_kind)
 
 
-def tco_params_file(value: Path | None) -> Path | None:
-    """A purchasing-parameters file whose every key is known and every value in range, else a
-    one-line refusal (exit 2) naming each problem: a misspelt key would silently keep the default."""
-    if value is None:
-        return None
+def _refusing_file(check):
+    """A Typer callback for a file option: the file read by `check`, whose ValueError becomes a
+    one-line refusal (exit 2) before any work."""
+    def callback(value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+        return value
+    return callback
+
+
+def _checked_params(path: Path) -> None:
     from models.tco_params import check_file
 
-    try:
-        check_file(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
+    check_file(path)
 
 
-def tco_claims_file(value: Path | None) -> Path | None:
-    """A claims file every claim of which can be checked, else a one-line refusal (exit 2) naming the claim
-    and the field: a 0 the check divides by would otherwise end in a traceback."""
-    if value is None:
-        return None
+def _checked_claims(path: Path) -> None:
     from models.tco_claims import check_claims
 
-    try:
-        check_claims(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    return value
+    check_claims(path)
+
+
+# A purchasing-parameters file whose every key is known and every value in range (a misspelt key
+# would silently keep the default); a claims file every claim of which can be checked (a 0 the
+# check divides by would end in a traceback). Each refused naming each problem.
+tco_params_file = _refusing_file(_checked_params)
+tco_claims_file = _refusing_file(_checked_claims)
 
 
 def host_names_files(value: list[Path] | None) -> list[Path]:
