@@ -103,8 +103,22 @@ def check_claim(claim: dict) -> ClaimCheck:
 def check_claims(path: Path | None = None) -> list[ClaimCheck]:
     """Every claim in the file checked, or a ValueError naming the file, the claim and the field at fault."""
     path = Path(path or DEFAULT_CLAIMS)
-    document = yaml.load(path.read_text(), Loader=_AsWrittenLoader)
     try:
-        return [check_claim(c) for c in document["claims"]]
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        document = yaml.load(path.read_text(), Loader=_AsWrittenLoader)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("claims"), list):
+        raise ValueError(f"{path}: the file must hold a list of claims under `claims:`")
+    checks = []
+    for number, claim in enumerate(document["claims"], 1):
+        name = claim.get("id", f"#{number}") if isinstance(claim, dict) else f"#{number}"
+        try:
+            checks.append(check_claim(claim))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+        # A field left out or not a number ended in a traceback: refused naming the claim instead.
+        except KeyError as exc:
+            raise ValueError(f"{path}: claim {name}: no {exc.args[0]}") from None
+        except (ArithmeticError, TypeError, AttributeError):
+            raise ValueError(f"{path}: claim {name}: a figure is not a number (or its terms not a mapping)") from None
+    return checks

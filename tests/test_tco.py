@@ -190,6 +190,25 @@ def test_a_claim_with_a_zero_the_check_divides_by_is_refused_in_one_line(tmp_pat
         "(see finops tco --help)"]
 
 
+
+@pytest.mark.parametrize("text, problem", [
+    ("claims:\n  - {id: half, text: t, kind: rate, stated: 10, price: 2}\n", "claim half: no quantity"),
+    ("claims:\n  - {id: words, text: t, kind: rate, stated: 10, price: two, quantity: 3}\n",
+     "claim words: a figure is not a number (or its terms not a mapping)"),
+    ("claims:\n  - {text: t, kind: saving, stated: 10, baseline: 20}\n", "claim #1: no id"),
+    ("claims: 3\n", "the file must hold a list of claims under `claims:`"),
+])
+def test_a_claim_missing_a_field_or_not_a_number_is_refused_in_one_line(tmp_path, text, problem):
+    """A claim without its quantity, or with a price in words, ended in a KeyError or decimal traceback."""
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(text)
+    with pytest.raises(ValueError) as refused:
+        check_claims(claims)
+    assert str(refused.value) == f"{claims}: {problem}"
+    result = CliRunner().invoke(app, ["tco", "--check", "--claims", str(claims), "--warehouse", str(tmp_path / "none.duckdb")],
+                                terminal_width=400, prog_name="finops")
+    assert result.exit_code == 2 and problem in result.output, result.output
+
 def demo_shaped() -> list[dict]:
     """40 days as the bundled scenario has them: a one-off pre-training run on 8 A100-80GB for the first
     20 days, recurring fine-tuning on 2 more A100-80GB throughout, and an RTX 6000 Ada serving inference."""
