@@ -86,12 +86,15 @@ def test_a_shared_value_of_ones_own_applies_to_every_model(tmp_path):
 
 def test_empty_values_and_billing_spellings_of_model_keys_are_refused(tmp_path):
     """`pue:` with no value crashed the pricing (null over the default); `models: {A100 80G: …}`
-    matched no model and was ignored without a word."""
+    matched no model and was ignored without a word; a server drawing less busy than idle made its
+    power fall as its GPUs worked."""
     for text, problem in (
             ("buy:\n  pue:\n", "buy.pue: no value (leave the key out to keep the default)"),
             ("rent:\n", "rent: no value (leave the key out to keep the default)"),
             ("models:\n  A100 80G:\n    rent:\n      monthly_per_card: 500\n", "models.A100 80G: not a GPU model key (did you mean A100-80GB?)"),
-            ("models:\n  H100-80G:\n    rent:\n      monthly_per_card: 500\n", "models.H100-80G: not a GPU model key (did you mean H100-80GB?)")):
+            ("models:\n  H100-80G:\n    rent:\n      monthly_per_card: 500\n", "models.H100-80G: not a GPU model key (did you mean H100-80GB?)"),
+            ("models:\n  A100-80GB:\n    buy:\n      power_kw_idle: 3\n      power_kw_busy: 2\n",
+             "models.A100-80GB.buy.power_kw_busy: below power_kw_idle (2 < 3)")):
         mine = write_params(tmp_path, text)
         with pytest.raises(ValueError) as refused:
             load_params(mine)
