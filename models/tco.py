@@ -144,11 +144,13 @@ class UsageProfile:
     peak_gpus: int  # most GPUs of this model held at once
     gpu_hours_held: dict[str, Decimal]  # by phase, both loads
     gpu_hours_busy: dict[str, Decimal]
-    training_gpus_by_hour: list[Decimal]  # GPUs held by every phase but inference, hour by hour
+    # GPUs held by every phase but inference, hour by hour, as steps (GPUs, of which one-off, fraction
+    # of the hour): each level training held and for how long where the mart gives its instants, else
+    # one step at the hour's average.
+    training_steps_by_hour: list[list[tuple[Decimal, Decimal, Decimal]]]
     gpu_model: str | None = None
     one_off_held: dict[str, Decimal] = field(default_factory=dict)  # the one-off part of gpu_hours_held, by phase
     one_off_busy: dict[str, Decimal] = field(default_factory=dict)
-    one_off_training_by_hour: list[Decimal] = field(default_factory=list)  # the one-off part of training_gpus_by_hour
     # What the demand was measured from: the GPUs workloads held, or, where no workload held this
     # model but telemetry shows its cards at work, the GPUs paid for (see profiles_by_model).
     demand: str = "workloads"
@@ -192,16 +194,16 @@ class UsageProfile:
         return (self.busy(phases) - one_off) * self.per_year + one_off * self.one_off_weight(runs_per_year)
 
     def training_year(self, runs_per_year=1) -> list[tuple[Decimal, Decimal]]:
-        """(GPUs held for training in an hour, hours a year like it): the year as the measured hours
+        """(GPUs held for training at once, hours a year like it): the year as the measured hours
         repeated, the one-off runs in `one_off_weight` of the repeats only."""
-        one_off = self.one_off_training_by_hour or [Decimal(0)] * len(self.training_gpus_by_hour)
         with_runs = self.one_off_weight(runs_per_year)
         rows = []
-        for total, once in zip(self.training_gpus_by_hour, one_off):
-            if once and with_runs:
-                rows += [(total, with_runs), (total - once, self.per_year - with_runs)]
-            else:
-                rows.append((total - once, self.per_year))
+        for steps in self.training_steps_by_hour:
+            for total, once, fraction in steps:
+                if once and with_runs:
+                    rows += [(total, with_runs * fraction), (total - once, (self.per_year - with_runs) * fraction)]
+                else:
+                    rows.append((total - once, self.per_year * fraction))
         return [(g, w) for g, w in rows if w > 0]
 
 
@@ -219,8 +221,10 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
     busy: dict[str, Decimal] = {}
     once_held: dict[str, Decimal] = {}
     once_busy: dict[str, Decimal] = {}
-    training: dict = {h: Decimal(0) for h in hours}
-    training_once: dict = {h: Decimal(0) for h in hours}
+    # Training's average held, and its one-off part, of the rows that do not give training's levels
+    # (training_levels: hand-built rows, GPUs paid, busy hours no workload held) and of those that do.
+    training: dict = {h: [Decimal(0)] * 4 for h in hours}
+    levels: dict = {}
     # Per hour: [average held where no instant is known, the same of recurring load, the most held
     # at once, the same of recurring load, the average held of rows that know their instants (and
     # of their recurring load)].
@@ -242,17 +246,31 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
             level[3] = max(level[3], D(round(r.get("gpus_held_peak_recurring") or 0, 6)))
             level[4] += h_held
             level[5] += Decimal(0) if one_off else h_held
+        if r.get("training_levels"):
+            levels.setdefault(r["hour"], json.loads(r["training_levels"], parse_float=Decimal))
         if r["phase"] != "inference":
-            training[r["hour"]] += h_held
-            if one_off:
-                training_once[r["hour"]] += h_held
+            at = 2 if "training_levels" in r else 0
+            training[r["hour"]][at] += h_held
+            training[r["hour"]][at + 1] += h_held if one_off else Decimal(0)
     # The most held at once is never below the hour's average (rounding aside).
     peak = max((a + max(p, m) for a, _, p, _, m, _ in at_once.values()), default=Decimal(0))
     recurring_peak = max((a + max(p, m) for _, a, _, p, _, m in at_once.values()), default=Decimal(0))
     models = {r.get("gpu_model") for r in rows}
-    return UsageProfile(len(hours), math.ceil(peak), held, busy, [training[h] for h in hours],
+    return UsageProfile(len(hours), math.ceil(peak), held, busy, [training_steps(training[h], levels.get(h)) for h in hours],
                         gpu_model=models.pop() if len(models) == 1 else None, one_off_held=once_held, one_off_busy=once_busy,
-                        one_off_training_by_hour=[training_once[h] for h in hours], peak_recurring_gpus=math.ceil(recurring_peak))
+                        peak_recurring_gpus=math.ceil(recurring_peak))
+
+
+def training_steps(averages: list[Decimal], levels: list[dict] | None) -> list[tuple[Decimal, Decimal, Decimal]]:
+    """An hour of training as steps (GPUs, of which one-off, fraction of the hour). With the mart's
+    levels, each level and how long it lasted, the demand no instant is known for added to each;
+    otherwise one step at the hour's average. Averaged, an 8-GPU job of 15 minutes was 2 GPUs all
+    hour: the hybrid strategy's monthly baseline covered it and rented nothing above."""
+    unknown, unknown_once, known, known_once = averages
+    if not levels:
+        return [(unknown + known, unknown_once + known_once, Decimal(1))]
+    return [(D(round(step["gpus"], 6)) + unknown, D(round(step["one_off_gpus"], 6)) + unknown_once, D(step["seconds"]) / 3600)
+            for step in levels]
 
 
 def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:

@@ -2,6 +2,7 @@
 GPUs held at once, parameters of their own read as they mean them, commitments paid for whole
 terms, spot offered for interruptible work only. Each figure is worked out beside it."""
 
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -172,6 +173,10 @@ def test_the_fleet_is_sized_for_the_gpus_held_at_once_not_the_hours_average(tmp_
     peaks = conn.execute("""SELECT hour, any_value(gpus_held_peak), sum(gpu_hours_held) FROM marts.gpu_hours_profile
                             WHERE gpu_model = 'H100-80GB' AND hour < '2026-09-01 03:00:00+00' GROUP BY hour ORDER BY hour""").fetchall()
     assert [(float(p), float(h)) for _, p, h in peaks] == [(16.0, 4 + 8 / 6), (24.0, 4 + 8 / 6), (16.0, 4.0)]
+    levels = conn.execute("""SELECT DISTINCT training_levels FROM marts.gpu_hours_profile
+                             WHERE gpu_model = 'H100-80GB' AND hour = '2026-09-01 01:00:00+00'""").fetchall()
+    assert [(float(x["gpus"]), float(x["one_off_gpus"]), x["seconds"]) for x in json.loads(levels[0][0])] == [
+        (0.0, 0.0, 2700), (16.0, 0.0, 300), (24.0, 8.0, 600)]  # 01:15-02:00, 01:10-01:15, 01:00-01:10
     mine = tmp_path / "h100.yaml"
     mine.write_text("models:\n  H100-80GB:\n    rent:\n      monthly_per_card: 2000\n      on_demand_per_card_hour: 5\n")
     result = tco.compute(conn, str(mine))
@@ -182,7 +187,12 @@ def test_the_fleet_is_sized_for_the_gpus_held_at_once_not_the_hours_average(tmp_
     # On demand pays the hours held: 192 GPU-hours of recurring jobs in 2 days × 182.5, and the
     # one-off job's 8 × 20 minutes once: 35,042.67 a year × 5 × 3.
     assert rows["on_demand"]["tco"] == Decimal("525640.00")
-    assert tco.cheapest(result.scenarios)["scenario"] != "rent_monthly"
+    # The hybrid's monthly baseline is the median of training's cards held at each instant: none
+    # three quarters of the time, so every GPU-hour runs on demand. Sized from the hour's averages
+    # it kept 4 monthly cards and rented nothing above them: 288,000, the cheapest, for a fleet
+    # that could not run one job.
+    assert (rows["hybrid"]["cards"], rows["hybrid"]["tco"]) == (0, Decimal("525640.00"))
+    assert tco.cheapest(result.scenarios)["tco"] == Decimal("525640.00")
 
 
 def profile_warehouse(path, models: dict[str, float]):

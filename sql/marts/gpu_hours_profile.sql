@@ -116,6 +116,48 @@ held_peaks AS (
     FROM held_levels
     GROUP BY ALL
 ),
+training_events AS (
+    -- The same for training (every phase but inference), with the one-off part beside the total:
+    -- the hybrid strategy's monthly baseline and the on-demand hours above it are taken from how
+    -- many cards training holds at each instant, not the hour's average.
+    SELECT gpu_model, started_at AS instant, workload_cards(gpu_cards, gpu_count) AS cards,
+           CASE WHEN load = 'one_off' THEN workload_cards(gpu_cards, gpu_count) ELSE 0 END AS one_off_cards
+    FROM runs WHERE phase <> 'inference'
+    UNION ALL
+    SELECT gpu_model, ended_at, -workload_cards(gpu_cards, gpu_count),
+           CASE WHEN load = 'one_off' THEN -workload_cards(gpu_cards, gpu_count) ELSE 0 END
+    FROM runs WHERE phase <> 'inference' AND ended_at IS NOT NULL
+    UNION ALL
+    SELECT m.gpu_model, h.hour, 0, 0
+    FROM hours AS h
+    CROSS JOIN (SELECT DISTINCT gpu_model FROM runs WHERE phase <> 'inference') AS m
+),
+training_steps AS (
+    -- Each level of training's cards and how long it lasts: from an event to the next (events of one
+    -- instant share their level, so all but the last last no time); an hour's start is an event,
+    -- so no step crosses one.
+    SELECT gpu_model, instant,
+           sum(cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS gpus,
+           sum(one_off_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS one_off_gpus,
+           lead(instant) OVER (PARTITION BY gpu_model ORDER BY instant) AS next_instant
+    FROM training_events
+),
+training_levels AS (
+    -- Per hour and model, as JSON: [{gpus, one_off_gpus, seconds}, …], the seconds adding up to the hour.
+    SELECT hour, gpu_model,
+           to_json(list(json_object('gpus', gpus, 'one_off_gpus', one_off_gpus, 'seconds', seconds) ORDER BY gpus, one_off_gpus))
+               AS training_levels
+    FROM (
+        SELECT timezone('UTC', date_trunc('hour', timezone('UTC', instant))) AS hour, gpu_model, gpus, one_off_gpus,
+               sum(datediff('second', instant, least(coalesce(next_instant, 'infinity'::TIMESTAMPTZ),
+                                                     timezone('UTC', date_trunc('hour', timezone('UTC', instant))) + INTERVAL 1 HOUR)))
+                   AS seconds
+        FROM training_steps
+        GROUP BY ALL
+    )
+    WHERE seconds > 0
+    GROUP BY ALL
+),
 busy AS (
     -- Each workload's share of its host's busy GPU-minutes, by hour (marts.gpu_busy_by_workload_hour, built per day).
     -- Summed as DECIMAL (the mart's 9 decimals): a float sum's last bits follow the order rows come in.
@@ -169,6 +211,9 @@ SELECT h.hour, g.gpu_model, p.phase, l.load,
        -- recurring load alone: the same on each phase and load row.
        coalesce(held_peaks.gpus_held_peak, 0) AS gpus_held_peak,
        coalesce(held_peaks.gpus_held_peak_recurring, 0) AS gpus_held_peak_recurring,
+       -- Training's cards held at each instant of the hour: JSON [{gpus, one_off_gpus, seconds}, …];
+       -- the same on each phase and load row, NULL where no training workload of this model ran.
+       training_levels.training_levels,
        coalesce(busy.gpu_hours_busy, 0) AS gpu_hours_busy,
        -- GPUs of this model paid for in the hour, whatever ran: the same on each phase and load row.
        coalesce(paid.gpus_paid, 0) AS gpus_paid,
@@ -182,6 +227,7 @@ CROSS JOIN phases AS p
 CROSS JOIN loads AS l
 LEFT JOIN held ON held.hour = h.hour AND held.gpu_model = g.gpu_model AND held.phase = p.phase AND held.load = l.load
 LEFT JOIN held_peaks ON held_peaks.hour = h.hour AND held_peaks.gpu_model = g.gpu_model
+LEFT JOIN training_levels ON training_levels.hour = h.hour AND training_levels.gpu_model = g.gpu_model
 LEFT JOIN busy ON busy.hour = h.hour AND busy.gpu_model = g.gpu_model AND busy.phase = p.phase AND busy.load = l.load
 LEFT JOIN paid ON paid.hour = h.hour AND paid.gpu_model = g.gpu_model
 LEFT JOIN busy_any ON busy_any.hour = h.hour AND busy_any.gpu_model = g.gpu_model
