@@ -1,4 +1,5 @@
-"""3-year cost of ownership of each purchasing strategy, from the GPU-hours actually used.
+"""Cost of ownership of each purchasing strategy over the parameters' years (3 by default), from
+the GPU-hours actually used.
 
 Every amount is a Decimal. The measured period (the hourly profile in marts.gpu_hours_profile) is
 scaled to a year; each strategy is then priced over `years`. Costs that depend on how much the
@@ -72,6 +73,10 @@ def _money_paths(params: dict) -> list[tuple[str, ...]]:
     return paths
 
 
+class NoRateToConvert(ValueError):
+    """A user's currency the bundled amounts left in place cannot be converted into: no rate."""
+
+
 def _converted(bundled: dict, mine: dict, currency: str, rate) -> dict:
     """The bundled amounts the user's file leaves in place, converted into the user's currency. A
     file giving only `currency: USD` used to relabel the bundled CNY prices as USD, beside catalog
@@ -83,7 +88,7 @@ def _converted(bundled: dict, mine: dict, currency: str, rate) -> dict:
     found = rate(bundled["currency"], currency) if rate else None
     names = ", ".join(".".join(p) for p in left)
     if found is None:
-        raise ValueError(f"currency {currency}: the bundled amounts are in {bundled['currency']} and no "
+        raise NoRateToConvert(f"currency {currency}: the bundled amounts are in {bundled['currency']} and no "
                          f"{bundled['currency']}→{currency} rate is known to convert them ({names}); "
                          f"give them in {currency} in your parameters file")
     value, day = D(found[0]), found[1]
@@ -120,7 +125,8 @@ def load_params(path: Path | None = None, rate=None) -> dict:
     currency = mine.get("currency", params["currency"])
     if currency != params["currency"]:
         params = _converted(params, mine, currency, rate)
-    return _merge(params, mine)
+    # The models the user's file prices: `finops tco` names those no measured model has.
+    return {**_merge(params, mine), "own_model_keys": list(mine.get("models") or {})}
 
 
 def one_off_counting(runs) -> str:
@@ -285,7 +291,7 @@ def profiles_by_model(rows: list[dict]) -> dict[str, UsageProfile]:
     no load: what owning it would cost."""
     by_model: dict[str, list[dict]] = {}
     for r in rows:
-        by_model.setdefault(r.get("gpu_model") or "unknown", []).append(r)
+        by_model.setdefault(r.get("gpu_model") or UNKNOWN, []).append(r)
     no_workloads = not any(r["gpu_hours_held"] for r in rows)
     unheld = {} if no_workloads else unheld_busy_rows(rows)
     profiles = {}
@@ -368,12 +374,12 @@ class Scenario:
     priced: bool = True  # False: the parameters and catalog give no price for it (description says which)
     gpu_model: str | None = None
     busy_year: Decimal = Decimal(0)  # busy GPU-hours a year it serves
-    rent_years: int | None = None  # years of rent paid, where a commitment's whole terms exceed the horizon
+    rent_paid: Decimal | None = None  # the rent over the horizon, where it is not `years` × yearly_rent (whole terms)
 
     def tco(self, years: int) -> Decimal | None:
         if not self.priced:
             return None
-        rent = (self.rent_years or years) * self.yearly_rent
+        rent = years * self.yearly_rent if self.rent_paid is None else self.rent_paid
         return money(self.capex + years * (self.yearly_power + self.yearly_ops) + rent - self.residual + self.financing)
 
 
@@ -467,24 +473,52 @@ def on_demand(gpu_model: str, rent: dict, sources: dict, held_year: Decimal, fle
 
 def spot(profile: "UsageProfile", gpu_model: str, rent: dict, sources: dict, runs, held_year: Decimal, fleet_hours: Decimal,
          cards: int, years: int) -> Scenario:
-    """Training on spot, with rework after preemptions; inference, which a preemption interrupts
-    for its users, on demand. Priced on every hour held, spot was offered for a serving load."""
+    """Training (pre-training, fine-tuning) on spot, with rework after preemptions; the rest on
+    demand: inference, which a preemption interrupts for its users, and load of no known phase,
+    which may be serving. Priced on every hour held, spot was offered for a serving load."""
     if "spot_per_card_hour" not in rent:
         return _unpriced("spot", gpu_model, "spot price")
-    inference = profile.held_year(("inference",), runs)
-    if inference and "on_demand_per_card_hour" not in rent:
-        return _unpriced("spot", gpu_model, "on-demand price for inference (spot serves interruptible work only)")
+    training = profile.held_year(TRAINING, runs)
+    rest = held_year - training
+    if rest and "on_demand_per_card_hour" not in rent:
+        return _unpriced("spot", gpu_model, "on-demand price for inference and load of no known phase "
+                                            "(spot serves interruptible training only)")
     rework = D(rent.get("spot_rework", 0))
     spot_rate = D(rent["spot_per_card_hour"]) * (1 + rework)
-    yearly = (held_year - inference) * spot_rate + inference * D(rent.get("on_demand_per_card_hour", 0))
-    what = "spot, with rework after preemptions" + (", inference on demand" if inference else " (interruptible work only)")
+    yearly = training * spot_rate + rest * D(rent.get("on_demand_per_card_hour", 0))
+    what = ("training on spot, with rework after preemptions" + (", the rest on demand" if rest else "")
+            if training else "no training to put on spot: all on demand")
     return Scenario("spot", f"{gpu_model} {what}", cards, yearly_rent=yearly, elasticity="elastic",
-                    # Linear in utilization: the mix of training and inference stays the measured one.
+                    # Linear in utilization: the mix of training and the rest stays the measured one.
                     cost_per_utilization=years * fleet_hours * (yearly / held_year if held_year else spot_rate),
                     inputs={"spot_per_card_hour": rent["spot_per_card_hour"], **({"spot_rework": rent["spot_rework"]} if rework else {}),
-                            **({"inference_on_demand_gpu_hours_per_year": float(round(inference, 1)),
-                                "on_demand_per_card_hour": rent["on_demand_per_card_hour"]} if inference else {}),
+                            "spot_gpu_hours_per_year": float(round(training, 1)),
+                            **({"on_demand_gpu_hours_per_year": float(round(rest, 1)),
+                                "on_demand_per_card_hour": rent["on_demand_per_card_hour"]} if rest else {}),
                             **_source("spot_per_card_hour", sources)})
+
+
+def commitment(name: str, key: str, term_years: int, rent: dict, gpu_model: str, cards: int, years: int) -> Scenario:
+    """The fleet on commitments of `term_years`, paid for whole terms. A horizon shorter than the
+    term pays the whole term (prorated, a 3-year commitment over one year looked cheaper than it
+    binds); the years after the last whole term that fits are paid by a further term or, where
+    cheaper, by 1-year commitments (4 years: 3 + 1, not 3 + 3)."""
+    if key not in rent:
+        return _unpriced(name, gpu_model, f"{term_years}-year commitment price")
+    yearly = D(rent[key]) * HOURS_PER_YEAR * cards
+    terms, left = divmod(years, term_years)
+    one_year = D(rent["commit_1y_per_card_hour"]) * HOURS_PER_YEAR * cards if "commit_1y_per_card_hour" in rent else None
+    if terms == 0:
+        terms, left = 1, 0
+    ladder = left and one_year is not None and left * one_year < term_years * yearly
+    if left and not ladder:
+        terms, left = terms + 1, 0
+    paid = terms * term_years * yearly + (left * one_year if ladder else 0)
+    how = [f"{terms} × {term_years} years"] + ([f"{left} year(s) of 1-year commitments"] if ladder else [])
+    whole = "" if terms * term_years == years else f", paid for whole terms: {' + '.join(how)}"
+    return Scenario(name, f"{cards} {gpu_model} on {term_years}-year commitments{whole}", cards, yearly_rent=yearly, rent_paid=paid,
+                    fixed_cost=paid, inputs={key: rent[key], "commitment_terms": terms, "paid_years": terms * term_years + left,
+                                             **({"one_year_commitment_years": left} if ladder else {})})
 
 
 def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = None) -> list[Scenario]:
@@ -532,19 +566,8 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
                             fixed_cost=years * monthly, inputs={"monthly_per_card": rent["monthly_per_card"]}))
     else:
         out.append(_unpriced("rent_monthly", gpu_model, "monthly price"))
-    for name, key, term_years in (("commit_1y", "commit_1y_per_card_hour", 1), ("commit_3y", "commit_3y_per_card_hour", 3)):
-        if key not in rent:
-            out.append(_unpriced(name, gpu_model, f"{term_years}-year commitment price"))
-            continue
-        # A commitment is paid for its whole term: a 3-year one over a 1-year horizon still costs 3
-        # years, and over 5 years it is signed twice. Prorated, it looked cheaper than it binds.
-        terms = math.ceil(years / term_years)
-        paid_years = terms * term_years
-        yearly = D(rent[key]) * HOURS_PER_YEAR * cards
-        whole = "" if paid_years == years else f", paid for whole terms: {terms} × {term_years} years"
-        out.append(Scenario(name, f"{cards} {gpu_model} on {term_years}-year commitments{whole}", cards, yearly_rent=yearly,
-                            rent_years=paid_years, fixed_cost=paid_years * yearly,
-                            inputs={key: rent[key], "commitment_terms": terms, "paid_years": paid_years}))
+    out += [commitment("commit_1y", "commit_1y_per_card_hour", 1, rent, gpu_model, cards, years),
+            commitment("commit_3y", "commit_3y_per_card_hour", 3, rent, gpu_model, cards, years)]
     out.append(on_demand(gpu_model, rent, mp["sources"], held_year, fleet_hours, cards, years))
     out.append(spot(profile, gpu_model, rent, mp["sources"], runs, held_year, fleet_hours, cards, years))
 
@@ -655,9 +678,14 @@ def scenario_rows(items: list[Scenario], params: dict, busy_gpu_hours_per_year: 
     return sorted(rows, key=lambda r: (r["tco"] is None, r["tco"] or 0))
 
 
+UNKNOWN = "unknown"  # gpu_model of hosts whose GPU model no telemetry or charge names
+
+
 def fleet_rows(per_model: dict[str, list[Scenario]], params: dict) -> list[dict]:
     """The fleet's totals: each strategy for every model at once (priced only where every model's
-    is), and `cheapest_mix`, each model on its own cheapest strategy."""
+    is), and `cheapest_mix`, each model on its own cheapest strategy. GPUs of unknown model are left
+    out (no price can be theirs): one notebook on an unnamed host left the fleet without an answer."""
+    per_model = {m: items for m, items in per_model.items() if m != UNKNOWN}
     years = int(params["years"])
     busy = sum((items[0].busy_year for items in per_model.values() if items), Decimal(0))
     names = list(dict.fromkeys(s.scenario for items in per_model.values() for s in items))

@@ -84,11 +84,14 @@ def check_claim(claim: dict) -> ClaimCheck:
                           to_reproduce=f"price {_fmt(stated / quantity)} per unit, or {_fmt(stated / price)} {claim.get('quantity_name', 'units')}")
     if kind == "depreciation":
         price, rate = _divisor(claim, "price", claim["price"]), D(claim["rate"])
-        years = int(_divisor(claim, "years", claim["years"]))
+        # Years as stated: 2.5 years is 2.5, not 2 (int() made 0.5 a 0 the check then divided by).
+        years = _divisor(claim, "years", claim["years"])
+        if years < 0:
+            raise ValueError(f"claim {claim['id']}: years is below 0")
         residual = price * (1 - rate) ** years
         implied = 1 - (stated / price) ** (Decimal(1) / years) if stated > 0 else None
         return ClaimCheck(**base, recomputed=residual, follows=_follows(claim, residual),
-                          working=f"{_fmt(price)} × (1 − {_fmt(rate)})^{years} = {_fmt(residual)}",
+                          working=f"{_fmt(price)} × (1 − {_fmt(rate)})^{_fmt(years)} = {_fmt(residual)}",
                           to_reproduce=f"depreciation of {_fmt(implied * 100)} % a year" if implied is not None else "")
     if kind == "saving":
         baseline, alternative = _divisor(claim, "baseline", claim["baseline"]), D(claim["alternative"])

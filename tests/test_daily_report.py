@@ -63,6 +63,24 @@ def test_the_demo_reports_purchasing_is_labelled_with_the_years_and_one_off_runs
     assert "(GPU-hours held over the card-hours the strategies size for; recurring load a year, one-off runs left out): " in markdown
 
 
+
+def test_the_report_says_what_a_users_currency_converted_and_how_commitments_were_paid(demo_db, tmp_path):
+    """With `currency: USD` and `years: 5` the report showed the bundled CNY prices converted and a
+    3-year commitment's 5-year TCO without a word of either; a currency no rate reaches lost the
+    whole report (the purchasing section failed it)."""
+    from pipelines.report.daily import gather, render
+
+    params = tmp_path / "tco.yaml"
+    params.write_text("currency: USD\nyears: 5\n")
+    _, markdown, _ = render(gather(demo_db, date(2026, 10, 12), str(params)))
+    markdown = markdown.replace("\\_", "_")  # Markdown's escapes
+    assert "converted from CNY into USD at 0.1503" in markdown and "models.A100-80GB.rent.monthly_per_card" in markdown
+    assert "commit 3y (A100-80GB): paid for whole terms: 1 × 3 years + 2 year(s) of 1-year commitments." in markdown
+    params.write_text("currency: TWD\n")
+    _, markdown, _ = render(gather(demo_db, date(2026, 10, 12), str(params)))
+    assert "### Purchasing strategy\n" in markdown and "currency TWD: the bundled amounts are in CNY and no CNY→TWD rate is known" in markdown
+    assert "### Spend by phase" in markdown  # the rest of the report is there
+
 def test_the_demo_report_has_its_anomalies_sections_and_charts(demo_run):
     folder = demo_run.out / "reports" / "2026-10-12"
     page = (folder / "report.html").read_text()

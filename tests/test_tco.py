@@ -191,6 +191,16 @@ def test_a_claim_with_a_zero_the_check_divides_by_is_refused_in_one_line(tmp_pat
 
 
 
+def test_a_depreciation_over_part_of_a_year_is_worked_as_stated(tmp_path):
+    """Years were cut to whole ones: 2.5 was worked as 2 (0.288, no), and 0.5 as 0, then divided by."""
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - {id: half, text: t, kind: depreciation, stated: 0.22, price: 0.80, rate: 0.40, years: 2.5}\n"
+                      "  - {id: months, text: t, kind: depreciation, stated: 0.77, price: 1, rate: 0.4, years: 0.5}\n")
+    checks = {c.id: c for c in check_claims(claims)}
+    assert round(checks["half"].recomputed, 6) == Decimal("0.223084") and checks["half"].follows is True  # 0.80 × 0.6^2.5
+    assert "^2.5 =" in checks["half"].working
+    assert round(checks["months"].recomputed, 6) == Decimal("0.774597") and checks["months"].follows is True  # 0.6^0.5
+
 @pytest.mark.parametrize("text, problem", [
     ("claims:\n  - {id: half, text: t, kind: rate, stated: 10, price: 2}\n", "claim half: no quantity"),
     ("claims:\n  - {id: words, text: t, kind: rate, stated: 10, price: two, quantity: 3}\n",

@@ -93,7 +93,7 @@ def test_empty_values_and_billing_spellings_of_model_keys_are_refused(tmp_path):
             ("buy:\n  pue:\n", "buy.pue: no value (leave the key out to keep the default)"),
             ("rent:\n", "rent: no value (leave the key out to keep the default)"),
             ("models:\n  A100 80G:\n    rent:\n      monthly_per_card: 500\n", "models.A100 80G: not a GPU model key (did you mean A100-80GB?)"),
-            ("models:\n  H100-80G:\n    rent:\n      monthly_per_card: 500\n", "models.H100-80G: not a GPU model key (did you mean H100-80GB?)"),
+            ("models:\n  h100-80gb:\n    rent:\n      monthly_per_card: 500\n", "models.h100-80gb: not a GPU model key (did you mean H100-80GB?)"),
             ("models:\n  A100-80GB:\n    buy:\n      power_kw_idle: 3\n      power_kw_busy: 2\n",
              "models.A100-80GB.buy.power_kw_busy: below power_kw_idle (2 < 3)")):
         mine = write_params(tmp_path, text)
@@ -102,36 +102,52 @@ def test_empty_values_and_billing_spellings_of_model_keys_are_refused(tmp_path):
         assert str(refused.value) == f"{mine}: {problem}"
         result = CliRunner().invoke(app, ["tco", "--params", str(mine), "--warehouse", str(tmp_path / "none.duckdb")], terminal_width=400)
         assert result.exit_code == 2 and problem in result.output, result.output
-    # A GPU the bundled table does not list keeps its billing name.
-    assert load_params(write_params(tmp_path, "models:\n  Gaudi3:\n    rent:\n      monthly_per_card: 500\n"))["models"]["Gaudi3"]
+    # A GPU the bundled table does not list keeps its billing name, even one close to a listed name
+    # (GB300 beside GB200): refused, it could not be priced at all.
+    for model in ("Gaudi3", "GB300", "MI300A"):
+        assert load_params(write_params(tmp_path, f"models:\n  {model}:\n    rent:\n      monthly_per_card: 500\n"))["models"][model]
 
 
 def test_a_commitment_is_paid_for_whole_terms(tmp_path):
     """A 3-year commitment over a 1-year horizon was prorated to a year (166,440) and ranked ahead of
-    the 1-year one it cannot undercut."""
+    the 1-year one it cannot undercut. Past its last whole term, a further term or 1-year
+    commitments pay the years left, whichever costs less."""
     profile = profile_from_rows(hours(24, finetuning=("recurring", 10.0, 6.0)))
-    for years, commit_3y, commit_1y, description in (
-            (1, Decimal("499320.00"), Decimal("210240.00"), "10 A100-80GB on 3-year commitments, paid for whole terms: 1 × 3 years"),
-            (3, Decimal("499320.00"), Decimal("630720.00"), "10 A100-80GB on 3-year commitments"),
-            (5, Decimal("998640.00"), Decimal("1051200.00"), "10 A100-80GB on 3-year commitments, paid for whole terms: 2 × 3 years")):
+    # 10 cards × 8,760 h: 166,440 a year on 3-year terms (1.90), 210,240 on 1-year ones (2.40).
+    for years, commit_3y, commit_1y, how in (
+            (1, "499320.00", "210240.00", ", paid for whole terms: 1 × 3 years"),  # the whole term
+            (3, "499320.00", "630720.00", ""),
+            (4, "709560.00", "840960.00", ", paid for whole terms: 1 × 3 years + 1 year(s) of 1-year commitments"),  # 499,320 + 210,240
+            (5, "919800.00", "1051200.00", ", paid for whole terms: 1 × 3 years + 2 year(s) of 1-year commitments"),  # + 2 × 210,240
+            (7, "1208880.00", "1471680.00", ", paid for whole terms: 2 × 3 years + 1 year(s) of 1-year commitments")):
         params = load_params(write_params(tmp_path, f"years: {years}\n"))
         rows = rows_of(scenarios(profile, params, bundled_catalog_prices()), params)
-        # 10 cards × 8,760 h × 1.90 = 166,440 a year, paid for 3 or 6 years; 1-year ones 10 × 8,760 × 2.40 a year.
-        assert (rows["commit_3y"]["tco"], rows["commit_1y"]["tco"], rows["commit_3y"]["description"]) == (commit_3y, commit_1y, description)
+        assert (rows["commit_3y"]["tco"], rows["commit_1y"]["tco"], rows["commit_3y"]["description"]) == (
+            Decimal(commit_3y), Decimal(commit_1y), f"10 A100-80GB on 3-year commitments{how}"), years
         assert rows["commit_3y"]["yearly_rent"] == Decimal("166440.00")
+    # Without a 1-year price, 5 years are two 3-year terms.
+    params = load_params(write_params(tmp_path, "years: 5\n"))
+    params["models"]["A100-80GB"]["rent"].pop("commit_1y_per_card_hour")
+    commit_3y = rows_of(scenarios(profile, params, bundled_catalog_prices()), params)["commit_3y"]
+    assert (commit_3y["tco"], commit_3y["description"]) == (Decimal("998640.00"), "10 A100-80GB on 3-year commitments, paid for whole terms: 2 × 3 years")
 
 
-def test_spot_serves_training_and_leaves_inference_on_demand():
-    """Spot was priced on every hour held, and ranked cheapest for a round-the-clock serving load."""
+def test_spot_serves_training_and_leaves_the_rest_on_demand():
+    """Spot was priced on every hour held, and ranked cheapest for a round-the-clock serving load;
+    load of no known phase (GPUs paid for, busy hours no workload held) may be serving too."""
     params = load_params()
     serving = profile_from_rows(hours(24, inference=("recurring", 4.0, 2.0)))
     rows = rows_of(scenarios(serving, params, bundled_catalog_prices()), params)
     assert rows["spot"]["tco"] == rows["on_demand"]["tco"] == Decimal("367920.00")  # 35,040 h × 3.50 × 3
-    assert rows["spot"]["description"] == "A100-80GB spot, with rework after preemptions, inference on demand"
-    # Without an on-demand price there is nothing to serve inference with: spot is not priced.
+    assert rows["spot"]["description"] == "A100-80GB no training to put on spot: all on demand"
+    mixed = profile_from_rows(hours(24, finetuning=("recurring", 8.0, 6.0), unattributed=("recurring", 2.0, 2.0)))
+    spot = rows_of(scenarios(mixed, params, bundled_catalog_prices()), params)["spot"]
+    # (70,080 × 1.40 × 1.15 rework + 17,520 × 3.50) × 3.
+    assert (spot["tco"], spot["description"]) == (Decimal("522446.40"), "A100-80GB training on spot, with rework after preemptions, the rest on demand")
+    # Without an on-demand price there is nothing to serve the rest with: spot is not priced.
     no_on_demand = {**params, "rent": {k: v for k, v in params["rent"].items() if k != "on_demand_per_card_hour"}}
     spot = rows_of(scenarios(serving, no_on_demand, []), no_on_demand)["spot"]
-    assert spot["tco"] is None and "no on-demand price for inference (spot serves interruptible work only)" in spot["description"]
+    assert spot["tco"] is None and "(spot serves interruptible training only)" in spot["description"]
 
 
 def test_one_off_runs_left_out_of_the_year_size_no_cards():
@@ -223,3 +239,35 @@ def test_a_model_no_price_covers_is_named_not_answered_for_by_another(tmp_path):
     only = profile_warehouse(tmp_path / "b200.duckdb", {"B200": 8.0})
     result = CliRunner().invoke(app, ["tco", "--warehouse", str(only), "--chart", str(tmp_path / "none.svg")], terminal_width=300)
     assert "no chart: no strategy is priced" in result.output, result.output
+
+
+def test_gpus_of_unknown_model_are_left_out_of_the_fleets_answer_and_unmatched_keys_named(tmp_path):
+    """One notebook on a host no telemetry or charge names made the fleet's answer 'no price for
+    unknown'; a key of the user's that no measured model has was silently unused."""
+    warehouse = profile_warehouse(tmp_path / "wh.duckdb", {"A100-80GB": 8.0, "unknown": 1.0})
+    mine = write_params(tmp_path, "models:\n  GB300:\n    rent:\n      monthly_per_card: 5000\n")
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--params", str(mine)], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "cheapest for this usage profile: spot" in result.output
+    assert "left out of the fleet's totals: 8,760.0 GPU-hours a year on hosts whose GPU model no telemetry or charge names" in result.output
+    assert "models.GB300 in your parameters names no measured GPU model (measured: A100-80GB, unknown)" in result.output
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    fleet = {r["scenario"]: r for r in tco.compute(conn).model_rows("fleet")}
+    conn.close()
+    # 8 A100s on spot: 70,080 GPU-hours a year × 1.40 × 1.15 rework × 3; the unknown host's hour not in it.
+    assert fleet["spot"]["tco"] == Decimal("338486.40")
+
+
+def test_a_currency_no_rate_reaches_leaves_the_strategies_unpriced_not_the_run_failed(tmp_path):
+    """`currency: TWD` (no CNY→TWD rate) failed the purchasing step, and the day's report with it."""
+    charges = FOCUS_HEADER + "".join(
+        f'384.00,384.00,USD,Usage,2026-09-0{d}T00:00:00Z,2026-09-0{d + 1}T00:00:00Z,GpuCloud,GPU,Compute,ins-h-1,h-1,SKU-P5,'
+        f'"{{""GpuCount"": 8, ""InstanceType"": ""p5.48xlarge""}}"\n' for d in (1, 2))
+    jobs = "workload_id,phase,host,gpu_count,started_at,ended_at\ntrain-01,finetuning,h-1,8,2026-09-01T00:00:00Z,2026-09-03T00:00:00Z\n"
+    mine = write_params(tmp_path, "currency: TWD\n")
+    warehouse = warehouse_from_files(tmp_path, {"charges.csv": charges, "jobs.csv": jobs}, tco_params_file=str(mine))
+    conn = duckdb.connect(str(warehouse), read_only=True)
+    assert conn.execute("SELECT count(*) FROM marts.tco_scenarios").fetchone() == (0,)
+    conn.close()
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--params", str(mine)], terminal_width=300)
+    assert result.exit_code == 1 and "currency TWD: the bundled amounts are in CNY and no CNY→TWD rate is known" in result.output

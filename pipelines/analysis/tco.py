@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from models.tco import (FLEET, break_even, bundled_catalog_prices, fleet_rows, load_params, profiles_by_model, scenario_rows,
+from models.tco import (FLEET, UNKNOWN, NoRateToConvert, break_even, bundled_catalog_prices, fleet_rows, load_params, profiles_by_model, scenario_rows,
                         scenarios)
 from pipelines.warehouse.connection import SQL_DIR, fetch_dicts, table_exists
 
@@ -26,6 +26,12 @@ class NoUsageMeasured(ValueError):
     """The warehouse holds no GPU charges or workloads to size strategies from."""
 
 
+# What leaves the strategies unpriced without failing the run: nothing measured yet, or a
+# parameters file whose currency the bundled amounts cannot be converted into. The report and the
+# asset say why; `finops tco` prints it and exits 1.
+NotPriced = (NoUsageMeasured, NoRateToConvert)
+
+
 @dataclass
 class TcoResult:
     scenarios: list[dict]  # marts.tco_scenarios rows: each GPU model's strategies, then the fleet's totals
@@ -35,6 +41,12 @@ class TcoResult:
     utilization: float  # the main model's measured utilization
     main_model: str = ""  # the model with the most GPU-hours a year: the chart's lines are its own
 
+    @property
+    def unmatched_model_keys(self) -> list[str]:
+        """The `models.<key>` of the user's parameters that no measured GPU model has (a GPU not
+        bought yet, or a key spelt otherwise than the billing spells the model)."""
+        return [k for k in self.params.get("own_model_keys", []) if k not in self.gpu_models]
+
     def model_rows(self, gpu_model: str) -> list[dict]:
         return [r for r in self.scenarios if r["gpu_model"] == gpu_model]
 
@@ -43,7 +55,7 @@ class TcoResult:
         return list(dict.fromkeys(r["gpu_model"] for r in self.scenarios if r["gpu_model"] != FLEET))
 
     def chart_svg(self) -> str | None:
-        """The strategies' 3-year TCO and break-even chart; None when every priced strategy comes to
+        """The strategies' TCO over the parameters' years and the break-even chart; None when every priced strategy comes to
         nothing (no workload held a model priced only by use): an axis of zeros says nothing."""
         from pipelines.report.charts import tco_chart
 
@@ -88,7 +100,8 @@ def compute(conn, params_file: str | None = None) -> TcoResult:
     table += fleet_rows(per_model, params)
     # The chart's model: the one with the most GPU-hours among those with a priced strategy (one
     # no price covers draws no line), by name on a tie.
-    main = max(per_model, key=lambda m: (any(s.priced for s in per_model[m]), per_model[m][0].inputs["held_gpu_hours_per_year"], m))
+    main = max(per_model, key=lambda m: (m != UNKNOWN, any(s.priced for s in per_model[m]),
+                                         per_model[m][0].inputs["held_gpu_hours_per_year"], m))
     lines = [{"scenario": s.scenario, "fixed_cost": s.fixed_cost, "cost_per_utilization": s.cost_per_utilization}
              for s in per_model[main] if s.scenario != "hybrid" and s.priced]
     crossings = [b for items in per_model.values() for b in break_even(items)]
@@ -111,6 +124,7 @@ def cheapest(scenario_table: list[dict]) -> dict | None:
 
 
 def unpriced_models(scenario_table: list[dict]) -> list[str]:
-    """The GPU models no strategy is priced for."""
-    models = dict.fromkeys(r["gpu_model"] for r in scenario_table if r["gpu_model"] != FLEET)
+    """The GPU models no strategy is priced for (of a known model: the fleet's totals leave out GPUs
+    of unknown model)."""
+    models = dict.fromkeys(r["gpu_model"] for r in scenario_table if r["gpu_model"] not in (FLEET, UNKNOWN))
     return [m for m in models if not any(r["tco"] is not None for r in scenario_table if r["gpu_model"] == m)]

@@ -590,6 +590,13 @@ def tco_command(
         console.print(Text(for_terminal("no strategy is priced for the whole fleet: no price for "
                                         + ", ".join(tco.unpriced_models(scenario_table))
                                         + " (models.<gpu_model> in the TCO parameters)"), style="yellow"))
+    for key in result.unmatched_model_keys:
+        console.print(Text(for_terminal(f"models.{key} in your parameters names no measured GPU model (measured: "
+                                        + ", ".join(result.gpu_models) + ")"), style="yellow"))
+    if unknown := result.model_rows(tco.UNKNOWN):
+        held = json.loads(unknown[0]["inputs"])["held_gpu_hours_per_year"]
+        console.print(Text(f"left out of the fleet's totals: {held:,.1f} GPU-hours a year on hosts whose GPU model no "
+                           "telemetry or charge names (model unknown)", style="yellow"))
     crossings = Table("GPU model", "strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:

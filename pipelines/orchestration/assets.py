@@ -185,19 +185,21 @@ with warnings.catch_warnings():  # backfill_policy is marked beta; one run per b
 
 @multi_asset(
     specs=[AssetSpec(key_of("marts.tco_scenarios"), deps=[key_of("marts.gpu_hours_profile")], group_name="marts",
-                     description="marts.tco_scenarios: 3-year cost of each purchasing strategy for the measured usage"),
+                     description="marts.tco_scenarios: the cost of each purchasing strategy over the parameters' years (3 by default) for the measured usage"),
            AssetSpec(key_of("marts.tco_break_even"), deps=[key_of("marts.gpu_hours_profile")], group_name="marts",
                      description="marts.tco_break_even: fleet utilization at which two strategies cost the same")],
     pool=POOL,
     name="tco",
 )
-def tco_asset(warehouse: DuckDBResource, settings: FinopsSettings):
+def tco_asset(context: AssetExecutionContext, warehouse: DuckDBResource, settings: FinopsSettings):
     """Price buy, monthly, commitments, on-demand, spot and hybrid over the measured profile."""
     with warehouse.get_connection() as conn:
         prepare(conn)
         try:
             result = tco.compute(conn, settings.tco_params_file)
-        except tco.NoUsageMeasured as exc:
+        except tco.NotPriced as exc:
+            if not isinstance(exc, tco.NoUsageMeasured):  # the user's parameters: say so on the terminal too
+                context.log.warning(f"purchasing strategies not priced: {exc}")
             tco.write(conn, [], [])
             apply_docs(conn, "marts.tco_scenarios", "marts.tco_break_even")
             for key in ("marts.tco_scenarios", "marts.tco_break_even"):

@@ -96,9 +96,10 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
                        "years": int(result.params["years"]),
                        "one_off_runs_per_year": result.params["annualize"]["one_off_runs_per_year"],
                        "bundled_params": params_file is None,
+                       "converted": result.params.get("converted"),
                        **tco_rate(conn, result.params["currency"], data["kpis"]["currency"], day)}
         data["tco_chart_svg"] = result.chart_svg()
-    except tco.NoUsageMeasured as exc:
+    except tco.NotPriced as exc:
         data["tco"] = {"note": str(exc)}
         data["tco_chart_svg"] = None
     return data
@@ -448,6 +449,22 @@ def unheld_models(scenarios: list[dict]) -> list[str]:
                    and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
 
 
+def converted_note(converted: dict | None, currency: str) -> str:
+    """The bundled example amounts a user's currency converted: which, from what, at what rate."""
+    if not converted:
+        return ""
+    return (f"The bundled example amounts your parameters leave ({converted['keys']}) are converted from "
+            f"{converted['from_currency']} into {currency} at {converted['rate']} ({converted['rate_date']}); catalog "
+            f"prices are in {currency} as listed.")
+
+
+def whole_terms_notes(rows: list[dict]) -> list[str]:
+    """Commitments paid for more years than the horizon, or laddered: the table shows their yearly
+    rent and TCO only, so how the years were paid is said here."""
+    return [f"{r['scenario'].replace('_', ' ')} ({r['gpu_model']}): {r['description'].split(', ', 1)[1]}."
+            for r in rows if r["gpu_model"] != FLEET and ", paid for whole terms" in (r["description"] or "")]
+
+
 def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     """What the purchasing table leaves out or cannot measure, in words: the strategies no price was
     found for (a row of dashes each, before), and the GPU models paid for that no workload held, whose
@@ -707,7 +724,8 @@ def render(data: dict) -> tuple[str, str, str]:
         # a reader of a USD or EUR estate must know the strategies are priced from them.
         bundled = (f"Purchase, rental and power prices are the bundled example parameters (in {tco_data['currency']}); "
                    "give your own with --tco-params (README: Purchasing strategy)." if tco_data.get("bundled_params") else "")
-        notes = [n for n in ((measured + rate_note).strip(), bundled, *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
+        notes = [n for n in ((measured + rate_note).strip(), bundled, converted_note(tco_data.get("converted"), tco_data["currency"]),
+                             *whole_terms_notes(priced), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
         empty = "No strategy could be priced (below: what is missing)."
         detail.append((f"Purchasing strategy ({tco_data['years']}-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
