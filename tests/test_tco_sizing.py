@@ -166,6 +166,15 @@ def test_one_off_runs_left_out_of_the_year_size_no_cards():
     assert (out[0]["rent_monthly"]["cards"], out[0]["rent_monthly"]["tco"]) == (2, Decimal("95904.00"))  # 2 × 1,332 × 36
     assert out[0]["commit_3y"]["tco"] == Decimal("99864.00")  # 2 × 8,760 × 1.90 × 3
     assert out[0]["on_demand"]["tco"] == Decimal("183960.00")  # 17,520 h × 3.50 × 3: now dearer than monthly
+    # A model only one-off runs held is one card with no load then, and the report says why, not that
+    # no workload held it.
+    from pipelines.report.daily import tco_caveats
+
+    only_once = profile_from_rows([r for r in rows if r["phase"] == "pretraining"])
+    params = {**load_params(), "annualize": {"one_off_runs_per_year": 0}}
+    notes = tco_caveats(scenario_rows(scenarios(only_once, params, bundled_catalog_prices()), params), "CNY")
+    assert any(n.startswith("The A100-80GB GPUs held only one-off runs, which your parameters leave out") for n in notes)
+    assert not any(n.startswith("No workload held the A100-80GB") for n in notes)
 
 
 FOCUS_HEADER = ("BilledCost,EffectiveCost,BillingCurrency,ChargeCategory,ChargePeriodStart,ChargePeriodEnd,ProviderName,"

@@ -443,10 +443,16 @@ def unheld_busy_by_model(scenarios: list[dict]) -> dict[str, float]:
             if (hours := json.loads(r["inputs"] or "{}").get("unheld_busy_gpu_hours_measured"))}
 
 
-def unheld_models(scenarios: list[dict]) -> list[str]:
-    """The GPU models of the purchasing table that no workload held in the measured period."""
-    return sorted({r["gpu_model"] for r in scenarios if r["gpu_model"] != FLEET
-                   and not json.loads(r["inputs"] or "{}").get("held_gpu_hours_per_year")})
+def unheld_models(scenarios: list[dict], one_off_only: bool = False) -> list[str]:
+    """The GPU models of the purchasing table no workload held in a year as sized: none in the
+    measured period, or (`one_off_only`) only one-off runs that one_off_runs_per_year: 0 leaves out."""
+    out = set()
+    for r in scenarios:
+        inputs = json.loads(r["inputs"] or "{}")
+        if r["gpu_model"] != FLEET and not inputs.get("held_gpu_hours_per_year"):
+            if bool(inputs.get("one_off_gpu_hours_measured")) == one_off_only:
+                out.add(r["gpu_model"])
+    return sorted(out)
 
 
 def converted_note(converted: dict | None, currency: str) -> str:
@@ -496,6 +502,10 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
                      + " in the measured period), less what workloads on hosts telemetry does not cover held; a card "
                        "at half load for an hour counts as half a GPU-hour, so the cards they took may be more. Load "
                        "the workloads that ran on them to size them from what ran.")
+    if one_off := unheld_models(scenarios, one_off_only=True):
+        notes.append(f"The {', '.join(one_off)} GPUs held only one-off runs, which your parameters leave out of the year "
+                     "(annualize.one_off_runs_per_year: 0): each is sized for one card with no load, what holding it idle "
+                     "would cost.")
     unheld = unheld_models(scenarios)
     if unheld:
         notes.append(f"No workload held the {', '.join(unheld)} GPUs paid for in the measured period, so their load is not "
@@ -714,8 +724,9 @@ def render(data: dict) -> tuple[str, str, str]:
         priced = [r for r in tco_data["scenarios"] if r["tco"] is not None]
         # Where no workload held the main model there is no utilization to state: the caveat says why
         # (sized from the GPUs paid for, or from busy hours, every hour sized is held: 100 % would say nothing).
-        not_measured = (set(unheld_models(tco_data["scenarios"])) | set(paid_demand_models(tco_data["scenarios"]))
-                        | set(paid_demand_models(tco_data["scenarios"], "busy")))
+        rows = tco_data["scenarios"]
+        not_measured = (set(unheld_models(rows)) | set(unheld_models(rows, one_off_only=True)) | set(paid_demand_models(rows))
+                        | set(paid_demand_models(rows, "busy")))
         held = tco_data["main_model"] not in not_measured
         measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
                     f"recurring load a year, {one_off_counting(tco_data['one_off_runs_per_year'])}): "
