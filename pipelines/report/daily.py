@@ -89,7 +89,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     data["anomaly_series"] = anomaly_series(conn, data["anomalies"], window, options)[:MAX_ANOMALY_CHARTS]
     data.update(files_behind(conn))
     try:
-        result = tco.compute(conn, params_file)
+        result = tco.compute(conn, params_file, as_of=day)  # converted at the rate of the day it reports
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
                        "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"],
                        # What the strategies were sized and priced for: the report's labels say it.
