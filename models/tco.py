@@ -21,6 +21,7 @@ HOURS_PER_MONTH = Decimal(730)
 CENT = Decimal("0.01")
 TRAINING = ("pretraining", "finetuning")
 CATALOG = "catalog"  # a price read from the price catalog: the model's own, in the TCO currency
+UNKNOWN = "unknown"  # gpu_model of hosts whose GPU model no telemetry or charge names
 
 
 def D(value) -> Decimal:
@@ -115,18 +116,34 @@ def load_params(path: Path | None = None, rate=None) -> dict:
     key or a value out of range is refused with ValueError, models/tco_params.py). A user's shared
     value replaces the bundled per-model ones too; a currency of the user's converts the bundled
     amounts their file does not replace (`rate(from, to)` → (rate, date) or None; see _converted)."""
-    from models.tco_params import check_file
-
     params = yaml.safe_load(DEFAULT_PARAMS.read_text())
     if not path:
         return params
-    mine = check_file(path)
-    params = _shared_first(params, mine)
+    mine, params = checked_params_file(path, params)
     currency = mine.get("currency", params["currency"])
     if currency != params["currency"]:
         params = _converted(params, mine, currency, rate)
     # The models the user's file prices: `finops tco` names those no measured model has.
     return {**_merge(params, mine), "own_model_keys": list(mine.get("models") or {})}
+
+
+def checked_params_file(path: Path, bundled: dict | None = None) -> tuple[dict, dict]:
+    """A user's parameters file checked on its own (models/tco_params.py) and merged over the
+    bundled values: (the file's mapping, the bundled values it leaves), or ValueError. A server's
+    busy power below its idle power is refused however the two were given (one in the user's file,
+    one bundled): power then fell as its GPUs worked."""
+    from models.tco_params import check_file
+
+    bundled = bundled if bundled is not None else yaml.safe_load(DEFAULT_PARAMS.read_text())
+    mine = check_file(path)
+    left = _shared_first(bundled, mine)
+    merged = _merge(left, mine)
+    for where, own in [("buy", {}), *((f"models.{m}.buy", v) for m, v in (merged.get("models") or {}).items())]:
+        buy = {**merged.get("buy", {}), **(own or {}).get("buy", {})}
+        if "power_kw_idle" in buy and "power_kw_busy" in buy and D(buy["power_kw_busy"]) < D(buy["power_kw_idle"]):
+            raise ValueError(f"{path}: {where}: power_kw_busy {buy['power_kw_busy']} is below "
+                             f"power_kw_idle {buy['power_kw_idle']}")
+    return mine, left
 
 
 def one_off_counting(runs) -> str:
@@ -164,6 +181,8 @@ class UsageProfile:
     unheld_busy: Decimal = Decimal(0)
     # Most GPUs of recurring load held at once: the fleet when one-off runs count 0 times a year.
     peak_recurring_gpus: int | None = None
+    # Of gpu_hours_held, by phase, those on hosts telemetry did not cover: their busy hours are unknown.
+    unseen_held: dict[str, Decimal] = field(default_factory=dict)
 
     def fleet(self, runs_per_year=1) -> int:
         """The cards a fixed strategy needs: the most held at once, one-off runs left out when they
@@ -227,6 +246,7 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
     busy: dict[str, Decimal] = {}
     once_held: dict[str, Decimal] = {}
     once_busy: dict[str, Decimal] = {}
+    unseen: dict[str, Decimal] = {}
     # Training's average held, and its one-off part, of the rows that do not give training's levels
     # (training_levels: hand-built rows, GPUs paid, busy hours no workload held) and of those that do.
     training: dict = {h: [Decimal(0)] * 4 for h in hours}
@@ -240,6 +260,7 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
         one_off = r.get("load") == "one_off"
         held[r["phase"]] = held.get(r["phase"], Decimal(0)) + h_held
         busy[r["phase"]] = busy.get(r["phase"], Decimal(0)) + h_busy
+        unseen[r["phase"]] = unseen.get(r["phase"], Decimal(0)) + D(round(r.get("gpu_hours_held_unseen") or 0, 6))
         if one_off:
             once_held[r["phase"]] = once_held.get(r["phase"], Decimal(0)) + h_held
             once_busy[r["phase"]] = once_busy.get(r["phase"], Decimal(0)) + h_busy
@@ -264,7 +285,7 @@ def profile_from_rows(rows: list[dict]) -> UsageProfile:
     models = {r.get("gpu_model") for r in rows}
     return UsageProfile(len(hours), math.ceil(peak), held, busy, [training_steps(training[h], levels.get(h)) for h in hours],
                         gpu_model=models.pop() if len(models) == 1 else None, one_off_held=once_held, one_off_busy=once_busy,
-                        peak_recurring_gpus=math.ceil(recurring_peak))
+                        peak_recurring_gpus=math.ceil(recurring_peak), unseen_held=unseen)
 
 
 def training_steps(averages: list[Decimal], levels: list[dict] | None) -> list[tuple[Decimal, Decimal, Decimal]]:
@@ -316,25 +337,23 @@ def unheld_busy_rows(rows: list[dict]) -> dict[str, list[dict]]:
     busy threshold that no workload record names), hour by hour, as unattributed recurring demand.
     Workloads on a host telemetry does not cover in the hour (or known by their resource id alone:
     gpu_hours_held_unseen) may be on those very cards, whose minutes the busy split then gives no
-    workload: their GPU-hours are taken off their model's, and those of model 'unknown' (a host no
-    telemetry or charge names) off every model's in proportion, so no card is sized twice. Busy
-    time is the cards' load (a card at half load for an hour is half a GPU-hour), so this is the
-    least those cards took. One 1-GPU job beside an 8-GPU host busy with no workload sizes 9 cards,
-    not 1."""
+    workload: their GPU-hours are taken off their model's, so no card is sized twice. Those of model
+    'unknown' (a host no telemetry or charge names) are not: that model is left out of the fleet's
+    totals, and taken off a known model's they counted nowhere (a job on an unnamed host beside 8
+    busy A100s left the fleet at one card and nothing). Busy time is the cards' load (a card at half
+    load for an hour is half a GPU-hour), so this is the least those cards took. One 1-GPU job
+    beside an 8-GPU host busy with no workload sizes 9 cards, not 1."""
     hours: dict = {}
     for r in rows:  # gpu_hours_busy_unheld is the same on each of a model's hour's rows
-        model = r.get("gpu_model") or "unknown"
+        model = r.get("gpu_model") or UNKNOWN
         h = hours.setdefault(r["hour"], {}).setdefault(model, {
             "unseen": Decimal(0), "unheld": D(round(r.get("gpu_hours_busy_unheld") or 0, 6))})
         h["unseen"] += D(round(r.get("gpu_hours_held_unseen") or 0, 6))
     out: dict[str, list[dict]] = {}
     for hour, models in hours.items():
-        extra = {m: max(h["unheld"] - h["unseen"], Decimal(0)) for m, h in models.items() if m != "unknown"}
-        wanted = sum(extra.values(), Decimal(0))
-        anywhere = min(models.get("unknown", {}).get("unseen", Decimal(0)), wanted)
-        for model, gpus in sorted(extra.items()):
-            gpus = gpus if not anywhere else D(round(gpus * (wanted - anywhere) / wanted, 6))
-            if gpus > 0:
+        for model, h in sorted(models.items()):
+            gpus = max(h["unheld"] - h["unseen"], Decimal(0))
+            if model != UNKNOWN and gpus > 0:
                 out.setdefault(model, []).append({"hour": hour, "gpu_model": model, "phase": "unattributed",
                                                   "load": "recurring", "gpu_hours_held": gpus, "gpu_hours_busy": gpus})
     return out
@@ -476,22 +495,24 @@ def spot(profile: "UsageProfile", gpu_model: str, rent: dict, sources: dict, run
     """Training (pre-training, fine-tuning) on spot, with rework after preemptions; the rest on
     demand: inference, which a preemption interrupts for its users, and load of no known phase,
     which may be serving. Priced on every hour held, spot was offered for a serving load."""
-    if "spot_per_card_hour" not in rent:
-        return _unpriced("spot", gpu_model, "spot price")
     training = profile.held_year(TRAINING, runs)
     rest = held_year - training
+    # A model with no training puts nothing on spot: without a spot price it is still priced (all on
+    # demand), so the fleet's spot total is not left blank for want of a price it needs for nothing.
+    if "spot_per_card_hour" not in rent and training:
+        return _unpriced("spot", gpu_model, "spot price")
     if rest and "on_demand_per_card_hour" not in rent:
         return _unpriced("spot", gpu_model, "on-demand price for inference and load of no known phase "
                                             "(spot serves interruptible training only)")
     rework = D(rent.get("spot_rework", 0))
-    spot_rate = D(rent["spot_per_card_hour"]) * (1 + rework)
+    spot_rate = D(rent.get("spot_per_card_hour", 0)) * (1 + rework)
     yearly = training * spot_rate + rest * D(rent.get("on_demand_per_card_hour", 0))
     what = ("training on spot, with rework after preemptions" + (", the rest on demand" if rest else "")
             if training else "no training to put on spot: all on demand")
     return Scenario("spot", f"{gpu_model} {what}", cards, yearly_rent=yearly, elasticity="elastic",
                     # Linear in utilization: the mix of training and the rest stays the measured one.
                     cost_per_utilization=years * fleet_hours * (yearly / held_year if held_year else spot_rate),
-                    inputs={"spot_per_card_hour": rent["spot_per_card_hour"], **({"spot_rework": rent["spot_rework"]} if rework else {}),
+                    inputs={"spot_per_card_hour": rent.get("spot_per_card_hour"), **({"spot_rework": rent["spot_rework"]} if rework else {}),
                             "spot_gpu_hours_per_year": float(round(training, 1)),
                             **({"on_demand_gpu_hours_per_year": float(round(rest, 1)),
                                 "on_demand_per_card_hour": rent["on_demand_per_card_hour"]} if rest else {}),
@@ -525,7 +546,7 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
     """Every strategy for one GPU model's load, at that model's own prices (`prices`: catalog rows,
     the bundled catalog when None). A strategy the parameters and catalog cannot price comes back
     with priced=False and says what is missing."""
-    gpu_model = profile.gpu_model or params.get("gpu_model") or "unknown"
+    gpu_model = profile.gpu_model or params.get("gpu_model") or UNKNOWN
     mp = model_params(params, gpu_model, bundled_catalog_prices() if prices is None else prices)
     years = int(params["years"])
     runs = (params.get("annualize") or {}).get("one_off_runs_per_year", 1)
@@ -577,8 +598,12 @@ def scenarios(profile: UsageProfile, params: dict, prices: list[dict] | None = N
     monthly_price = rent.get("monthly_per_card")
     baseline = math.ceil(_weighted_quantile(year, D(hybrid["training_baseline_quantile"]))) if monthly_price is not None else 0
     overflow = sum((max(Decimal(0), g - baseline) * w for g, w in year), Decimal(0))
+    # Inference on cheaper cards, sized to its busy hours at the target utilization; where telemetry
+    # did not cover its hosts their busy hours are unknown (not none), so those GPU-hours held count
+    # whole: sized from busy hours alone, a serving load no telemetry saw came to nothing.
     inference_busy = profile.busy_year(("inference",), runs)
-    inference_hours = (inference_busy / D(hybrid["inference_target_utilization"])
+    inference_unseen = profile.unseen_held.get("inference", Decimal(0)) * profile.per_year
+    inference_hours = ((inference_busy / D(hybrid["inference_target_utilization"]) + inference_unseen)
                        / D(hybrid.get("inference_speed_vs_main_card", 1)))
     missing = [what for what, needed, have in (
         ("on-demand price for training above the monthly baseline", overflow > 0, "on_demand_per_card_hour" in rent),
@@ -676,9 +701,6 @@ def scenario_rows(items: list[Scenario], params: dict, busy_gpu_hours_per_year: 
                  s.busy_year if busy_gpu_hours_per_year is None else busy_gpu_hours_per_year, s.elasticity, s.inputs)
             for s in items]
     return sorted(rows, key=lambda r: (r["tco"] is None, r["tco"] or 0))
-
-
-UNKNOWN = "unknown"  # gpu_model of hosts whose GPU model no telemetry or charge names
 
 
 def fleet_rows(per_model: dict[str, list[Scenario]], params: dict) -> list[dict]:

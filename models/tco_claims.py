@@ -88,6 +88,8 @@ def check_claim(claim: dict) -> ClaimCheck:
         years = _divisor(claim, "years", claim["years"])
         if years < 0:
             raise ValueError(f"claim {claim['id']}: years is below 0")
+        if not 0 <= rate <= 1:  # as the purchasing parameters: more than all of the value lost a year is no rate
+            raise ValueError(f"claim {claim['id']}: rate is {_fmt(rate)}, not between 0 and 1")
         residual = price * (1 - rate) ** years
         implied = 1 - (stated / price) ** (Decimal(1) / years) if stated > 0 else None
         return ClaimCheck(**base, recomputed=residual, follows=_follows(claim, residual),

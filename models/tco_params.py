@@ -122,24 +122,6 @@ def unknown_model_keys(models: object) -> list[str]:
     return out
 
 
-def power_below_idle(values: dict) -> list[str]:
-    """A server drawing less busy than idle made power fall as its GPUs worked: refused where one
-    section gives both."""
-    models = values.get("models") if isinstance(values.get("models"), dict) else {}
-    sections = [("buy", values.get("buy"))]
-    sections += [(f"models.{m}.buy", v.get("buy")) for m, v in models.items() if isinstance(v, dict)]
-    out = []
-    for where, buy in sections:
-        if isinstance(buy, dict) and "power_kw_idle" in buy and "power_kw_busy" in buy:
-            try:
-                below = Decimal(str(buy["power_kw_busy"])) < Decimal(str(buy["power_kw_idle"]))
-            except ArithmeticError:
-                continue  # the schema names a value that is not a number
-            if below:
-                out.append(f"{where}.power_kw_busy: below power_kw_idle ({buy['power_kw_busy']} < {buy['power_kw_idle']})")
-    return out
-
-
 def problems(values: object) -> list[str]:
     """What is wrong with a parameters mapping, one line each ([] when nothing is)."""
     if values is None:
@@ -148,7 +130,7 @@ def problems(values: object) -> list[str]:
         return ["the file must be a mapping of parameters (currency:, years:, buy:, rent:, hybrid:, models:)"]
     if empty := empty_values(values):
         return empty
-    out = unknown_model_keys(values.get("models")) + power_below_idle(values)
+    out = unknown_model_keys(values.get("models"))
     try:
         TcoParams.model_validate(values)
     except ValidationError as exc:

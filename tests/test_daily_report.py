@@ -74,7 +74,7 @@ def test_the_report_says_what_a_users_currency_converted_and_how_commitments_wer
     params.write_text("currency: USD\nyears: 5\n")
     _, markdown, _ = render(gather(demo_db, date(2026, 10, 12), str(params)))
     markdown = markdown.replace("\\_", "_")  # Markdown's escapes
-    # At the rate of the day the report is about (2026-10-10: the 9th's), not the newest.
+    # At the rate of the measured period's last day (2026-10-10: the 9th's), as the mart, not the newest.
     assert "converted from CNY into USD at 0.149429272456 (2026-10-09)" in markdown and "models.A100-80GB.rent.monthly_per_card" in markdown
     assert "commit 3y (A100-80GB): paid for whole terms: 1 × 3 years + 2 year(s) of 1-year commitments." in markdown
     params.write_text("currency: TWD\n")

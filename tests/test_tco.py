@@ -207,6 +207,8 @@ def test_a_depreciation_over_part_of_a_year_is_worked_as_stated(tmp_path):
      "claim words: a figure is not a number (or its terms not a mapping)"),
     ("claims:\n  - {text: t, kind: saving, stated: 10, baseline: 20}\n", "claim #1: no id"),
     ("claims: 3\n", "the file must hold a list of claims under `claims:`"),
+    ("claims:\n  - {id: over, text: t, kind: depreciation, stated: 0.1, price: 1, rate: 1.2, years: 2.5}\n",
+     "claim over: rate is 1.2, not between 0 and 1"),
 ])
 def test_a_claim_missing_a_field_or_not_a_number_is_refused_in_one_line(tmp_path, text, problem):
     """A claim without its quantity, or with a price in words, ended in a KeyError or decimal traceback."""
@@ -305,8 +307,8 @@ def test_a_model_no_workload_held_is_sized_from_the_gpus_paid_when_telemetry_sho
 
 def test_paid_sizing_holds_only_without_workloads_and_busy_never_exceeds_the_gpus_paid():
     """A workload held any GPU (here 8 on a host no charge or telemetry names: model 'unknown'):
-    every model is sized from what workloads held and from the busy hours none held, less what the
-    unknown host's workload held (it may be on those cards): 16 busy H100s, 8 of them perhaps its.
+    every model is sized from what workloads held and from the busy hours none held: 16 busy H100s
+    (the unknown host's job is its own model's, left out of the fleet's totals, not taken off them).
     Without it, busy telemetry past the GPUs paid for (a host billed elsewhere) counts at most the GPUs paid."""
     start = datetime(2026, 9, 1, tzinfo=UTC)
     h100 = [{"hour": start + timedelta(hours=h), "gpu_model": "H100-80GB", "phase": "unattributed", "load": "recurring",
@@ -318,7 +320,7 @@ def test_paid_sizing_holds_only_without_workloads_and_busy_never_exceeds_the_gpu
     alone = profiles_by_model(h100)["H100-80GB"]
     assert (alone.demand, alone.peak_gpus, alone.held(), alone.busy()) == ("paid", 8, Decimal(192), Decimal(192))
     beside = profiles_by_model(h100 + unknown)
-    assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus, beside["H100-80GB"].unheld_busy) == ("busy", 8, Decimal(192))
+    assert (beside["H100-80GB"].demand, beside["H100-80GB"].peak_gpus, beside["H100-80GB"].unheld_busy) == ("busy", 16, Decimal(384))
     assert beside["unknown"].peak_gpus == 8
 
 
@@ -342,13 +344,14 @@ def test_busy_hours_no_workload_held_leave_out_what_workloads_telemetry_does_not
     """A 4-GPU job known by its resource id alone (its host unknown to telemetry, so its own busy
     minutes are no workload's in the busy split) beside 3.6 busy GPU-hours an hour no workload held:
     they may be its own, so 4 cards, not 8. A job on a host no telemetry or charge names (model
-    'unknown') is taken off every model's, in proportion; an L4 job telemetry sees is taken off none."""
+    'unknown') is taken off none: that model is left out of the fleet's totals, and taken off the
+    others' its hours counted nowhere. An L4 job telemetry sees is taken off none either."""
     alone = profiles_by_model(hour_rows(24, "H100-80GB", 4.0, 3.6, 8.0, unseen=4.0))["H100-80GB"]
     assert (alone.peak_gpus, alone.unheld_busy) == (4, Decimal(0))
     rows = hour_rows(24, "H100-80GB", 0.0, 6.0, 8.0) + hour_rows(24, "A100-80GB", 0.0, 2.0, 0.0) \
         + hour_rows(24, "L4", 8.0, 0.0, 0.0) + hour_rows(24, "unknown", 4.0, 0.0, 0.0, unseen=4.0)
     profiles = profiles_by_model(rows)
-    assert (profiles["H100-80GB"].peak_gpus, profiles["H100-80GB"].unheld_busy) == (3, Decimal(3 * 24))
-    assert (profiles["A100-80GB"].peak_gpus, profiles["A100-80GB"].unheld_busy) == (1, Decimal(24))
+    assert (profiles["H100-80GB"].peak_gpus, profiles["H100-80GB"].unheld_busy) == (6, Decimal(6 * 24))
+    assert (profiles["A100-80GB"].peak_gpus, profiles["A100-80GB"].unheld_busy) == (2, Decimal(2 * 24))
     assert (profiles["L4"].peak_gpus, profiles["unknown"].peak_gpus) == (8, 4)
     assert profiles["A100-80GB"].demand == "busy"

@@ -3,7 +3,7 @@ GPUs held at once, parameters of their own read as they mean them, commitments p
 terms, spot offered for interruptible work only. Each figure is worked out beside it."""
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import duckdb
@@ -58,15 +58,17 @@ def test_a_currency_of_ones_own_converts_the_bundled_amounts_it_leaves(tmp_path)
         load_params(mine, rate=lambda a, b: None)
 
 
-def test_a_currency_of_ones_own_on_a_warehouse_uses_its_newest_rate(tmp_path):
+def test_a_currency_of_ones_own_on_a_warehouse_uses_the_rate_of_the_measured_periods_last_day(tmp_path):
     warehouse = tmp_path / "wh.duckdb"
     conn = duckdb.connect(str(warehouse))
     conn.execute("CREATE SCHEMA core")
     conn.execute("CREATE TABLE core.fx_rates (rate_date DATE, from_currency VARCHAR, to_currency VARCHAR, rate DECIMAL(18, 10))")
     conn.execute("INSERT INTO core.fx_rates VALUES ('2026-10-01', 'CNY', 'USD', 0.1400), ('2026-10-30', 'CNY', 'USD', 0.1500)")
-    rate = tco.newest_rate(conn)
-    assert rate("CNY", "USD") == (Decimal("0.1500000000"), datetime(2026, 10, 30).date())
-    assert rate("CNY", "EUR") is None
+    assert tco.newest_rate(conn, date(2026, 10, 31))("CNY", "USD") == (Decimal("0.1500000000"), date(2026, 10, 30))
+    # The mart, the report and `finops tco` convert at the rate of the measured period's last day,
+    # whatever day they run on.
+    assert tco.newest_rate(conn, date(2026, 10, 15))("CNY", "USD") == (Decimal("0.1400000000"), date(2026, 10, 1))
+    assert tco.newest_rate(conn, date(2026, 10, 31))("CNY", "EUR") is None
     conn.close()
 
 
@@ -95,7 +97,9 @@ def test_empty_values_and_billing_spellings_of_model_keys_are_refused(tmp_path):
             ("models:\n  A100 80G:\n    rent:\n      monthly_per_card: 500\n", "models.A100 80G: not a GPU model key (did you mean A100-80GB?)"),
             ("models:\n  h100-80gb:\n    rent:\n      monthly_per_card: 500\n", "models.h100-80gb: not a GPU model key (did you mean H100-80GB?)"),
             ("models:\n  A100-80GB:\n    buy:\n      power_kw_idle: 3\n      power_kw_busy: 2\n",
-             "models.A100-80GB.buy.power_kw_busy: below power_kw_idle (2 < 3)")):
+             "models.A100-80GB.buy: power_kw_busy 2 is below power_kw_idle 3"),
+            # Busy power of the user's own against the bundled idle 1.2 of the A100.
+            ("models:\n  A100-80GB:\n    buy:\n      power_kw_busy: 1.0\n", "models.A100-80GB.buy: power_kw_busy 1.0 is below power_kw_idle 1.2")):
         mine = write_params(tmp_path, text)
         with pytest.raises(ValueError) as refused:
             load_params(mine)
@@ -280,3 +284,34 @@ def test_a_currency_no_rate_reaches_leaves_the_strategies_unpriced_not_the_run_f
     conn.close()
     result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--params", str(mine)], terminal_width=300)
     assert result.exit_code == 1 and "currency TWD: the bundled amounts are in CNY and no CNY→TWD rate is known" in result.output
+
+
+def test_inference_no_telemetry_saw_is_sized_from_its_gpu_hours_held_in_the_hybrid():
+    """Two GPUs serving around the clock on a host telemetry does not cover have no busy hours
+    measured: the hybrid sized its inference cards from busy hours alone and came to nothing, the
+    cheapest strategy."""
+    rows = [{**r, "gpu_hours_held_unseen": r["gpu_hours_held"]} for r in hours(24, inference=("recurring", 2.0, 0.0))]
+    params = load_params()
+    hybrid = rows_of(scenarios(profile_from_rows(rows), params, bundled_catalog_prices()), params)["hybrid"]
+    # 2 × 8,760 GPU-hours held a year on the RTX 6000 Ada at 0.58 (catalog), × 3 years.
+    assert hybrid["tco"] == Decimal("30484.80")
+    # Seen by telemetry and measured idle, the same load needs no GPU in the hybrid's valleys.
+    seen = rows_of(scenarios(profile_from_rows(hours(24, inference=("recurring", 2.0, 0.0))), params, bundled_catalog_prices()), params)
+    assert seen["hybrid"]["tco"] == Decimal("0.00")
+
+
+def test_a_model_with_no_training_needs_no_spot_price():
+    """The RTX 6000 Ada serves inference only and has no spot price: spot (all on demand for it) was
+    left unpriced, which blanked the fleet's spot total."""
+    params = load_params()
+    rtx = [{**r, "gpu_model": "RTX-6000-Ada"} for r in hours(24, inference=("recurring", 1.0, 0.15))]
+    spot = rows_of(scenarios(profile_from_rows(rtx), params, bundled_catalog_prices()), params)["spot"]
+    assert (spot["tco"], spot["description"]) == (Decimal("15242.40"), "RTX-6000-Ada no training to put on spot: all on demand")  # 8,760 × 0.58 × 3
+
+
+def test_only_gpus_of_unknown_model_say_so(tmp_path):
+    warehouse = profile_warehouse(tmp_path / "wh.duckdb", {"unknown": 4.0})
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse)], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "no strategy is priced: the only GPUs measured are of unknown model" in result.output
+    assert "measured utilization of unknown" not in result.output

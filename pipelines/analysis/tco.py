@@ -75,26 +75,29 @@ def catalog_prices(conn) -> list[dict]:
         WHERE gpu_model IS NOT NULL AND price_per_gpu_hour IS NOT NULL""")
 
 
-def newest_rate(conn, day: date | None = None):
+def newest_rate(conn, day: date):
     """rate(from, to) → (one unit of `from` in `to`, the rate's date), the newest core.fx_rates
-    holds on or before `day` (default: today), or None: what converts the bundled purchasing
-    amounts into a user's currency. A report of a past day converts at that day's rate."""
+    holds on or before `day`, or None: what converts the bundled purchasing amounts into a user's
+    currency."""
     def rate(from_currency: str, to_currency: str):
         if not table_exists(conn, "core.fx_rates"):
             return None
         rows = fetch_dicts(conn, (SQL_DIR / "queries" / "newest_rate.sql").read_text(),
-                           {"from_currency": from_currency, "to_currency": to_currency, "day": day or date.today()})
+                           {"from_currency": from_currency, "to_currency": to_currency, "day": day})
         return (rows[0]["rate"], rows[0]["rate_date"]) if rows else None
     return rate
 
 
-def compute(conn, params_file: str | None = None, as_of: date | None = None) -> TcoResult:
+def compute(conn, params_file: str | None = None) -> TcoResult:
     rows = fetch_dicts(conn, "SELECT * FROM marts.gpu_hours_profile")
     profiles = profiles_by_model(rows)
     if not profiles:
         raise NoUsageMeasured("marts.gpu_hours_profile is empty: no GPU charge (a billing line with x_GpuCount) is loaded yet, "
                                "and its hours are the hours GPUs were paid for; workloads alone do not make one")
-    params = load_params(Path(params_file) if params_file else None, rate=newest_rate(conn, as_of))
+    # Converted at the rate of the measured period's last day: the same in the mart, the report and
+    # `finops tco`, whatever day they run (a report of the 3rd and the mart disagreed by the rates between).
+    last_day = max(r["hour"] for r in rows).date()
+    params = load_params(Path(params_file) if params_file else None, rate=newest_rate(conn, last_day))
     prices = catalog_prices(conn)
     per_model = {m: scenarios(p, params, prices) for m, p in profiles.items()}
     table = [row for items in per_model.values() for row in scenario_rows(items, params)]

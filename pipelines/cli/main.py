@@ -110,9 +110,9 @@ def _refusing_file(check):
 
 
 def _checked_params(path: Path) -> None:
-    from models.tco_params import check_file
+    from models.tco import checked_params_file
 
-    check_file(path)
+    checked_params_file(path)
 
 
 def _checked_claims(path: Path) -> None:
@@ -586,10 +586,11 @@ def tco_command(
     if best:
         console.print(Text.assemble("cheapest for this usage profile: ", (for_terminal(best["scenario"]), "bold"),
                                     f" — {for_terminal(best['description'])}"))
-    else:
-        console.print(Text(for_terminal("no strategy is priced for the whole fleet: no price for "
-                                        + ", ".join(tco.unpriced_models(scenario_table))
+    elif unpriced := tco.unpriced_models(scenario_table):
+        console.print(Text(for_terminal("no strategy is priced for the whole fleet: no price for " + ", ".join(unpriced)
                                         + " (models.<gpu_model> in the TCO parameters)"), style="yellow"))
+    else:
+        console.print(Text("no strategy is priced: the only GPUs measured are of unknown model", style="yellow"))
     for key in result.unmatched_model_keys:
         console.print(Text(for_terminal(f"models.{key} in your parameters names no measured GPU model (measured: "
                                         + ", ".join(result.gpu_models) + ")"), style="yellow"))
@@ -604,8 +605,9 @@ def tco_command(
                               f"{b['break_even_utilization']:.1%}", Text(for_terminal(b["cheaper_below"])))
     console.print(crossings)
     runs = (parameters.get("annualize") or {}).get("one_off_runs_per_year", 1)
-    console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
-                                    f"of its peak fleet, a year of recurring load plus {one_off_counting(runs)}")))
+    if result.main_model != tco.UNKNOWN:
+        console.print(Text(for_terminal(f"measured utilization of {result.main_model}: {result.utilization:.1%} of the card-hours "
+                                        f"of its peak fleet (a year of recurring load, {one_off_counting(runs)})")))
     if converted := parameters.get("converted"):
         console.print(Text(for_terminal(f"the bundled amounts ({converted['keys']}) converted from {converted['from_currency']} "
                                         f"at {converted['rate']} ({converted['rate_date']})")))

@@ -20,7 +20,7 @@ import polars as pl
 
 from connectors.base import printable
 from models.anomalies import KEY, MICROS, AnomalyRules, load_planned_runs, score
-from models.tco import FLEET, one_off_counting
+from models.tco import FLEET, UNKNOWN, one_off_counting
 from pipelines.analysis import tco
 from pipelines.analysis.anomalies import Window, load_series, rules_in_currency, window_for
 from pipelines.report.figures import json_value, money, with_shown_shares
@@ -89,7 +89,7 @@ def gather(conn, report_date: date, params_file: str | None = None, options: Ano
     data["anomaly_series"] = anomaly_series(conn, data["anomalies"], window, options)[:MAX_ANOMALY_CHARTS]
     data.update(files_behind(conn))
     try:
-        result = tco.compute(conn, params_file, as_of=day)  # converted at the rate of the day it reports
+        result = tco.compute(conn, params_file)
         data["tco"] = {"scenarios": result.scenarios, "break_even": result.break_even,
                        "utilization": result.utilization, "main_model": result.main_model, "currency": result.params["currency"],
                        # What the strategies were sized and priced for: the report's labels say it.
@@ -478,8 +478,12 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     notes = []
     missing: dict[str, list[str]] = {}
     for r in scenarios:
-        if r["tco"] is None and r["gpu_model"] != FLEET:
+        if r["tco"] is None and r["gpu_model"] not in (FLEET, UNKNOWN):
             missing.setdefault(r["gpu_model"], []).append(r["scenario"].replace("_", " "))
+    if unknown := [r for r in scenarios if r["gpu_model"] == UNKNOWN]:
+        held = json.loads(unknown[0]["inputs"] or "{}").get("held_gpu_hours_per_year") or 0
+        notes.append(f"Left out of the fleet's totals: {held:,.1f} GPU-hours a year on hosts whose GPU model no telemetry "
+                     "or charge names (model unknown); name their GPU in the workload or telemetry files to price them.")
     if missing:
         alike: dict[tuple, list[str]] = {}  # models missing the same strategies, named together
         for model, strategies in missing.items():
