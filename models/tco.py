@@ -460,7 +460,10 @@ def model_params(params: dict, gpu_model: str, prices: list[dict]) -> dict:
             price = D(found["price_per_gpu_hour"]) * (720 if term == "monthly" else 1)
             out["rent"][key] = price
             out["sources"][key] = f"{found['provider']} {found['sku']}: {found['source']}"
-    card = out["hybrid"].get("inference_card")
+    from models.gpus import canonical_gpu_model
+
+    # The card as the catalog keys it, however the user spelt it ('rtx 6000 ada' → RTX-6000-Ada).
+    card = canonical_gpu_model(out["hybrid"].get("inference_card"))
     if out["hybrid"].get("inference_card_hour") == CATALOG:
         found = catalog_price(prices, card, "on_demand", params["currency"]) if card else None
         if found is None:
@@ -501,7 +504,7 @@ def spot(profile: "UsageProfile", gpu_model: str, rent: dict, sources: dict, run
     # demand), so the fleet's spot total is not left blank for want of a price it needs for nothing.
     if "spot_per_card_hour" not in rent and training:
         return _unpriced("spot", gpu_model, "spot price")
-    if rest and "on_demand_per_card_hour" not in rent:
+    if (rest or not training) and "on_demand_per_card_hour" not in rent:  # with no training, spot is on demand
         return _unpriced("spot", gpu_model, "on-demand price for inference and load of no known phase "
                                             "(spot serves interruptible training only)")
     rework = D(rent.get("spot_rework", 0))

@@ -315,3 +315,10 @@ def test_only_gpus_of_unknown_model_say_so(tmp_path):
     assert result.exit_code == 0, result.output
     assert "no strategy is priced: the only GPUs measured are of unknown model" in result.output
     assert "measured utilization of unknown" not in result.output
+
+
+def test_the_hybrids_inference_card_is_found_however_it_is_spelt(tmp_path):
+    params = load_params(write_params(tmp_path, "hybrid:\n  inference_card: rtx 6000 ada\n"))
+    serving = profile_from_rows(hours(24, inference=("recurring", 2.0, 1.2)))
+    hybrid = rows_of(scenarios(serving, params, bundled_catalog_prices()), params)["hybrid"]
+    assert hybrid["tco"] == Decimal("30484.80")  # 1.2 busy ÷ 0.6 = 2 cards × 8,760 h × 0.58 × 3
