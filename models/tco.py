@@ -514,7 +514,8 @@ def spot(profile: "UsageProfile", gpu_model: str, rent: dict, sources: dict, run
             if training else "no training to put on spot: all on demand")
     return Scenario("spot", f"{gpu_model} {what}", cards, yearly_rent=yearly, elasticity="elastic",
                     # Linear in utilization: the mix of training and the rest stays the measured one.
-                    cost_per_utilization=years * fleet_hours * (yearly / held_year if held_year else spot_rate),
+                    # (With nothing held there is no training either: all of it would be on demand.)
+                    cost_per_utilization=years * fleet_hours * (yearly / held_year if held_year else D(rent["on_demand_per_card_hour"])),
                     inputs={"spot_per_card_hour": rent.get("spot_per_card_hour"), **({"spot_rework": rent["spot_rework"]} if rework else {}),
                             "spot_gpu_hours_per_year": float(round(training, 1)),
                             **({"on_demand_gpu_hours_per_year": float(round(rest, 1)),

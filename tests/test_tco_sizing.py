@@ -262,7 +262,8 @@ def test_gpus_of_unknown_model_are_left_out_of_the_fleets_answer_and_unmatched_k
     result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--params", str(mine)], terminal_width=300)
     assert result.exit_code == 0, result.output
     assert "cheapest for this usage profile: spot" in result.output
-    assert "left out of the fleet's totals: 8,760.0 GPU-hours a year on hosts whose GPU model no telemetry or charge names" in result.output
+    assert ("Left out of the fleet's totals: 8,760.0 GPU-hours a year held by workloads on hosts whose GPU model no "
+            "telemetry or charge names") in " ".join(result.output.split())
     assert "models.GB300 in your parameters names no measured GPU model (measured: A100-80GB, unknown)" in result.output
     conn = duckdb.connect(str(warehouse), read_only=True)
     fleet = {r["scenario"]: r for r in tco.compute(conn).model_rows("fleet")}
@@ -322,3 +323,26 @@ def test_the_hybrids_inference_card_is_found_however_it_is_spelt(tmp_path):
     serving = profile_from_rows(hours(24, inference=("recurring", 2.0, 1.2)))
     hybrid = rows_of(scenarios(serving, params, bundled_catalog_prices()), params)["hybrid"]
     assert hybrid["tco"] == Decimal("30484.80")  # 1.2 busy ÷ 0.6 = 2 cards × 8,760 h × 0.58 × 3
+
+
+def test_what_finops_tco_and_the_report_say_beside_the_numbers(tmp_path, monkeypatch):
+    """How a commitment's years were paid was said in the report only; GPUs of unknown model paid
+    for but held by no workload were '0.0 GPU-hours' left out; `finops run` said 'no workload held
+    its GPUs' when nothing was priced; `finops report` ended in a traceback on a parameters file
+    `run` and `tco` refuse; spot with no training drew the spot price's line, not on demand's."""
+    warehouse = profile_warehouse(tmp_path / "wh.duckdb", {"A100-80GB": 8.0})
+    mine = write_params(tmp_path, "years: 4\n")
+    result = CliRunner().invoke(app, ["tco", "--warehouse", str(warehouse), "--params", str(mine)], terminal_width=300)
+    assert "commit 3y (A100-80GB): paid for whole terms: 1 × 3 years + 1 year(s) of 1-year commitments." in result.output
+    unknown = [{"gpu_model": "unknown", "tco": None, "inputs": '{"held_gpu_hours_per_year": 0.0}'}]
+    assert tco.unknown_left_out(unknown).startswith(
+        "Left out of the fleet's totals: GPUs paid for that no workload held (their hours are not known) on hosts")
+    nothing = tco.TcoResult([{"gpu_model": "B200", "tco": None}], [], {}, [], 0.0, "B200")
+    assert nothing.no_chart_reason() == "no strategy is priced"
+    monkeypatch.setenv("FINOPS_TCO_PARAMS", str(write_params(tmp_path, "buy:\n  price_per_kwH: 2\n")))
+    refused = CliRunner().invoke(app, ["report", "--warehouse", str(warehouse)], terminal_width=300)
+    assert refused.exit_code == 2 and "buy.price_per_kwH: not a parameter (did you mean price_per_kwh?)" in " ".join(refused.output.split())
+    params = load_params()
+    idle = {s.scenario: s for s in scenarios(profile_from_rows(hours(24, finetuning=("recurring", 0.0, 0.0))), params,
+                                             bundled_catalog_prices())}
+    assert idle["spot"].cost_per_utilization == idle["on_demand"].cost_per_utilization  # 3 × 8,760 × 3.50 per card

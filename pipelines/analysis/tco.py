@@ -1,6 +1,7 @@
 """Purchasing strategies over the measured usage: read the hourly profile, price every strategy,
 and write marts.tco_scenarios and marts.tco_break_even. Used by the asset and by `finops tco`."""
 
+import json
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -46,6 +47,12 @@ class TcoResult:
         """The `models.<key>` of the user's parameters that no measured GPU model has (a GPU not
         bought yet, or a key spelt otherwise than the billing spells the model)."""
         return [k for k in self.params.get("own_model_keys", []) if k not in self.gpu_models]
+
+    def no_chart_reason(self) -> str:
+        """Why chart_svg() drew nothing, in words."""
+        if not any(r["tco"] is not None for r in self.scenarios):
+            return "no strategy is priced"
+        return "every priced strategy comes to nothing (no workload held its GPUs)"
 
     def model_rows(self, gpu_model: str) -> list[dict]:
         return [r for r in self.scenarios if r["gpu_model"] == gpu_model]
@@ -132,3 +139,22 @@ def unpriced_models(scenario_table: list[dict]) -> list[str]:
     of unknown model)."""
     models = dict.fromkeys(r["gpu_model"] for r in scenario_table if r["gpu_model"] not in (FLEET, UNKNOWN))
     return [m for m in models if not any(r["tco"] is not None for r in scenario_table if r["gpu_model"] == m)]
+
+
+def whole_terms_notes(scenario_table: list[dict]) -> list[str]:
+    """Commitments paid for more years than the horizon, or laddered: a table shows their yearly
+    rent and TCO only, so how the years were paid is said beside it."""
+    return [f"{r['scenario'].replace('_', ' ')} ({r['gpu_model']}): {r['description'].split(', ', 1)[1]}."
+            for r in scenario_table if r["gpu_model"] != FLEET and ", paid for whole terms" in (r["description"] or "")]
+
+
+def unknown_left_out(scenario_table: list[dict]) -> str | None:
+    """What the fleet's totals leave out: the GPUs of hosts whose GPU model nothing names."""
+    rows = [r for r in scenario_table if r["gpu_model"] == UNKNOWN]
+    if not rows:
+        return None
+    held = json.loads(rows[0]["inputs"] or "{}").get("held_gpu_hours_per_year") or 0
+    what = (f"{held:,.1f} GPU-hours a year held by workloads" if held
+            else "GPUs paid for that no workload held (their hours are not known)")
+    return (f"Left out of the fleet's totals: {what} on hosts whose GPU model no telemetry or charge names (model "
+            "unknown); name their GPU in the workload or telemetry files to price them.")

@@ -301,10 +301,9 @@ def _write_tco_chart(warehouse: Path, target: Path, params_file: str | None) -> 
         return False
     conn = connect(warehouse, read_only=True)
     try:
-        svg = tco.compute(conn, params_file).chart_svg()
-        if svg is None:
-            console.print(Text("no purchasing chart: every priced strategy comes to nothing (no workload held its GPUs)",
-                               style="yellow"))
+        result = tco.compute(conn, params_file)
+        if (svg := result.chart_svg()) is None:
+            console.print(Text(f"no purchasing chart: {result.no_chart_reason()}", style="yellow"))
             return False
         target.write_text(svg)
         return True
@@ -472,6 +471,12 @@ def report(
     from pipelines.warehouse.connection import fetch_all
 
     settings = settings_from_env()[0]
+    if settings.tco_params_file:  # refused before any work, as `run` and `tco` refuse it
+        try:
+            _checked_params(Path(settings.tco_params_file))
+        except ValueError as exc:
+            console.print(Text.assemble(("FINOPS_TCO_PARAMS: ", "red"), for_terminal(exc)))
+            raise typer.Exit(2) from None
     # A report goes beside the warehouse it was built from, as the run's own reports do.
     out = out or warehouse.resolve().parent / "reports"
     # The demo keeps its calendar beside the warehouse; the run's own calendar wins when given.
@@ -594,10 +599,10 @@ def tco_command(
     for key in result.unmatched_model_keys:
         console.print(Text(for_terminal(f"models.{key} in your parameters names no measured GPU model (measured: "
                                         + ", ".join(result.gpu_models) + ")"), style="yellow"))
-    if unknown := result.model_rows(tco.UNKNOWN):
-        held = json.loads(unknown[0]["inputs"])["held_gpu_hours_per_year"]
-        console.print(Text(f"left out of the fleet's totals: {held:,.1f} GPU-hours a year on hosts whose GPU model no "
-                           "telemetry or charge names (model unknown)", style="yellow"))
+    for note in tco.whole_terms_notes(scenario_table):
+        console.print(Text(for_terminal(note)))
+    if left_out := tco.unknown_left_out(scenario_table):
+        console.print(Text(for_terminal(left_out), style="yellow"))
     crossings = Table("GPU model", "strategies", "break-even utilization", "cheaper below it", title="break-even fleet utilization")
     for b in break_even_table:
         if b["break_even_utilization"] is not None:
@@ -612,9 +617,7 @@ def tco_command(
         console.print(Text(for_terminal(f"the bundled amounts ({converted['keys']}) converted from {converted['from_currency']} "
                                         f"at {converted['rate']} ({converted['rate_date']})")))
     if chart and (svg := result.chart_svg()) is None:
-        why = ("no strategy is priced" if not any(r["tco"] is not None for r in scenario_table)
-               else "every priced strategy comes to nothing (no workload held its GPUs)")
-        console.print(Text(f"no chart: {why}", style="yellow"))
+        console.print(Text(f"no chart: {result.no_chart_reason()}", style="yellow"))
     elif chart:
         chart.parent.mkdir(parents=True, exist_ok=True)
         chart.write_text(svg)

@@ -464,13 +464,6 @@ def converted_note(converted: dict | None, currency: str) -> str:
             f"prices are in {currency} as listed.")
 
 
-def whole_terms_notes(rows: list[dict]) -> list[str]:
-    """Commitments paid for more years than the horizon, or laddered: the table shows their yearly
-    rent and TCO only, so how the years were paid is said here."""
-    return [f"{r['scenario'].replace('_', ' ')} ({r['gpu_model']}): {r['description'].split(', ', 1)[1]}."
-            for r in rows if r["gpu_model"] != FLEET and ", paid for whole terms" in (r["description"] or "")]
-
-
 def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     """What the purchasing table leaves out or cannot measure, in words: the strategies no price was
     found for (a row of dashes each, before), and the GPU models paid for that no workload held, whose
@@ -480,10 +473,8 @@ def tco_caveats(scenarios: list[dict], currency: str) -> list[str]:
     for r in scenarios:
         if r["tco"] is None and r["gpu_model"] not in (FLEET, UNKNOWN):
             missing.setdefault(r["gpu_model"], []).append(r["scenario"].replace("_", " "))
-    if unknown := [r for r in scenarios if r["gpu_model"] == UNKNOWN]:
-        held = json.loads(unknown[0]["inputs"] or "{}").get("held_gpu_hours_per_year") or 0
-        notes.append(f"Left out of the fleet's totals: {held:,.1f} GPU-hours a year on hosts whose GPU model no telemetry "
-                     "or charge names (model unknown); name their GPU in the workload or telemetry files to price them.")
+    if left_out := tco.unknown_left_out(scenarios):
+        notes.append(left_out)
     if missing:
         alike: dict[tuple, list[str]] = {}  # models missing the same strategies, named together
         for model, strategies in missing.items():
@@ -731,7 +722,7 @@ def render(data: dict) -> tuple[str, str, str]:
         rows = tco_data["scenarios"]
         not_measured = (set(unheld_models(rows)) | set(unheld_models(rows, one_off_only=True)) | set(paid_demand_models(rows))
                         | set(paid_demand_models(rows, "busy")))
-        held = tco_data["main_model"] not in not_measured
+        held = tco_data["main_model"] not in not_measured and tco_data["main_model"] != UNKNOWN
         measured = (f"Measured utilization of {tco_data['main_model']} (GPU-hours held over the card-hours the strategies size for; "
                     f"recurring load a year, {one_off_counting(tco_data['one_off_runs_per_year'])}): "
                     f"{tco_data['utilization'] * 100:.1f} %." if held else "")
@@ -740,8 +731,9 @@ def render(data: dict) -> tuple[str, str, str]:
         bundled = (f"Purchase, rental and power prices are the bundled example parameters (in {tco_data['currency']}); "
                    "give your own with --tco-params (README: Purchasing strategy)." if tco_data.get("bundled_params") else "")
         notes = [n for n in ((measured + rate_note).strip(), bundled, converted_note(tco_data.get("converted"), tco_data["currency"]),
-                             *whole_terms_notes(priced), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
-        empty = "No strategy could be priced (below: what is missing)."
+                             *tco.whole_terms_notes(priced), *tco_caveats(tco_data["scenarios"], tco_data["currency"])) if n]
+        empty = ("No strategy could be priced (below: what is missing)." if any(r["gpu_model"] not in (FLEET, UNKNOWN) for r in rows)
+                 else "No strategy could be priced: the only GPUs measured are of unknown model (below).")
         detail.append((f"Purchasing strategy ({tco_data['years']}-year TCO, {tco_data['currency']})",
                        _html_table(priced, tco_columns(tco_data), empty) + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
                        + (_chart(data["tco_chart_svg"]) if data["tco_chart_svg"] else ""),
