@@ -39,7 +39,6 @@ def _merge(base: dict, override: dict) -> dict:
     return merged
 
 
-SECTIONS = ("buy", "rent", "hybrid")
 # The amounts of money among the parameters, by section: what a change of currency converts.
 MONEY_KEYS = {"buy": ("price_per_kwh", "server_price", "ops_per_server_year"),
               "rent": ("on_demand_per_card_hour", "spot_per_card_hour", "commit_1y_per_card_hour", "commit_3y_per_card_hour",

@@ -83,76 +83,60 @@ held AS (
     FROM held_parts
     GROUP BY ALL
 ),
-held_events AS (
-    -- Each workload's cards taken at its start and given back at its end, for all load and for
-    -- recurring load alone, and a no-change event at each hour's start, so each hour sees the level
-    -- it starts at.
-    SELECT gpu_model, 'all' AS scope, started_at AS instant, workload_cards(gpu_cards, gpu_count) AS cards FROM runs
+card_events AS (
+    -- Each workload's cards taken at its start and given back at its end, in every total they count
+    -- in: all load, recurring load, training (every phase but inference) and its one-off part; and
+    -- a no-change event at each hour's start, so each hour sees the level it starts at.
+    SELECT gpu_model, instant, direction * cards AS all_cards,
+           CASE WHEN load = 'recurring' THEN direction * cards ELSE 0 END AS recurring_cards,
+           CASE WHEN phase <> 'inference' THEN direction * cards ELSE 0 END AS training_cards,
+           CASE WHEN phase <> 'inference' AND load = 'one_off' THEN direction * cards ELSE 0 END AS one_off_training_cards
+    FROM (
+        SELECT gpu_model, load, phase, started_at AS instant, 1 AS direction, workload_cards(gpu_cards, gpu_count) AS cards FROM runs
+        UNION ALL
+        SELECT gpu_model, load, phase, ended_at, -1, workload_cards(gpu_cards, gpu_count) FROM runs WHERE ended_at IS NOT NULL
+    )
     UNION ALL
-    SELECT gpu_model, 'all', ended_at, -workload_cards(gpu_cards, gpu_count) FROM runs WHERE ended_at IS NOT NULL
-    UNION ALL
-    SELECT gpu_model, 'recurring', started_at, workload_cards(gpu_cards, gpu_count) FROM runs WHERE load = 'recurring'
-    UNION ALL
-    SELECT gpu_model, 'recurring', ended_at, -workload_cards(gpu_cards, gpu_count) FROM runs WHERE load = 'recurring' AND ended_at IS NOT NULL
-    UNION ALL
-    SELECT m.gpu_model, s.scope, h.hour, 0
+    SELECT m.gpu_model, h.hour, 0, 0, 0, 0
     FROM hours AS h
     CROSS JOIN (SELECT DISTINCT gpu_model FROM runs) AS m
-    CROSS JOIN (SELECT unnest(['all', 'recurring']) AS scope) AS s
 ),
-held_levels AS (
-    -- The cards held at once just after each event: every event of the same instant counted (a job
-    -- ending when another starts does not overlap it).
-    SELECT gpu_model, scope, instant, sum(cards) OVER (PARTITION BY gpu_model, scope ORDER BY instant) AS gpus
-    FROM held_events
+card_steps AS (
+    -- The cards held at once from each event to the next, in each total: events of one instant
+    -- share their level (a job ending when another starts does not overlap it), so all but the last
+    -- last no time; an hour's start is an event, so no step crosses one.
+    SELECT gpu_model, instant,
+           sum(all_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS gpus,
+           sum(recurring_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS recurring_gpus,
+           sum(training_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS training_gpus,
+           sum(one_off_training_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS one_off_training_gpus,
+           lead(instant) OVER (PARTITION BY gpu_model ORDER BY instant) AS next_instant
+    FROM card_events
 ),
 held_peaks AS (
     -- The most cards held at once in the hour: what a fleet must have to run the hour's jobs. The
     -- hour's GPU-hours held are its average: four 8-GPU jobs of 15 minutes, two at a time, are
     -- 4 GPU-hours held but need 16 cards.
     SELECT timezone('UTC', date_trunc('hour', timezone('UTC', instant))) AS hour, gpu_model,
-           max(gpus) FILTER (WHERE scope = 'all') AS gpus_held_peak,
-           max(gpus) FILTER (WHERE scope = 'recurring') AS gpus_held_peak_recurring
-    FROM held_levels
+           max(gpus) AS gpus_held_peak, max(recurring_gpus) AS gpus_held_peak_recurring
+    FROM card_steps
     GROUP BY ALL
 ),
-training_events AS (
-    -- The same for training (every phase but inference), with the one-off part beside the total:
-    -- the hybrid strategy's monthly baseline and the on-demand hours above it are taken from how
-    -- many cards training holds at each instant, not the hour's average.
-    SELECT gpu_model, started_at AS instant, workload_cards(gpu_cards, gpu_count) AS cards,
-           CASE WHEN load = 'one_off' THEN workload_cards(gpu_cards, gpu_count) ELSE 0 END AS one_off_cards
-    FROM runs WHERE phase <> 'inference'
-    UNION ALL
-    SELECT gpu_model, ended_at, -workload_cards(gpu_cards, gpu_count),
-           CASE WHEN load = 'one_off' THEN -workload_cards(gpu_cards, gpu_count) ELSE 0 END
-    FROM runs WHERE phase <> 'inference' AND ended_at IS NOT NULL
-    UNION ALL
-    SELECT m.gpu_model, h.hour, 0, 0
-    FROM hours AS h
-    CROSS JOIN (SELECT DISTINCT gpu_model FROM runs WHERE phase <> 'inference') AS m
-),
-training_steps AS (
-    -- Each level of training's cards and how long it lasts: from an event to the next (events of one
-    -- instant share their level, so all but the last last no time); an hour's start is an event,
-    -- so no step crosses one.
-    SELECT gpu_model, instant,
-           sum(cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS gpus,
-           sum(one_off_cards) OVER (PARTITION BY gpu_model ORDER BY instant) AS one_off_gpus,
-           lead(instant) OVER (PARTITION BY gpu_model ORDER BY instant) AS next_instant
-    FROM training_events
-),
 training_levels AS (
-    -- Per hour and model, as JSON: [{gpus, one_off_gpus, seconds}, …], the seconds adding up to the hour.
+    -- Training's cards at each instant, per hour and model (one that ran training), as JSON:
+    -- [{gpus, one_off_gpus, seconds}, …], the seconds adding up to the hour. The hybrid strategy's
+    -- monthly baseline and the on-demand hours above it are taken from it, not the hour's average.
     SELECT hour, gpu_model,
            to_json(list(json_object('gpus', gpus, 'one_off_gpus', one_off_gpus, 'seconds', seconds) ORDER BY gpus, one_off_gpus))
                AS training_levels
     FROM (
-        SELECT timezone('UTC', date_trunc('hour', timezone('UTC', instant))) AS hour, gpu_model, gpus, one_off_gpus,
+        SELECT timezone('UTC', date_trunc('hour', timezone('UTC', instant))) AS hour, gpu_model,
+               training_gpus AS gpus, one_off_training_gpus AS one_off_gpus,
                sum(datediff('second', instant, least(coalesce(next_instant, 'infinity'::TIMESTAMPTZ),
                                                      timezone('UTC', date_trunc('hour', timezone('UTC', instant))) + INTERVAL 1 HOUR)))
                    AS seconds
-        FROM training_steps
+        FROM card_steps
+        WHERE gpu_model IN (SELECT gpu_model FROM runs WHERE phase <> 'inference')
         GROUP BY ALL
     )
     WHERE seconds > 0
