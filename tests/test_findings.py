@@ -226,9 +226,10 @@ def smi_day(prefix: str, cards, busy) -> list[str]:
 
 def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
     """An inference service holds one card of eight at a steady 50 % for a day; the other seven sit
-    at 1 % with no workload. findings.overprovisioned_inference does not price a steady load (its
-    peak is its valley), so the seven cards are idle runs: 7 × 24 GPU-hours at 2.00 = 336.00, where
-    before an inference workload hid every card of its host, all the time."""
+    at 1 % with no workload. findings.overprovisioned_inference has no peak and valley to price, and
+    the service's one replica is what its load needs, so the seven cards are idle runs: 7 × 24
+    GPU-hours at 2.00 = 336.00, where before an inference workload hid every card of its host, all
+    the time."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "gpu-m.csv").write_text("\n".join(smi_day("m", range(8), lambda g: 50 if g == 0 else 1)) + "\n")
@@ -241,6 +242,70 @@ def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
                            ORDER BY resource""").fetchall()
     assert runs == [(f"gpu-m/GPU-m{g}", Decimal("48.0000000000")) for g in range(1, 8)]
     assert conn.execute("SELECT count(*) FROM findings.overprovisioned_inference").fetchone() == (0,)
+
+
+def flat_inference_run(tmp_path, busy, jobs: str):
+    """A day of gpu-r's 8 A100s at `busy(card)` percent, paid 8 × 24 GPU-hours at 2.00 (384.00), with
+    `jobs` (workloads CSV rows); the warehouse's connection."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    (landing / "gpu-r.csv").write_text("\n".join(smi_day("r", range(8), busy)) + "\n")
+    (landing / "charges.csv").write_text(HEADER + f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,ins-r,gpu-r,,,,,,A100 80G,8\n")
+    (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n" + jobs)
+    assert run_pipeline(landing, tmp_path / "w.duckdb").success
+    return connect(tmp_path / "w.duckdb", read_only=True)
+
+
+def replicas(count: int, gpus: int = 1, name: str = "svc-r") -> str:
+    return "".join(f"{name}-{n},inference,gpu-r,{gpus},2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n" for n in range(count))
+
+
+def test_a_flat_inference_load_on_more_replicas_than_it_needs_is_a_finding(tmp_path):
+    """Eight one-GPU replicas of one service, every card at a steady 10 % all day: 0.8 busy GPUs an
+    hour, which two replicas serve at 60 %. No peak and valley, so no autoscaling finding; before,
+    no finding at all. Now the six replicas above the two: 6 × 24 GPU-hours at 2.00 = 288.00."""
+    conn = flat_inference_run(tmp_path, lambda g: 10, replicas(8))
+    try:
+        [f] = fetch_dicts(conn, "SELECT * FROM findings.overprovisioned_inference")
+        assert (f["subkind"], f["resource"], f["wasted_cost"], f["avoidable_cost"], f["paid_cost"]) == (
+            "rightsizing", "gpu-r", Decimal("288.0000000000"), Decimal("288.0000000000"), Decimal("384.0000000000"))
+        evidence = json.loads(f["evidence"])
+        assert (evidence["held_gpu_hours"], evidence["surplus_gpu_hours"], evidence["busy_gpu_hours"]) == (192.0, 144.0, 19.2)
+        assert evidence["services"] == [{"service": "svc-r", "replica_cards": 1, "most_replicas": 1.0 * 8, "needed_replicas": 2,
+                                         "peak_busy_gpus": 0.8}]
+        assert "svc-r on 2 of its 8 replicas of 1 GPUs" in f["recommendation"], f["recommendation"]
+        [leak] = fetch_dicts(conn, "SELECT title, avoidable_cost FROM findings.hidden_costs")
+        assert leak == {"title": "Inference on gpu-r on more replicas than its load needs", "avoidable_cost": Decimal("288.0000000000")}
+    finally:
+        conn.close()
+
+
+def test_a_model_sharded_over_its_cards_keeps_them_however_light_its_load(tmp_path):
+    """One replica holding all 8 cards (a model sharded over them) at 10 %: it cannot run on fewer
+    cards than it is split over, so no finding, and no card is idle."""
+    conn = flat_inference_run(tmp_path, lambda g: 10, replicas(1, gpus=8))
+    try:
+        assert fetch_dicts(conn, "SELECT kind FROM findings.hidden_costs") == []
+    finally:
+        conn.close()
+
+
+def test_idle_replicas_stay_idle_runs_and_only_the_ones_at_work_are_sized(tmp_path):
+    """Eight replicas, four of their cards at 10 % and four idle at 1 %: 0.44 busy GPUs, one replica
+    needed. The four idle cards are idle runs (4 × 48.00), as before; of the four at work, three are
+    above the one replica needed (3 × 24 × 2.00 = 144.00). Seven cards in all, none counted twice."""
+    conn = flat_inference_run(tmp_path, lambda g: 10 if g < 4 else 1, replicas(8))
+    try:
+        rows = fetch_dicts(conn, "SELECT kind, subkind, resource, wasted_cost FROM findings.unused_gpu ORDER BY resource")
+        assert rows == [{"kind": "unused_gpu", "subkind": "idle_run", "resource": f"gpu-r/GPU-r{g}", "wasted_cost": Decimal("48.0000000000")}
+                        for g in range(4, 8)]
+        [f] = fetch_dicts(conn, "SELECT subkind, wasted_cost, evidence FROM findings.overprovisioned_inference")
+        assert (f["subkind"], f["wasted_cost"]) == ("rightsizing", Decimal("144.0000000000"))
+        assert json.loads(f["evidence"])["services"][0]["needed_replicas"] == 1
+        totals = fetch_dicts(conn, "SELECT sum(wasted_cost) AS wasted FROM findings.hidden_costs")
+        assert totals == [{"wasted": Decimal("336.0000000000")}]
+    finally:
+        conn.close()
 
 
 def test_paid_gpus_with_telemetry_for_part_of_the_time_are_a_leak(tmp_path):

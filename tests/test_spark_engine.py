@@ -6,6 +6,7 @@ Java so CI always runs them. One Spark session (local[2]) serves the whole modul
 test runs by default (a few minutes on 2 cores); FINOPS_SPARK_BIG=0 runs a 5,000-row CUR instead.
 """
 
+import json
 import os
 from decimal import Decimal
 from pathlib import Path
@@ -386,3 +387,26 @@ def test_a_months_credit_over_two_billed_days_on_both_engines(engine, tmp_path):
     assert answers[0][1] == [("finetuning", "workload_overlap", Decimal("334.0000000000")),
                              ("idle", "no_workload", Decimal("668.0000000000")),
                              ("pretraining", "workload_overlap", Decimal("334.0000000000"))]
+
+
+def test_a_flat_inference_load_sized_by_replicas_on_both_engines(engine, tmp_path):
+    """Eight replicas, four cards at work and four idle (tests/test_findings.py): Spark sizes the
+    replicas at work and keeps the idle cards as idle runs, as DuckDB does, to the unit."""
+    from pipelines.settings import FinopsSettings
+    from tests.test_findings import flat_inference_run, replicas
+
+    flat_inference_run(tmp_path, lambda g: 10 if g < 4 else 1, replicas(8)).close()
+    (tmp_path / "spark").mkdir()
+    spark = build_on_spark(engine, tmp_path / "w.duckdb", tmp_path / "spark" / "warehouse.duckdb",
+                           FinopsSettings(landing_dir=str(tmp_path / "landing")),
+                           ["marts.gpu_busy_by_host_hour", "findings.overprovisioned_inference", "findings.unused_gpu"])
+    queries = ("SELECT host, hour, busy_gpu_minutes, active_gpu_minutes FROM marts.gpu_busy_by_host_hour ORDER BY ALL",
+               "SELECT subkind, resource, wasted_cost, avoidable_cost, paid_cost, evidence, recommendation "
+               "FROM findings.overprovisioned_inference ORDER BY ALL",
+               "SELECT subkind, resource, wasted_cost FROM findings.unused_gpu ORDER BY ALL")
+    duck, on_spark = (answers_of(path, queries) for path in (tmp_path / "w.duckdb", spark))
+    assert [row[:5] for row in on_spark[1]] == [row[:5] for row in duck[1]] == [
+        ("rightsizing", "gpu-r", Decimal("144.0000000000"), Decimal("144.0000000000"), Decimal("384.0000000000"))]
+    assert on_spark[0] == duck[0] and on_spark[2] == duck[2]
+    assert json.loads(on_spark[1][0][5])["services"] == json.loads(duck[1][0][5])["services"]
+    assert on_spark[1][0][6] == duck[1][0][6]

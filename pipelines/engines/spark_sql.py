@@ -293,6 +293,14 @@ def rw_json_object(node):
     return node
 
 
+def rw_parse_json(node):
+    """json(text) → parse_json(text): a JSON text nested in a json_object as JSON, not as a quoted
+    string (Spark's generator drops the call; its to_json writes a VARIANT as the JSON it holds)."""
+    if isinstance(node, exp.ParseJSON):
+        return _fn("parse_json", node.this)
+    return node
+
+
 def _spark_json_path(path: exp.Expression) -> exp.Expression:
     """DuckDB's `$."key"` → Spark's `$['key']` (a literal, or '$."' || k || '"' built at run time)."""
     if isinstance(path, exp.Literal):
@@ -675,6 +683,7 @@ REWRITES: list[tuple[str, Callable]] = [
     ("to_timestamp", rw_to_timestamp),
     ("to_minutes", rw_to_minutes),
     ("to_json(list(json_object))", rw_json_list),
+    ("json(text)", rw_parse_json),
     ("json_object", rw_json_object),
     ("json_extract_string", rw_json_extract),
     ("json_valid", rw_json_valid),

@@ -133,8 +133,10 @@ _MODELS = [
               "marts.gpu_hour_prices", "core.price_catalog"),
              "findings.slow_disk_idle: GPUs waiting on checkpoint writes to slow disks", "findings"),
     SqlModel("findings.overprovisioned_inference",
-             ("marts.gpu_busy_by_host_hour", "core.workloads", "marts.gpu_hour_prices", "core.price_catalog"),
-             "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings", "findings"),
+             ("marts.gpu_busy_by_host_hour", "marts.gpu_busy_by_workload_hour", "core.workloads", "marts.gpu_hour_prices",
+              "core.price_catalog"),
+             "findings.overprovisioned_inference: inference paid at peak around the clock, with autoscaling savings, "
+             "or on more replicas than a flat load needs", "findings"),
     SqlModel("findings.unused_gpu",
              ("marts.gpu_spans_by_day", "core.workloads", "core.cost_lines", "marts.gpu_hour_prices", "core.price_catalog",
               "findings.overprovisioned_inference", "findings.slow_disk_idle"),

@@ -78,6 +78,7 @@ described AS (
                WHEN kind = 'egress' AND subkind = 'repeated_download' THEN 'Repeated downloads from ' || resource
                WHEN kind = 'egress' THEN replace(subkind, '_', '-') || ' egress from ' || resource
                WHEN kind = 'slow_disk_idle' THEN 'GPUs waiting on checkpoint writes on ' || resource
+               WHEN kind = 'overprovisioned_inference' AND subkind = 'rightsizing' THEN 'Inference on ' || resource || ' on more replicas than its load needs'
                WHEN kind = 'overprovisioned_inference' THEN 'Inference on ' || resource || ' sized for its peak'
                ELSE replace(kind, '_', ' ') || ': ' || resource
            END AS title,

@@ -13,13 +13,22 @@
 -- hour); valleys moved to the catalog's cheapest on-demand card in the same currency (autoscaled
 -- there); and a no-GPU mode in valleys (the right-sized fleet). On a tie the simpler remedy names
 -- the finding (autoscaling, then the cheaper card).
+-- A flat load (peak under $inference_min_ratio times the valley) is sized by replicas instead
+-- (subkind 'rightsizing'): each inference workload holding GPUs is a replica of its service (its
+-- `app` label, else its name without a trailing number: svc-a-0 and svc-a-1 are one service) and
+-- of its size in cards, which it keeps (a model sharded over 8 cards needs 8 however idle they
+-- are). A fixed fleet for the service's busiest hour is that hour's busy GPUs ÷
+-- ($inference_target_util × replica cards) replicas, rounded up, at least one; the replicas held
+-- above it, hour by hour, are the waste, priced as above. Only cards at work count
+-- (marts.gpu_busy_by_host_hour's active_gpu_minutes): held cards under the idle threshold are
+-- findings.unused_gpu's idle runs, which go on counting on such a host, so no hour counts twice.
 CREATE OR REPLACE TABLE findings.overprovisioned_inference AS
 WITH inference_hosts AS (
     SELECT DISTINCT host FROM core.workloads WHERE phase = 'inference' AND gpu_count > 0
 ),
 busy AS (
     -- Every busy GPU-minute of the host's hour, whatever ran (marts.gpu_busy_by_host_hour, built per day).
-    SELECT b.host, b.hour, b.busy_gpu_minutes / 60.0 AS busy_gpus
+    SELECT b.host, b.hour, b.busy_gpu_minutes / 60.0 AS busy_gpus, b.active_gpu_minutes / 60.0 AS active_gpus
     FROM marts.gpu_busy_by_host_hour AS b
     WHERE b.host IN (SELECT host FROM inference_hosts)
 ),
@@ -34,7 +43,7 @@ hours AS (
     -- starts in (marts.gpu_hour_prices: one row per resource, net of credits and negations), so a
     -- charge and its credit are one hour at the net price, not two. Two resources answering to the
     -- host add up.
-    SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, CAST(sum(p.gpu_count) AS INTEGER) AS paid_gpus,
+    SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, any_value(b.active_gpus) AS active_gpus, CAST(sum(p.gpu_count) AS INTEGER) AS paid_gpus,
            -- Per hour of the clock (a GPU of an instance that ran half the hour: half its hourly rate), as
            -- the GPUs are counted per hour paid.
            from_units(sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
@@ -72,6 +81,69 @@ per_host AS (
            sum(CASE WHEN right_sized_gpus = 0 THEN 1 ELSE 0 END) AS valley_hours
     FROM sized
     GROUP BY host
+),
+peaked AS (
+    SELECT * FROM per_host
+    WHERE peak_busy_gpus >= $inference_min_ratio * greatest(valley_busy_gpus, 0.001)
+      AND greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) > 0
+),
+replicas AS (
+    -- Inference workloads holding GPUs on the hosts of a flat load, each a replica of its service.
+    SELECT workload_id, host, started_at, ended_at, workload_cards(gpu_cards, gpu_count) AS replica_cards,
+           coalesce(json_extract_string(labels, '$.app'), json_extract_string(labels, '$."app.kubernetes.io/name"'),
+                    regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '')) AS service
+    FROM core.workloads
+    WHERE phase = 'inference' AND gpu_count > 0 AND host NOT IN (SELECT host FROM peaked)
+),
+service_hours AS (
+    -- Per service, replica size and hour with telemetry: the replicas held (their parts of the hour)
+    -- and their busy GPUs (marts.gpu_busy_by_workload_hour: each workload's share of the host's busy
+    -- minutes). An hour without telemetry has no row: its load is not known, so none of it is waste.
+    SELECT r.host, r.service, r.replica_cards, b.hour,
+           sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) AS replicas,
+           sum(b.busy_gpu_minutes) / 60.0 AS busy_gpus
+    FROM marts.gpu_busy_by_workload_hour AS b
+    JOIN replicas AS r ON r.workload_id = b.workload_id AND r.host = b.host
+    GROUP BY ALL
+),
+service_fleets AS (
+    -- The fixed fleet each service needs: its busiest hour at the target utilization, whole replicas.
+    SELECT host, service, replica_cards, max(busy_gpus) AS peak_busy_gpus, max(replicas) AS most_replicas,
+           CAST(greatest(1, ceil(max(busy_gpus) / ($inference_target_util * replica_cards))) AS INTEGER) AS needed_replicas
+    FROM service_hours
+    GROUP BY host, service, replica_cards
+),
+flat_hours AS (
+    -- Per host-hour: the cards the replicas held, those a fixed fleet needs (never more than were
+    -- held that hour), and what is left of them among the cards at work and the cards paid.
+    SELECT h.host, h.hour, h.currency, h.paid_gpus, h.price_per_gpu_hour, s.held_cards, s.needed_cards, s.busy_gpus,
+           greatest(0, least(s.held_cards, h.active_gpus, h.paid_gpus) - s.needed_cards) AS surplus_cards
+    FROM (SELECT sh.host, sh.hour, sum(sh.replicas * sh.replica_cards) AS held_cards,
+                 sum(least(sh.replicas, f.needed_replicas) * sh.replica_cards) AS needed_cards, sum(sh.busy_gpus) AS busy_gpus
+          FROM service_hours AS sh JOIN service_fleets AS f USING (host, service, replica_cards)
+          GROUP BY ALL) AS s
+    JOIN hours AS h ON h.host = s.host AND h.hour = s.hour
+),
+flat_hosts AS (
+    SELECT host, currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end, count(*) AS hours,
+           sum(paid_gpus) AS paid_gpu_hours, sum(held_cards) AS held_gpu_hours, sum(busy_gpus) AS busy_gpu_hours,
+           sum(surplus_cards) AS surplus_gpu_hours,
+           sum(paid_gpus * price_per_gpu_hour) AS paid_cost,
+           sum(price_times(surplus_cards, price_per_gpu_hour)) AS surplus_cost
+    FROM flat_hours
+    GROUP BY host, currency
+),
+flat_services AS (
+    SELECT host, max(peak_busy_gpus) AS peak_busy_gpus,
+           string_agg(printf('%s on %d of its %s replicas of %s GPUs', service, needed_replicas,
+                             regexp_replace(CAST(round(most_replicas, 2) AS VARCHAR), '\.0$', ''),
+                             regexp_replace(CAST(round(replica_cards, 3) AS VARCHAR), '\.0$', '')), '; '
+                      ORDER BY service, replica_cards) AS fleets,
+           to_json(list(json_object('service', service, 'replica_cards', replica_cards, 'most_replicas', round(most_replicas, 3),
+                                    'needed_replicas', needed_replicas, 'peak_busy_gpus', round(peak_busy_gpus, 3))
+                        ORDER BY service, replica_cards)) AS services
+    FROM service_fleets
+    GROUP BY host
 )
 SELECT
     'overprovisioned_inference' AS kind,
@@ -101,6 +173,22 @@ SELECT
            CAST(round(no_gpu_mode_saving, 2) AS VARCHAR), currency, coalesce(cheap_card, 'a cheaper card'),
            CAST(round(cheaper_card_saving, 2) AS VARCHAR), currency, 100 * $inference_target_util,
            CAST(round(autoscaling_saving, 2) AS VARCHAR), currency) AS recommendation
-FROM per_host
-WHERE peak_busy_gpus >= $inference_min_ratio * greatest(valley_busy_gpus, 0.001)
-  AND greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) > 0;
+FROM peaked
+UNION ALL BY NAME
+SELECT
+    'overprovisioned_inference' AS kind, 'rightsizing' AS subkind, f.host AS resource, f.host, f.period_start, f.period_end,
+    f.surplus_cost AS wasted_cost, f.surplus_cost AS avoidable_cost, f.currency, 'charge' AS price_source,
+    CAST(f.paid_cost AS DECIMAL(38, 10)) AS paid_cost,
+    json_object('hours', f.hours, 'paid_gpu_hours', f.paid_gpu_hours, 'held_gpu_hours', round(f.held_gpu_hours, 2),
+                'busy_gpu_hours', round(f.busy_gpu_hours, 2), 'surplus_gpu_hours', round(f.surplus_gpu_hours, 2),
+                'peak_busy_gpus', round(s.peak_busy_gpus, 3), 'paid_cost', f.paid_cost, 'services', json(s.services),
+                'target_utilization', $inference_target_util) AS evidence,
+    printf('%s served inference at a steady load, %.0f %% of the %.0f GPU-hours its replicas held, never more than '
+           || '%s busy GPUs in an hour. At %.0f %% utilization fewer replicas serve it (%s): the %s GPU-hours held '
+           || 'above them cost %s %s. Scale the service down to those replicas.',
+           f.host, 100 * f.busy_gpu_hours / f.held_gpu_hours, f.held_gpu_hours, CAST(round(s.peak_busy_gpus, 2) AS VARCHAR),
+           100 * $inference_target_util, s.fleets, CAST(round(f.surplus_gpu_hours, 2) AS VARCHAR),
+           CAST(round(f.surplus_cost, 2) AS VARCHAR), f.currency) AS recommendation
+FROM flat_hosts AS f
+JOIN flat_services AS s USING (host)
+WHERE f.surplus_cost > 0;

@@ -4,8 +4,9 @@
 --                     Not while findings.overprovisioned_inference prices the host: its paid GPUs
 --                     above the load's, idle cards included, are that finding's (valleys are a sizing
 --                     question), and counting them here too would count them twice. An inference host
---                     that finding does not price (a steady load on one card of eight) has its idle
---                     cards here, as any host does.
+--                     that finding does not price (a steady load on one card of eight), or prices as a
+--                     flat load ('rightsizing': replicas' cards at work only), has its idle cards here,
+--                     as any host does.
 --                     Minutes come from core.gpu_minutes, where each sample covers the time until the
 --                     next (within the staleness bound), so a GPU sampled every 5 minutes has every
 --                     minute; idle GPU-hours are the minutes' coverage, so the run is the same at any
@@ -35,7 +36,9 @@
 -- one price per resource and hour) where a charge covers the host, else the catalog's.
 CREATE OR REPLACE TABLE findings.unused_gpu AS
 WITH sized_inference AS (
-    SELECT host, period_start, period_end FROM findings.overprovisioned_inference
+    -- (A flat load's replicas held above its need are cards at work, never idle ones: its host's idle
+    -- cards stay idle runs.)
+    SELECT host, period_start, period_end FROM findings.overprovisioned_inference WHERE subkind <> 'rightsizing'
 ),
 idle_spans AS (
     -- Idle stretches (marts.gpu_spans_by_day: a day's, never crossing midnight); one that starts
