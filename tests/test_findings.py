@@ -273,7 +273,7 @@ def test_a_flat_inference_load_on_more_replicas_than_it_needs_is_a_finding(tmp_p
         assert (evidence["held_gpu_hours"], evidence["surplus_gpu_hours"], evidence["busy_gpu_hours"]) == (192.0, 144.0, 19.2)
         assert evidence["services"] == [{"service": "svc-r", "replica_cards": 1, "most_replicas": 1.0 * 8, "needed_replicas": 2,
                                          "peak_busy_gpus": 0.8}]
-        assert "svc-r on 2 of its 8 replicas of 1 GPUs" in f["recommendation"], f["recommendation"]
+        assert "svc-r on 2 of its 8 replicas of 1 GPU)" in f["recommendation"], f["recommendation"]
         [leak] = fetch_dicts(conn, "SELECT title, avoidable_cost FROM findings.hidden_costs")
         assert leak == {"title": "Inference on gpu-r on more replicas than its load needs", "avoidable_cost": Decimal("288.0000000000")}
     finally:
@@ -304,6 +304,59 @@ def test_idle_replicas_stay_idle_runs_and_only_the_ones_at_work_are_sized(tmp_pa
         assert json.loads(f["evidence"])["services"][0]["needed_replicas"] == 1
         totals = fetch_dicts(conn, "SELECT sum(wasted_cost) AS wasted FROM findings.hidden_costs")
         assert totals == [{"wasted": Decimal("336.0000000000")}]
+    finally:
+        conn.close()
+
+
+def test_a_busy_service_beside_an_idle_job_is_not_taken_for_a_light_one(tmp_path):
+    """Four replicas busy at 50 % on cards 0-3 (2.0 busy GPUs: all four are needed) beside a
+    training job holding cards 4-7 idle at 1 %. Without pod labels the busy minutes are split by
+    cards held, which made the service look half as busy and asked it to run on two replicas at
+    about 100 %. Beside other holders a service is now taken as busy as the host, up to its cards:
+    no rightsizing; the job's idle cards are idle runs (4 × 48.00)."""
+    conn = flat_inference_run(tmp_path, lambda g: 50 if g < 4 else 1,
+                              replicas(4) + "train-x,training,gpu-r,4,2026-09-01T00:00:00Z,2026-09-02T00:00:00Z\n")
+    try:
+        assert fetch_dicts(conn, "SELECT * FROM findings.overprovisioned_inference") == []
+        assert fetch_dicts(conn, "SELECT title, wasted_cost FROM findings.hidden_costs") == [
+            {"title": "4 idle GPUs on gpu-r", "wasted_cost": Decimal("192.0000000000")}]
+    finally:
+        conn.close()
+
+
+def test_deployment_pods_are_one_service_and_a_month_boundary_splits_the_finding(tmp_path):
+    """Four pods of one Deployment (embed-<template hash>-<suffix>, no app label) on gpu-r from
+    08-31 12:00 to 09-01 12:00, each card at 10 %: one service, which one replica serves. Three
+    cards above it for 12 hours in each month, at 2.00: 72.00 in August and 72.00 in September, as
+    idle runs are split at month ends (before, every pod was a service of its own, and one row put
+    the whole day in August)."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    lines = ["timestamp, index, uuid, name, utilization.gpu [%], memory.used [MiB], power.draw [W]"]
+    for minute in range(24 * 60):
+        stamp = f"2026/{8 if minute < 720 else 9:02d}/{31 if minute < 720 else 1:02d} {(12 + minute // 60) % 24:02d}:{minute % 60:02d}:00.000"
+        lines += [f"{stamp}, {g}, GPU-e{g}, NVIDIA A100-SXM4-80GB, 10 %, 100 MiB, 80.00 W" for g in range(4)]
+    (landing / "gpu-r.csv").write_text("\n".join(lines) + "\n")
+    (landing / "charges.csv").write_text(HEADER + "".join(
+        f"96.00,96.00,USD,Usage,{start},{end},GpuCloud,GPU,Compute,ins-r,gpu-r,,,,,,A100 80G,4\n"
+        for start, end in (("2026-08-31T12:00:00Z", "2026-09-01T00:00:00Z"), ("2026-09-01T00:00:00Z", "2026-09-01T12:00:00Z"))))
+    pods = [{"kind": "Pod", "metadata": {"name": f"embed-7c6d5f4b9-{suffix}", "namespace": "serving",
+                                         "labels": {"phase": "inference", "pod-template-hash": "7c6d5f4b9"}},
+             "spec": {"nodeName": "gpu-r", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+             "status": {"phase": "Succeeded", "startTime": "2026-08-31T12:00:00Z",
+                        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-09-01T12:00:00Z"}}}]}}
+            for suffix in ("q1w2e", "r3t4y", "u5i6o", "p7a8s")]
+    (landing / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    assert run_pipeline(landing, tmp_path / "w.duckdb").success
+    conn = connect(tmp_path / "w.duckdb", read_only=True)
+    try:
+        rows = fetch_dicts(conn, "SELECT title, period, wasted_cost FROM findings.hidden_costs ORDER BY period")
+        assert rows == [{"title": "Inference on gpu-r on more replicas than its load needs", "period": period,
+                         "wasted_cost": Decimal("72.0000000000")} for period in ("2026-08", "2026-09")]
+        [services] = {json.dumps(json.loads(e)["services"]) for (e,) in conn.execute(
+            "SELECT evidence FROM findings.overprovisioned_inference").fetchall()}
+        assert json.loads(services) == [{"service": "embed", "replica_cards": 1, "most_replicas": 4, "needed_replicas": 1,
+                                         "peak_busy_gpus": 0.4}]
     finally:
         conn.close()
 

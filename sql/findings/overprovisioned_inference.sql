@@ -88,62 +88,98 @@ peaked AS (
       AND greatest(autoscaling_saving, cheaper_card_saving, no_gpu_mode_saving) > 0
 ),
 replicas AS (
-    -- Inference workloads holding GPUs on the hosts of a flat load, each a replica of its service.
+    -- Inference workloads holding GPUs on the hosts of a flat load, each a replica of its service:
+    -- its `app` label, else its name without a trailing number (svc-a-0, svc-a-1) or, from
+    -- Kubernetes, without the pod's generated suffix (embed-7c6d5f4b9-q1w2e: embed); a name that is
+    -- only a number (a Slurm job id) is its own service.
     SELECT workload_id, host, started_at, ended_at, workload_cards(gpu_cards, gpu_count) AS replica_cards,
            coalesce(json_extract_string(labels, '$.app'), json_extract_string(labels, '$."app.kubernetes.io/name"'),
-                    regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:]?[0-9]+)+$', '')) AS service
+                    nullif(regexp_replace(CASE WHEN source = 'kubernetes'
+                                               THEN regexp_replace(lower(trim(coalesce(name, workload_id))), '-[a-z0-9]{6,10}-[a-z0-9]{5}$', '')
+                                               ELSE lower(trim(coalesce(name, workload_id))) END,
+                                          '([-_.:]?[0-9]+)+$', ''), ''),
+                    lower(trim(coalesce(name, workload_id)))) AS service
     FROM core.workloads
     WHERE phase = 'inference' AND gpu_count > 0 AND host NOT IN (SELECT host FROM peaked)
 ),
-service_hours AS (
-    -- Per service, replica size and hour with telemetry: the replicas held (their parts of the hour)
-    -- and their busy GPUs (marts.gpu_busy_by_workload_hour: each workload's share of the host's busy
-    -- minutes). An hour without telemetry has no row: its load is not known, so none of it is waste.
-    SELECT r.host, r.service, r.replica_cards, b.hour,
-           sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) AS replicas,
-           sum(b.busy_gpu_minutes) / 60.0 AS busy_gpus
-    FROM marts.gpu_busy_by_workload_hour AS b
-    JOIN replicas AS r ON r.workload_id = b.workload_id AND r.host = b.host
+holders AS (
+    -- Per host-hour, the cards every workload holding GPUs there held (any phase, their parts of the hour).
+    SELECT w.host, h.hour, sum(workload_cards(w.gpu_cards, w.gpu_count) * held_us(w.started_at, w.ended_at, h.hour, h.hour + INTERVAL 1 HOUR)
+                               / 3600000000.0) AS held_cards
+    FROM (SELECT DISTINCT host, hour FROM busy WHERE host IN (SELECT host FROM replicas)) AS h
+    JOIN core.workloads AS w ON w.host = h.host AND w.gpu_count > 0
+     AND w.started_at < h.hour + INTERVAL 1 HOUR AND coalesce(w.ended_at, 'infinity'::TIMESTAMPTZ) > h.hour
     GROUP BY ALL
 ),
+service_hours AS (
+    -- Per service, replica size and hour with telemetry: the replicas held (their parts of the hour)
+    -- and their busy GPUs. Where the service's replicas are the only holders of GPUs on the host that
+    -- hour, its busy GPUs are marts.gpu_busy_by_workload_hour's (the host's busy minutes, the busiest
+    -- cards the holders'). Beside other holders that split is by cards held, not by who was busy (a
+    -- busy service beside an idle job would look half as busy), so the service is taken as busy as
+    -- it can be: the host's busy GPUs, up to its own cards. An hour without telemetry has no row: its
+    -- load is not known, so none of it is waste.
+    SELECT s.*, CASE WHEN round(o.held_cards - s.held_cards, 9) > 0 THEN least(s.held_cards, b.busy_gpus)
+                     ELSE s.split_busy_gpus END AS busy_gpus
+    FROM (SELECT r.host, r.service, r.replica_cards, b.hour,
+                 sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) AS replicas,
+                 sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) * r.replica_cards AS held_cards,
+                 sum(b.busy_gpu_minutes) / 60.0 AS split_busy_gpus
+          FROM marts.gpu_busy_by_workload_hour AS b
+          JOIN replicas AS r ON r.workload_id = b.workload_id AND r.host = b.host
+          GROUP BY r.host, r.service, r.replica_cards, b.hour) AS s
+    JOIN holders AS o ON o.host = s.host AND o.hour = s.hour
+    JOIN busy AS b ON b.host = s.host AND b.hour = s.hour
+),
 service_fleets AS (
-    -- The fixed fleet each service needs: its busiest hour at the target utilization, whole replicas.
-    SELECT host, service, replica_cards, max(busy_gpus) AS peak_busy_gpus, max(replicas) AS most_replicas,
+    -- The fixed fleet each service needs in a UTC month: its busiest hour at the target
+    -- utilization, whole replicas.
+    SELECT host, service, replica_cards, date_trunc('month', timezone('UTC', hour)) AS month,
+           max(busy_gpus) AS peak_busy_gpus, max(replicas) AS most_replicas,
            CAST(greatest(1, ceil(max(busy_gpus) / ($inference_target_util * replica_cards))) AS INTEGER) AS needed_replicas
     FROM service_hours
-    GROUP BY host, service, replica_cards
+    GROUP BY host, service, replica_cards, date_trunc('month', timezone('UTC', hour))
 ),
 flat_hours AS (
     -- Per host-hour: the cards the replicas held, those a fixed fleet needs (never more than were
     -- held that hour), and what is left of them among the cards at work and the cards paid.
-    SELECT h.host, h.hour, h.currency, h.paid_gpus, h.price_per_gpu_hour, s.held_cards, s.needed_cards, s.busy_gpus,
+    SELECT h.host, h.hour, s.month, h.currency, h.paid_gpus, h.price_per_gpu_hour, h.active_gpus,
+           least(s.held_cards, h.paid_gpus) AS held_cards, s.needed_cards, s.busy_gpus,
            greatest(0, least(s.held_cards, h.active_gpus, h.paid_gpus) - s.needed_cards) AS surplus_cards
-    FROM (SELECT sh.host, sh.hour, sum(sh.replicas * sh.replica_cards) AS held_cards,
+    FROM (SELECT sh.host, sh.hour, f.month, sum(sh.held_cards) AS held_cards,
                  sum(least(sh.replicas, f.needed_replicas) * sh.replica_cards) AS needed_cards, sum(sh.busy_gpus) AS busy_gpus
-          FROM service_hours AS sh JOIN service_fleets AS f USING (host, service, replica_cards)
-          GROUP BY ALL) AS s
+          FROM service_hours AS sh
+          JOIN service_fleets AS f
+            ON f.host = sh.host AND f.service = sh.service AND f.replica_cards = sh.replica_cards
+           AND f.month = date_trunc('month', timezone('UTC', sh.hour))
+          GROUP BY sh.host, sh.hour, f.month) AS s
     JOIN hours AS h ON h.host = s.host AND h.hour = s.hour
 ),
 flat_hosts AS (
-    SELECT host, currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end, count(*) AS hours,
+    -- A host's flat load per UTC month (hidden_costs' period), as idle runs are split at month ends.
+    SELECT host, month, currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end, count(*) AS hours,
            sum(paid_gpus) AS paid_gpu_hours, sum(held_cards) AS held_gpu_hours, sum(busy_gpus) AS busy_gpu_hours,
+           sum(least(held_cards, active_gpus)) AS working_gpu_hours, max(busy_gpus) AS peak_busy_gpus,
            sum(surplus_cards) AS surplus_gpu_hours,
            sum(paid_gpus * price_per_gpu_hour) AS paid_cost,
            sum(price_times(surplus_cards, price_per_gpu_hour)) AS surplus_cost
     FROM flat_hours
-    GROUP BY host, currency
+    GROUP BY host, month, currency
 ),
 flat_services AS (
-    SELECT host, max(peak_busy_gpus) AS peak_busy_gpus,
-           string_agg(printf('%s on %d of its %s replicas of %s GPUs', service, needed_replicas,
+    -- The services with replicas to spare, in words and in the evidence.
+    SELECT host, month,
+           string_agg(printf('%s on %d of its %s replicas of %s GPU%s', service, needed_replicas,
                              regexp_replace(CAST(round(most_replicas, 2) AS VARCHAR), '\.0$', ''),
-                             regexp_replace(CAST(round(replica_cards, 3) AS VARCHAR), '\.0$', '')), '; '
+                             regexp_replace(CAST(round(replica_cards, 3) AS VARCHAR), '\.0$', ''),
+                             CASE WHEN replica_cards = 1 THEN '' ELSE 's' END), '; '
                       ORDER BY service, replica_cards) AS fleets,
            to_json(list(json_object('service', service, 'replica_cards', replica_cards, 'most_replicas', round(most_replicas, 3),
                                     'needed_replicas', needed_replicas, 'peak_busy_gpus', round(peak_busy_gpus, 3))
                         ORDER BY service, replica_cards)) AS services
     FROM service_fleets
-    GROUP BY host
+    WHERE round(most_replicas, 9) > needed_replicas
+    GROUP BY host, month
 )
 SELECT
     'overprovisioned_inference' AS kind,
@@ -180,15 +216,15 @@ SELECT
     f.surplus_cost AS wasted_cost, f.surplus_cost AS avoidable_cost, f.currency, 'charge' AS price_source,
     CAST(f.paid_cost AS DECIMAL(38, 10)) AS paid_cost,
     json_object('hours', f.hours, 'paid_gpu_hours', f.paid_gpu_hours, 'held_gpu_hours', round(f.held_gpu_hours, 2),
-                'busy_gpu_hours', round(f.busy_gpu_hours, 2), 'surplus_gpu_hours', round(f.surplus_gpu_hours, 2),
-                'peak_busy_gpus', round(s.peak_busy_gpus, 3), 'paid_cost', f.paid_cost, 'services', json(s.services),
-                'target_utilization', $inference_target_util) AS evidence,
-    printf('%s served inference at a steady load, %.0f %% of the %.0f GPU-hours its replicas held, never more than '
-           || '%s busy GPUs in an hour. At %.0f %% utilization fewer replicas serve it (%s): the %s GPU-hours held '
-           || 'above them cost %s %s. Scale the service down to those replicas.',
-           f.host, 100 * f.busy_gpu_hours / f.held_gpu_hours, f.held_gpu_hours, CAST(round(s.peak_busy_gpus, 2) AS VARCHAR),
+                'working_gpu_hours', round(f.working_gpu_hours, 2), 'busy_gpu_hours', round(f.busy_gpu_hours, 2),
+                'surplus_gpu_hours', round(f.surplus_gpu_hours, 2), 'peak_busy_gpus', round(f.peak_busy_gpus, 3),
+                'paid_cost', f.paid_cost, 'services', json(s.services), 'target_utilization', $inference_target_util) AS evidence,
+    printf('%s served inference at a steady load: its replicas'' cards at work were %.0f %% busy over %.0f GPU-hours, '
+           || 'and never more than %s GPUs were busy in an hour. At %.0f %% utilization fewer replicas serve it (%s): '
+           || 'the %s GPU-hours held above them cost %s %s. Scale the service down to those replicas.',
+           f.host, 100 * f.busy_gpu_hours / f.working_gpu_hours, f.working_gpu_hours, CAST(round(f.peak_busy_gpus, 2) AS VARCHAR),
            100 * $inference_target_util, s.fleets, CAST(round(f.surplus_gpu_hours, 2) AS VARCHAR),
            CAST(round(f.surplus_cost, 2) AS VARCHAR), f.currency) AS recommendation
 FROM flat_hosts AS f
-JOIN flat_services AS s USING (host)
+JOIN flat_services AS s ON s.host = f.host AND s.month = f.month
 WHERE f.surplus_cost > 0;
