@@ -244,13 +244,14 @@ def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
     assert conn.execute("SELECT count(*) FROM findings.overprovisioned_inference").fetchone() == (0,)
 
 
-def flat_inference_run(tmp_path, busy, jobs: str):
-    """A day of gpu-r's 8 A100s at `busy(card)` percent, paid 8 × 24 GPU-hours at 2.00 (384.00), with
-    `jobs` (workloads CSV rows); the warehouse's connection."""
+def flat_inference_run(tmp_path, busy, jobs: str, charge: str = f"384.00,384.00,USD,Usage,{DAY}"):
+    """A day of gpu-r's 8 A100s at `busy(card)` percent, paid 8 × 24 GPU-hours at 2.00 (384.00; or
+    `charge`: its cost, currency, category and period), with `jobs` (workloads CSV rows); the
+    warehouse's connection."""
     landing = tmp_path / "landing"
     landing.mkdir()
     (landing / "gpu-r.csv").write_text("\n".join(smi_day("r", range(8), busy)) + "\n")
-    (landing / "charges.csv").write_text(HEADER + f"384.00,384.00,USD,Usage,{DAY},GpuCloud,GPU,Compute,ins-r,gpu-r,,,,,,A100 80G,8\n")
+    (landing / "charges.csv").write_text(HEADER + f"{charge},GpuCloud,GPU,Compute,ins-r,gpu-r,,,,,,A100 80G,8\n")
     (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n" + jobs)
     assert run_pipeline(landing, tmp_path / "w.duckdb").success
     return connect(tmp_path / "w.duckdb", read_only=True)
@@ -304,6 +305,19 @@ def test_idle_replicas_stay_idle_runs_and_only_the_ones_at_work_are_sized(tmp_pa
         assert json.loads(f["evidence"])["services"][0]["needed_replicas"] == 1
         totals = fetch_dicts(conn, "SELECT sum(wasted_cost) AS wasted FROM findings.hidden_costs")
         assert totals == [{"wasted": Decimal("336.0000000000")}]
+    finally:
+        conn.close()
+
+
+def test_an_hour_a_charge_covers_in_part_is_priced_for_that_part(tmp_path):
+    """The flat load of eight replicas, paid from 00:00 to 12:30 only (200.00: 2.00 a GPU-hour). The
+    hour 12:00-13:00 is paid for half: six replicas too many at 1.00 each, not 2.00. 6 × 12 × 2.00 +
+    6 × 1.00 = 150.00, and paid 200.00, the bill (before, 156.00 and 208.00)."""
+    conn = flat_inference_run(tmp_path, lambda g: 10, replicas(8),
+                              charge="200.00,200.00,USD,Usage,2026-09-01T00:00:00Z,2026-09-01T12:30:00Z")
+    try:
+        [f] = fetch_dicts(conn, "SELECT wasted_cost, paid_cost FROM findings.overprovisioned_inference")
+        assert f == {"wasted_cost": Decimal("150.0000000000"), "paid_cost": Decimal("200.0000000000")}
     finally:
         conn.close()
 

@@ -39,18 +39,24 @@ cheapest_card AS (
     QUALIFY row_number() OVER (PARTITION BY currency ORDER BY price_per_gpu_hour, provider) = 1
 ),
 hours AS (
-    -- The GPUs paid in the hour and their price, from the stretch of the host's charges the hour
-    -- starts in (marts.gpu_hour_prices: one row per resource, net of credits and negations), so a
-    -- charge and its credit are one hour at the net price, not two. Two resources answering to the
-    -- host add up.
-    SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, any_value(b.active_gpus) AS active_gpus, CAST(sum(p.gpu_count) AS INTEGER) AS paid_gpus,
-           -- Per hour of the clock (a GPU of an instance that ran half the hour: half its hourly rate), as
-           -- the GPUs are counted per hour paid.
-           from_units(sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)) // sum(p.gpu_count)) AS price_per_gpu_hour, p.currency
-    FROM busy AS b
-    JOIN marts.gpu_hour_prices AS p
-      ON b.host IN (p.host, p.resource_host, p.name_host) AND p.period_start <= b.hour AND p.period_end > b.hour
-    GROUP BY b.host, b.hour, p.currency
+    -- The GPUs paid in the hour and what they cost in it, from the stretches of the host's charges
+    -- that overlap the hour (marts.gpu_hour_prices: per resource, net of credits and negations, so a
+    -- charge and its credit are one hour at the net price, not two). A resource's GPUs are the most
+    -- its stretches in the hour paid for (its stretches follow one another); two resources answering
+    -- to the host add up. The cost is each stretch's price per hour of the clock for the part of the
+    -- hour it covers: a charge ending at 12:30 pays half of 12:00-13:00, and one starting at 12:30
+    -- the other half.
+    SELECT host, hour, any_value(busy_gpus) AS busy_gpus, any_value(active_gpus) AS active_gpus,
+           CAST(sum(gpus) AS INTEGER) AS paid_gpus, from_units(sum(paid_units) // sum(gpus)) AS price_per_gpu_hour, currency
+    FROM (SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, any_value(b.active_gpus) AS active_gpus, p.currency,
+                 max(p.gpu_count) AS gpus,
+                 sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)
+                     * held_us(p.period_start, p.period_end, b.hour, b.hour + INTERVAL 1 HOUR) // 3600000000) AS paid_units
+          FROM busy AS b
+          JOIN marts.gpu_hour_prices AS p
+            ON b.host IN (p.host, p.resource_host, p.name_host) AND p.period_start < b.hour + INTERVAL 1 HOUR AND p.period_end > b.hour
+          GROUP BY b.host, b.hour, p.currency, p.resource_id)
+    GROUP BY host, hour, currency
 ),
 valley_prices AS (
     SELECT h.*, least(h.price_per_gpu_hour, coalesce(k.cheap_price, h.price_per_gpu_hour)) AS valley_price, k.cheap_card
