@@ -244,13 +244,13 @@ def test_idle_cards_beside_a_steady_inference_service_are_idle_runs(tmp_path):
     assert conn.execute("SELECT count(*) FROM findings.overprovisioned_inference").fetchone() == (0,)
 
 
-def flat_inference_run(tmp_path, busy, jobs: str, charge: str = f"384.00,384.00,USD,Usage,{DAY}"):
+def flat_inference_run(tmp_path, busy, jobs: str, charge: str = f"384.00,384.00,USD,Usage,{DAY}", cards=range(8)):
     """A day of gpu-r's 8 A100s at `busy(card)` percent, paid 8 × 24 GPU-hours at 2.00 (384.00; or
     `charge`: its cost, currency, category and period), with `jobs` (workloads CSV rows); the
     warehouse's connection."""
     landing = tmp_path / "landing"
     landing.mkdir()
-    (landing / "gpu-r.csv").write_text("\n".join(smi_day("r", range(8), busy)) + "\n")
+    (landing / "gpu-r.csv").write_text("\n".join(smi_day("r", cards, busy)) + "\n")
     (landing / "charges.csv").write_text(HEADER + f"{charge},GpuCloud,GPU,Compute,ins-r,gpu-r,,,,,,A100 80G,8\n")
     (landing / "jobs.csv").write_text("workload_id,phase,host,gpu_count,started_at,ended_at\n" + jobs)
     assert run_pipeline(landing, tmp_path / "w.duckdb").success
@@ -318,6 +318,30 @@ def test_an_hour_a_charge_covers_in_part_is_priced_for_that_part(tmp_path):
     try:
         [f] = fetch_dicts(conn, "SELECT wasted_cost, paid_cost FROM findings.overprovisioned_inference")
         assert f == {"wasted_cost": Decimal("150.0000000000"), "paid_cost": Decimal("200.0000000000")}
+    finally:
+        conn.close()
+
+
+def test_idle_replicas_beside_another_holders_cards_at_work_are_idle_runs_only(tmp_path):
+    """Four one-card replicas, card 0 at 20 % and cards 1-3 idle; cards 4-7 at 6 %, held by no
+    workload. The service's only card at work is the one it needs: no rightsizing, and its three
+    idle cards are idle runs (3 × 48.00), once (before, the other cards at work made its idle ones
+    look busy, and they were counted in both)."""
+    conn = flat_inference_run(tmp_path, lambda g: 20 if g == 0 else (0 if g < 4 else 6), replicas(4))
+    try:
+        assert fetch_dicts(conn, "SELECT * FROM findings.overprovisioned_inference") == []
+        assert fetch_dicts(conn, "SELECT title, wasted_cost FROM findings.hidden_costs") == [
+            {"title": "3 idle GPUs on gpu-r", "wasted_cost": Decimal("144.0000000000")}]
+    finally:
+        conn.close()
+
+
+def test_replicas_on_cards_no_telemetry_covers_are_not_sized_from_the_cards_it_does(tmp_path):
+    """Eight replicas, but only cards 0-3 ever report (10 %): half the service's load is not known,
+    so the cards nobody saw count as busy and no replica is called too many."""
+    conn = flat_inference_run(tmp_path, lambda g: 10, replicas(8), cards=range(4))
+    try:
+        assert fetch_dicts(conn, "SELECT * FROM findings.overprovisioned_inference") == []
     finally:
         conn.close()
 

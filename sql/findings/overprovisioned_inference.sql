@@ -28,7 +28,8 @@ WITH inference_hosts AS (
 ),
 busy AS (
     -- Every busy GPU-minute of the host's hour, whatever ran (marts.gpu_busy_by_host_hour, built per day).
-    SELECT b.host, b.hour, b.busy_gpu_minutes / 60.0 AS busy_gpus, b.active_gpu_minutes / 60.0 AS active_gpus
+    SELECT b.host, b.hour, b.busy_gpu_minutes / 60.0 AS busy_gpus, b.active_gpu_minutes / 60.0 AS active_gpus,
+           b.covered_gpu_minutes / 60.0 AS covered_gpus
     FROM marts.gpu_busy_by_host_hour AS b
     WHERE b.host IN (SELECT host FROM inference_hosts)
 ),
@@ -47,8 +48,9 @@ hours AS (
     -- hour it covers: a charge ending at 12:30 pays half of 12:00-13:00, and one starting at 12:30
     -- the other half.
     SELECT host, hour, any_value(busy_gpus) AS busy_gpus, any_value(active_gpus) AS active_gpus,
-           CAST(sum(gpus) AS INTEGER) AS paid_gpus, from_units(sum(paid_units) // sum(gpus)) AS price_per_gpu_hour, currency
-    FROM (SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, any_value(b.active_gpus) AS active_gpus, p.currency,
+           any_value(covered_gpus) AS covered_gpus, CAST(sum(gpus) AS INTEGER) AS paid_gpus, from_units(sum(paid_units) // sum(gpus)) AS price_per_gpu_hour, currency
+    FROM (SELECT b.host, b.hour, any_value(b.busy_gpus) AS busy_gpus, any_value(b.active_gpus) AS active_gpus,
+                 any_value(b.covered_gpus) AS covered_gpus, p.currency,
                  max(p.gpu_count) AS gpus,
                  sum(p.gpu_count * to_units(p.price_per_gpu_clock_hour)
                      * held_us(p.period_start, p.period_end, b.hour, b.hour + INTERVAL 1 HOUR) // 3600000000) AS paid_units
@@ -96,14 +98,15 @@ peaked AS (
 replicas AS (
     -- Inference workloads holding GPUs on the hosts of a flat load, each a replica of its service:
     -- its `app` label, else its name without a trailing number (svc-a-0, svc-a-1) or, from
-    -- Kubernetes, without the pod's generated suffix (embed-7c6d5f4b9-q1w2e: embed); a name that is
-    -- only a number (a Slurm job id) is its own service.
+    -- Kubernetes, without the generated suffix of a Deployment's pod (one with a pod-template-hash
+    -- label: embed-7c6d5f4b9-q1w2e is embed); a number is stripped only after a separator (embed-v2
+    -- and embed-v3 stay two), and a name that is only a number (a Slurm job id) is its own service.
     SELECT workload_id, host, started_at, ended_at, workload_cards(gpu_cards, gpu_count) AS replica_cards,
            coalesce(json_extract_string(labels, '$.app'), json_extract_string(labels, '$."app.kubernetes.io/name"'),
-                    nullif(regexp_replace(CASE WHEN source = 'kubernetes'
-                                               THEN regexp_replace(lower(trim(coalesce(name, workload_id))), '-[a-z0-9]{6,10}-[a-z0-9]{5}$', '')
-                                               ELSE lower(trim(coalesce(name, workload_id))) END,
-                                          '([-_.:]?[0-9]+)+$', ''), ''),
+                    CASE WHEN json_extract_string(labels, '$."pod-template-hash"') IS NOT NULL
+                         THEN regexp_replace(lower(trim(coalesce(name, workload_id))),
+                                             '-' || lower(json_extract_string(labels, '$."pod-template-hash"')) || '-[a-z0-9]{5}$', '') END,
+                    nullif(regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:][0-9]+)+$', ''), ''),
                     lower(trim(coalesce(name, workload_id)))) AS service
     FROM core.workloads
     WHERE phase = 'inference' AND gpu_count > 0 AND host NOT IN (SELECT host FROM peaked)
@@ -123,10 +126,12 @@ service_hours AS (
     -- hour, its busy GPUs are marts.gpu_busy_by_workload_hour's (the host's busy minutes, the busiest
     -- cards the holders'). Beside other holders that split is by cards held, not by who was busy (a
     -- busy service beside an idle job would look half as busy), so the service is taken as busy as
-    -- it can be: the host's busy GPUs, up to its own cards. An hour without telemetry has no row: its
-    -- load is not known, so none of it is waste.
-    SELECT s.*, CASE WHEN round(o.held_cards - s.held_cards, 9) > 0 THEN least(s.held_cards, b.busy_gpus)
-                     ELSE s.split_busy_gpus END AS busy_gpus
+    -- it can be: the host's busy GPUs, up to its own cards. Held cards the telemetry does not cover
+    -- count as fully busy (their load is not known). An hour without telemetry has no row: its load
+    -- is not known, so none of it is waste.
+    SELECT s.*, least(s.held_cards, CASE WHEN round(o.held_cards - s.held_cards, 9) > 0 THEN least(s.held_cards, b.busy_gpus)
+                                         ELSE s.split_busy_gpus END
+                                    + greatest(0, o.held_cards - b.covered_gpus)) AS busy_gpus
     FROM (SELECT r.host, r.service, r.replica_cards, b.hour,
                  sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) AS replicas,
                  sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) * r.replica_cards AS held_cards,
@@ -148,10 +153,15 @@ service_fleets AS (
 ),
 flat_hours AS (
     -- Per host-hour: the cards the replicas held, those a fixed fleet needs (never more than were
-    -- held that hour), and what is left of them among the cards at work and the cards paid.
-    SELECT h.host, h.hour, s.month, h.currency, h.paid_gpus, h.price_per_gpu_hour, h.active_gpus,
-           least(s.held_cards, h.paid_gpus) AS held_cards, s.needed_cards, s.busy_gpus,
-           greatest(0, least(s.held_cards, h.active_gpus, h.paid_gpus) - s.needed_cards) AS surplus_cards
+    -- held that hour), and what is left of them among the cards at work that are surely theirs (the
+    -- host's cards at work less every card they do not hold: an idle replica's card beside another
+    -- holder's busy one is an idle run, never a replica too many) and the cards paid. busy_gpus: the
+    -- replicas' busy GPUs, never more than the host's.
+    SELECT h.host, h.hour, s.month, h.currency, h.paid_gpus, h.price_per_gpu_hour,
+           greatest(0, h.active_gpus - greatest(0, h.covered_gpus - s.held_cards)) AS working_cards,
+           least(s.held_cards, h.paid_gpus) AS held_cards, s.needed_cards, least(s.busy_gpus, h.busy_gpus) AS busy_gpus,
+           greatest(0, least(s.held_cards, h.active_gpus - greatest(0, h.covered_gpus - s.held_cards), h.paid_gpus)
+                       - s.needed_cards) AS surplus_cards
     FROM (SELECT sh.host, sh.hour, f.month, sum(sh.held_cards) AS held_cards,
                  sum(least(sh.replicas, f.needed_replicas) * sh.replica_cards) AS needed_cards, sum(sh.busy_gpus) AS busy_gpus
           FROM service_hours AS sh
@@ -165,7 +175,7 @@ flat_hosts AS (
     -- A host's flat load per UTC month (hidden_costs' period), as idle runs are split at month ends.
     SELECT host, month, currency, min(hour) AS period_start, max(hour) + INTERVAL 1 HOUR AS period_end, count(*) AS hours,
            sum(paid_gpus) AS paid_gpu_hours, sum(held_cards) AS held_gpu_hours, sum(busy_gpus) AS busy_gpu_hours,
-           sum(least(held_cards, active_gpus)) AS working_gpu_hours, max(busy_gpus) AS peak_busy_gpus,
+           sum(least(held_cards, working_cards)) AS working_gpu_hours, max(busy_gpus) AS peak_busy_gpus,
            sum(surplus_cards) AS surplus_gpu_hours,
            sum(paid_gpus * price_per_gpu_hour) AS paid_cost,
            sum(price_times(surplus_cards, price_per_gpu_hour)) AS surplus_cost
@@ -227,7 +237,7 @@ SELECT
                 'paid_cost', f.paid_cost, 'services', json(s.services), 'target_utilization', $inference_target_util) AS evidence,
     printf('%s served inference at a steady load: its replicas'' cards at work were %.0f %% busy over %.0f GPU-hours, '
            || 'and never more than %s GPUs were busy in an hour. At %.0f %% utilization fewer replicas serve it (%s): '
-           || 'the %s GPU-hours held above them cost %s %s. Scale the service down to those replicas.',
+           || 'the %s GPU-hours held above them cost %s %s. Scale down to those replicas.',
            f.host, 100 * f.busy_gpu_hours / f.working_gpu_hours, f.working_gpu_hours, CAST(round(f.peak_busy_gpus, 2) AS VARCHAR),
            100 * $inference_target_util, s.fleets, CAST(round(f.surplus_gpu_hours, 2) AS VARCHAR),
            CAST(round(f.surplus_cost, 2) AS VARCHAR), f.currency) AS recommendation

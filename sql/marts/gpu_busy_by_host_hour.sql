@@ -6,7 +6,8 @@
 -- thirds of 180 busy GPU-minutes add up to a hair over 180, and a GPU count rounded up from it to
 -- one GPU too many). active_gpu_minutes: the GPU-minutes in cards at or over $idle_busy_threshold,
 -- the cards at work (findings.overprovisioned_inference counts an idle card's hours as
--- findings.unused_gpu's idle runs, not as a replica too many).
+-- findings.unused_gpu's idle runs, not as a replica too many); covered_gpu_minutes: every
+-- GPU-minute in cards the telemetry covers, idle or not.
 --
 -- Built per UTC day ($host_hour_days: YYYY-MM-DD days; ['*'] builds every day), the days
 -- core.gpu_minutes rebuilt, so a new day of telemetry adds its own rows, not the history's.
@@ -14,7 +15,8 @@ CREATE OR REPLACE TABLE marts.gpu_busy_by_host_hour AS
 SELECT utc_day(m.minute) AS day, timezone('UTC', date_trunc('hour', timezone('UTC', m.minute))) AS hour, m.host,
        -- To 9 decimals, so the sum is the same in whatever order its rows are added (a day alone or with others).
        round(sum(m.busy_fraction * m.coverage * m.gpu_share), 9) AS busy_gpu_minutes,
-       round(coalesce(sum(m.coverage * m.gpu_share) FILTER (WHERE m.busy_fraction >= $idle_busy_threshold), 0), 9) AS active_gpu_minutes
+       round(coalesce(sum(m.coverage * m.gpu_share) FILTER (WHERE m.busy_fraction >= $idle_busy_threshold), 0), 9) AS active_gpu_minutes,
+       round(sum(m.coverage * m.gpu_share), 9) AS covered_gpu_minutes
 FROM core.gpu_minutes AS m
 -- The days asked for: a range DuckDB prunes the table's row groups by (macros.sql).
 WHERE in_listed_days(m.minute, $host_hour_days)
