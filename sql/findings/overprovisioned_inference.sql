@@ -103,9 +103,9 @@ replicas AS (
     -- and embed-v3 stay two), and a name that is only a number (a Slurm job id) is its own service.
     SELECT workload_id, host, started_at, ended_at, workload_cards(gpu_cards, gpu_count) AS replica_cards,
            coalesce(json_extract_string(labels, '$.app'), json_extract_string(labels, '$."app.kubernetes.io/name"'),
-                    CASE WHEN json_extract_string(labels, '$."pod-template-hash"') IS NOT NULL
-                         THEN regexp_replace(lower(trim(coalesce(name, workload_id))),
-                                             '-' || lower(json_extract_string(labels, '$."pod-template-hash"')) || '-[a-z0-9]{5}$', '') END,
+                    CASE WHEN lower(trim(coalesce(name, workload_id)))
+                                  LIKE '%-' || lower(json_extract_string(labels, '$."pod-template-hash"')) || '-_____'
+                         THEN regexp_replace(lower(trim(coalesce(name, workload_id))), '-[a-z0-9]+-[a-z0-9]{5}$', '') END,
                     nullif(regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:][0-9]+)+$', ''), ''),
                     lower(trim(coalesce(name, workload_id)))) AS service
     FROM core.workloads
