@@ -103,12 +103,11 @@ replicas AS (
     -- and embed-v3 stay two), and a name that is only a number (a Slurm job id) is its own service.
     SELECT workload_id, host, started_at, ended_at, workload_cards(gpu_cards, gpu_count) AS replica_cards,
            coalesce(json_extract_string(labels, '$.app'), json_extract_string(labels, '$."app.kubernetes.io/name"'),
-                    CASE WHEN lower(trim(coalesce(name, workload_id)))
-                                  LIKE '%-' || lower(json_extract_string(labels, '$."pod-template-hash"')) || '-_____'
-                         THEN regexp_replace(lower(trim(coalesce(name, workload_id))), '-[a-z0-9]+-[a-z0-9]{5}$', '') END,
-                    nullif(regexp_replace(lower(trim(coalesce(name, workload_id))), '([-_.:][0-9]+)+$', ''), ''),
-                    lower(trim(coalesce(name, workload_id)))) AS service
-    FROM core.workloads
+                    CASE WHEN named LIKE '%-' || lower(json_extract_string(labels, '$."pod-template-hash"')) || '-_____'
+                         THEN regexp_replace(named, '-[a-z0-9]+-[a-z0-9]{5}$', '') END,
+                    nullif(regexp_replace(named, '([-_.:][0-9]+)+$', ''), ''),
+                    named) AS service
+    FROM (SELECT *, lower(trim(coalesce(name, workload_id))) AS named FROM core.workloads)
     WHERE phase = 'inference' AND gpu_count > 0 AND host NOT IN (SELECT host FROM peaked)
 ),
 holders AS (
@@ -134,7 +133,7 @@ service_hours AS (
                                     + greatest(0, o.held_cards - b.covered_gpus)) AS busy_gpus
     FROM (SELECT r.host, r.service, r.replica_cards, b.hour,
                  sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) AS replicas,
-                 sum(held_us(r.started_at, r.ended_at, b.hour, b.hour + INTERVAL 1 HOUR) / 3600000000.0) * r.replica_cards AS held_cards,
+                 replicas * r.replica_cards AS held_cards,
                  sum(b.busy_gpu_minutes) / 60.0 AS split_busy_gpus
           FROM marts.gpu_busy_by_workload_hour AS b
           JOIN replicas AS r ON r.workload_id = b.workload_id AND r.host = b.host
